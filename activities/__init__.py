@@ -1,0 +1,36 @@
+"""Temporal activities: classes with injected dependencies.
+
+`build(deps)` is the one list every worker registers (production and tests).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from activities.classify import ClassifyActivities
+from activities.deps import Deps
+from activities.execute import ExecuteActivities
+from activities.record import RecordActivities
+
+
+def build(deps: Deps) -> list[Callable[..., Any]]:
+    """Every parkgate activity, bound to `deps`."""
+    from activities.notify import NotifyActivities
+
+    classify = ClassifyActivities(deps)
+    record = RecordActivities(deps.store, deps.settings)
+    execute = ExecuteActivities(deps)
+    notify = NotifyActivities(deps.settings)
+    return [
+        classify.classify,
+        classify.revalidate,
+        record.record,
+        record.create_approval,
+        execute.execute,
+        execute.execute_local,
+        notify.notify,
+    ]
+
+
+__all__ = ["Deps", "build"]

@@ -1,0 +1,259 @@
+"""`parkgate.execute` (at most once, heartbeated) and `parkgate.execute_local` (NONE/READ).
+
+The workflow runs WRITE/EXECUTE/NETWORK tools through `execute` with
+maximum_attempts=1 and a heartbeat timeout: if this worker dies, the server
+times the activity out and the workflow reports "outcome unknown" instead of
+running the tool again. Cancellation (workflow cancel, cancel_session_tools)
+arrives here as asyncio cancellation; it is turned into the pipeline's
+cancel_event so the tool cleans up (the shell kills its process group) and the
+partial output is returned as a normal `cancelled` result.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from temporalio import activity
+
+from activities.deps import Deps
+from activities.subcalls import SubCallApprover
+from dispatcher.durable_models import (
+    ACT_EXECUTE,
+    ACT_EXECUTE_LOCAL,
+    ExecuteInput,
+    ExecuteOutput,
+)
+from dispatcher.events import ToolEvent
+from dispatcher.models import TextBlock, ToolErrorClass, ToolResultBlock, input_hash, utcnow
+from dispatcher.store.records import CallStatus, CallUpdate
+from dispatcher.verdicts import ToolRun
+
+log = logging.getLogger(__name__)
+
+#: Extra wait, beyond the pipeline's own cancel grace, before abandoning a tool.
+_ABANDON_MARGIN = 5.0
+#: Largest full output carried back through Temporal when the store is down.
+_CARRY_OUTPUT_BYTES = 256 * 1024
+
+
+def hash_mismatch(inp: ExecuteInput) -> bool:
+    """True when the input about to run is not exactly what was approved."""
+    call = inp.prepared.call
+    actual = input_hash(call.name, call.input)
+    return actual != inp.approved_hash or inp.prepared.input_hash != inp.approved_hash
+
+
+class ExecuteActivities:
+    """Runs prepared calls through Pipeline.execute and stores their full output."""
+
+    def __init__(self, deps: Deps) -> None:
+        self.deps = deps
+
+    @activity.defn(name=ACT_EXECUTE)
+    async def execute(self, inp: ExecuteInput) -> ExecuteOutput:
+        return await self._run(inp, heartbeat=True)
+
+    @activity.defn(name=ACT_EXECUTE_LOCAL)
+    async def execute_local(self, inp: ExecuteInput) -> ExecuteOutput:
+        return await self._run(inp, heartbeat=False)
+
+    # ------------------------------------------------------------------
+    async def _run(self, inp: ExecuteInput, *, heartbeat: bool) -> ExecuteOutput:
+        pending: list[ToolEvent] = []
+        if hash_mismatch(inp):
+            return await self._refuse(inp, pending)
+        held: list[ToolEvent] = []
+        parent_id = inp.prepared.call.id
+
+        async def emit(event: ToolEvent) -> None:
+            if event.tool_use_id != parent_id:
+                # A composed tool's sub-call: stored as it happens; the store puts it
+                # in the parent's chain (parent_tool_use_id). During a store outage
+                # it joins `pending` in order and travels back like the rest. A sub-call
+                # asking for approval was just stored in its approval record, so the
+                # store is back: flush what is pending so humans and streams see it now.
+                await self._emit(
+                    event, pending, retry=event.type == "tool.confirmation_requested"
+                )
+            elif event.type == "tool.called":
+                await self._emit(event, pending, self._running_row(inp, event))
+            else:  # the final event is stored with the full output, in one transaction
+                held.append(event)
+
+        cancel_event = asyncio.Event()
+        approver = self._approver(inp, emit, cancel_event)
+        task = asyncio.create_task(
+            self.deps.pipeline.execute(
+                inp.prepared, cancel_event=cancel_event, emit=emit, approver=approver
+            )
+        )
+        beat = asyncio.create_task(self._heartbeat()) if heartbeat else None
+        try:
+            run = await self._await_with_cancel(task, cancel_event)
+        finally:
+            if approver is not None:
+                await approver.close()
+            if beat is not None:
+                beat.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await beat
+        full = run.output.model_dump(mode="json") if run.output else None
+        row = CallUpdate(
+            session_id=inp.prepared.session.session_id,
+            tool_use_id=inp.prepared.call.id,
+            full_output=full,
+            started_at=run.started_at,
+            duration_ms=run.duration_ms,
+        )
+        carried: dict[str, Any] | None = None
+        if not await self._store(held, row, pending):
+            log.warning("store unavailable; results of %s travel back", inp.prepared.call.id)
+            if full is not None and len(json.dumps(full, default=str)) <= _CARRY_OUTPUT_BYTES:
+                carried = full
+        return ExecuteOutput(
+            result=run.result,
+            error_class=run.error_class,
+            started_at=run.started_at,
+            duration_ms=run.duration_ms,
+            pending_events=pending,
+            full_output=carried,
+        )
+
+    def _approver(
+        self,
+        inp: ExecuteInput,
+        emit: Callable[[ToolEvent], Awaitable[None]],
+        cancel_event: asyncio.Event,
+    ) -> SubCallApprover | None:
+        """Non-atomic composed tools: their sub-calls may park here (see subcalls.py).
+        Atomic ones need none (the parent's approval covers them)."""
+        definition = inp.prepared.definition
+        if not definition.composed_of or definition.atomic:
+            return None
+        return SubCallApprover(
+            pipeline=self.deps.pipeline,
+            settings=self.deps.settings,
+            store=self.deps.store,
+            emit=emit,
+            cancel_event=cancel_event,
+            deadline=self._deadline(inp),
+            workflow_id=inp.workflow_id,
+        )
+
+    def _deadline(self, inp: ExecuteInput) -> float:
+        """When the parent is stopped: its tool timeout, or the activity's time limit."""
+        budget = self.deps.pipeline.timeout_for(inp.prepared.definition)
+        with contextlib.suppress(RuntimeError):  # not running as an activity
+            info = activity.info()
+            if info.start_to_close_timeout is not None:
+                elapsed = max(0.0, (utcnow() - info.started_time).total_seconds())
+                budget = min(budget, info.start_to_close_timeout.total_seconds() - elapsed)
+        return time.monotonic() + budget
+
+    @staticmethod
+    def _running_row(inp: ExecuteInput, event: ToolEvent) -> CallUpdate:
+        base = inp.initial or CallUpdate(
+            session_id=event.session_id, tool_use_id=event.tool_use_id
+        )
+        return base.model_copy(update={"status": CallStatus.RUNNING, "started_at": event.at})
+
+    async def _await_with_cancel(
+        self, task: asyncio.Task[ToolRun], cancel_event: asyncio.Event
+    ) -> ToolRun:
+        """Await the pipeline; on cancellation let the tool clean up, then return its run."""
+        try:
+            return await asyncio.shield(task)
+        except asyncio.CancelledError:
+            if task.done() and not task.cancelled():
+                return task.result()
+            cancel_event.set()
+        grace = self.deps.settings.cancel_grace_seconds + _ABANDON_MARGIN
+        done, _ = await asyncio.wait({task}, timeout=grace)
+        if done and not task.cancelled():
+            return task.result()
+        log.warning("tool did not stop within %.0fs of cancellation; abandoned", grace)
+        task.cancel()
+        raise asyncio.CancelledError("tool abandoned after the cancellation grace period")
+
+    async def _emit(
+        self,
+        event: ToolEvent,
+        pending: list[ToolEvent],
+        update: CallUpdate | None = None,
+        *,
+        retry: bool = False,
+    ) -> None:
+        """Store an event now (live streams see it); keep it for the workflow if the
+        store is down, so the tool's run is never failed by a history outage."""
+        if not await self._store([event], update, pending, retry=retry):
+            log.warning("store unavailable; %s travels back to the workflow", event.type)
+
+    async def _store(
+        self,
+        events: list[ToolEvent],
+        update: CallUpdate | None,
+        pending: list[ToolEvent],
+        *,
+        retry: bool = False,
+    ) -> bool:
+        """Write events + row; on failure (or after an earlier failure, to keep the
+        order) the events join `pending`. True when written.
+
+        With `retry`, an earlier failure does not stop the attempt: what is pending
+        is written first, in order, and no longer travels back."""
+        if pending and not retry:
+            pending.extend(events)
+            return False
+        batch = [*pending, *events]
+        try:
+            await self.deps.store.apply(batch, update)
+        except Exception:
+            log.debug("store write failed", exc_info=True)
+            pending[:] = batch
+            return False
+        pending.clear()
+        return True
+
+    @staticmethod
+    async def _heartbeat() -> None:
+        timeout = activity.info().heartbeat_timeout
+        interval = max(0.2, min(5.0, timeout.total_seconds() / 4 if timeout else 5.0))
+        while True:
+            activity.heartbeat()
+            await asyncio.sleep(interval)
+
+    async def _refuse(self, inp: ExecuteInput, pending: list[ToolEvent]) -> ExecuteOutput:
+        call, session = inp.prepared.call, inp.prepared.session
+        text = (
+            "Refusing to run: the input differs from the approved input "
+            "(argument hash mismatch)."
+        )
+        await self._emit(
+            ToolEvent(
+                type="tool.failed",
+                session_id=session.session_id,
+                turn_id=session.turn_id,
+                tool_use_id=call.id,
+                tool_name=call.name,
+                side_effects=inp.prepared.definition.side_effects,
+                error_class=ToolErrorClass.PERMISSION_DENIED,
+                message=text,
+            ),
+            pending,
+        )
+        return ExecuteOutput(
+            result=ToolResultBlock(
+                tool_use_id=call.id,
+                content=[TextBlock(text=text)],
+                is_error=True,
+                error_class=ToolErrorClass.PERMISSION_DENIED,
+            ),
+            error_class=ToolErrorClass.PERMISSION_DENIED,
+            pending_events=pending,
+        )

@@ -1,0 +1,49 @@
+"""`parkgate.notify`: deliver a parked call's notice to every configured webhook.
+
+Temporal retries the activity (the workflow sets the retry policy); the
+indices already delivered travel in the heartbeat details so a retry does not
+re-send to targets that succeeded. The workflow starts it without waiting on
+it, so a dead webhook never holds or loses a call.
+"""
+
+from __future__ import annotations
+
+import httpx
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from dispatcher.durable_models import ACT_NOTIFY, NotifyInput, NotifyOutput
+from dispatcher.notify import WebhookError, deliver
+from dispatcher.settings import Settings
+
+
+class NotifyActivities:
+    """Holds the settings (the webhook list); one instance per worker."""
+
+    def __init__(self, settings: Settings, *, timeout: float = 10.0) -> None:
+        self.settings = settings
+        self.timeout = timeout
+
+    @activity.defn(name=ACT_NOTIFY)
+    async def notify(self, req: NotifyInput) -> NotifyOutput:
+        hooks = self.settings.webhooks
+        delivered: set[int] = set()
+        details = activity.info().heartbeat_details
+        if details and isinstance(details[0], list):
+            delivered = {int(i) for i in details[0]}
+        failures: list[str] = []
+        async with httpx.AsyncClient() as client:
+            for index, hook in enumerate(hooks):
+                if index in delivered:
+                    continue
+                try:
+                    await deliver(client, hook, req, timeout=self.timeout)
+                except WebhookError as exc:
+                    failures.append(f"webhook[{index}] ({hook.kind}): {exc}")
+                    continue
+                delivered.add(index)
+                activity.heartbeat(sorted(delivered))
+        if failures:
+            # Retryable: Temporal tries again with the workflow's retry policy.
+            raise ApplicationError("; ".join(failures), type="WebhookError")
+        return NotifyOutput(delivered=len(delivered), failed=0)

@@ -1,0 +1,178 @@
+"""Phase 1: per-call latency of auto-approved read_file and write_file.
+
+Three paths on the same machine, the same workspace and the same dev server,
+at each concurrency level, in the same run:
+- in-process: `ToolDispatcher` (classify -> execute, no Temporal, no history);
+- durable: `DurableDispatcher` over the call workflow, the worker in this
+  process (production recipe) and eager start, history in the store;
+- floor: an empty workflow started with request_eager_start=True.
+Concurrency C means C agents, each with its own session, calling back to back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from bench.cpu import CpuMeter
+from bench.floor import Empty, FloorWorkflow
+from bench.progress import Reporter
+from bench.report import Report, Row
+from bench.stack import BENCH_POLICY, Stack, durable_dispatcher, in_process_worker
+from dispatcher.local import ToolDispatcher
+from dispatcher.models import Session, ToolResultBlock, ToolUseBlock
+from dispatcher.policy import ConfirmationPolicy
+from dispatcher.tools import builtin_tools
+
+#: Targets on the durable/floor p50 ratio (docs/PERFORMANCE.md).
+TARGETS = {"read_file": 2.0, "write_file": 4.0}
+
+Call = Callable[[int, int], Awaitable[object]]
+
+
+class Dispatcher(Protocol):
+    """What ToolDispatcher and DurableDispatcher share (the spec's dispatch)."""
+
+    async def dispatch(self, tool_use: ToolUseBlock, session: Session) -> ToolResultBlock: ...
+
+
+@dataclass
+class Load:
+    samples_ms: list[float]
+    wall_s: float
+    cpu: str = ""
+
+
+async def run_load(call: Call, total: int, concurrency: int, on_done: Callable[[], None]) -> Load:
+    """`total` calls from `concurrency` lanes; call(lane, i) is timed one by one."""
+    samples: list[float] = []
+    next_i = 0
+
+    async def lane(n: int) -> None:
+        nonlocal next_i
+        while next_i < total:
+            i = next_i
+            next_i += 1
+            t0 = time.perf_counter()
+            await call(n, i)
+            samples.append((time.perf_counter() - t0) * 1000)
+            on_done()
+
+    start = time.perf_counter()
+    await asyncio.gather(*(lane(n) for n in range(concurrency)))
+    return Load(samples, time.perf_counter() - start)
+
+
+def _check(result: ToolResultBlock) -> None:
+    if result.is_error:
+        raise RuntimeError(f"benchmark call failed: {result.text}")
+
+
+async def run(
+    stack: Stack,
+    report: Report,
+    ui: Reporter,
+    *,
+    concurrencies: list[int],
+    calls: int,
+) -> None:
+    settings = stack.settings(stack.task_queue("latency"))
+    worker, pipeline = in_process_worker(stack, settings)
+    durable = durable_dispatcher(stack, settings, pipeline.registry, eager=True)
+    local = ToolDispatcher(
+        ConfirmationPolicy.from_mapping(BENCH_POLICY),
+        tools=builtin_tools(),
+        limits=pipeline.limits,
+    )
+    ws = str(stack.workspace)
+    run_id = stack.run
+
+    def session(path: str, c: int, lane: int) -> Session:
+        return Session(session_id=f"{path}-{run_id}-c{c}-{lane}", turn_id="t", workspace_path=ws)
+
+    def paths(c: int) -> dict[str, Call]:
+        async def floor(lane: int, i: int) -> object:
+            return await stack.client.execute_workflow(
+                FloorWorkflow.run,
+                Empty(),
+                id=f"bench/{run_id}/floor/c{c}/{i}",
+                task_queue=settings.temporal_task_queue,
+                request_eager_start=True,
+            )
+
+        def tool_call(tool: str, tag: str, i: int) -> ToolUseBlock:
+            if tool == "read_file":
+                return ToolUseBlock(id=f"{tag}-{i}", name="read_file", input={"path": "README.md"})
+            return ToolUseBlock(
+                id=f"{tag}-{i}",
+                name="write_file",
+                input={"path": f"out/{tag}/{i}.txt", "content": f"call {i}\n" * 8},
+            )
+
+        def via(dispatcher: Dispatcher, path: str, tool: str) -> Call:
+            tag = f"{path}-{tool}-c{c}"
+
+            async def call(lane: int, i: int) -> object:
+                result = await dispatcher.dispatch(tool_call(tool, tag, i), session(path, c, lane))
+                _check(result)
+                return result
+
+            return call
+
+        return {
+            "floor": floor,
+            "in-process read_file": via(local, "inproc", "read_file"),
+            "durable read_file": via(durable, "durable", "read_file"),
+            "in-process write_file": via(local, "inproc", "write_file"),
+            "durable write_file": via(durable, "durable", "write_file"),
+        }
+
+    server = stack.server.process.pid if stack.server.process else None
+    meter = CpuMeter({"this process": os.getpid(), "dev server": server})
+    async with worker:
+        for c in concurrencies:
+            total = max(calls, 2 * c)
+            loads: dict[str, Load] = {}
+            for name, call in paths(c).items():
+                # Warm up (imports, caches, connections) on ids past the measured ones.
+                await run_load(_offset(call, total), max(3, c), c, lambda: None)
+                step = ui.step(f"latency c={c}: {name}", total)
+                before = meter.read()
+                loads[name] = await run_load(call, total, c, step.advance)
+                loads[name].cpu = "CPU ms/call: " + meter.per_call_ms(before, meter.read(), total)
+            _rows(report, c, loads)
+
+
+def _offset(call: Call, by: int) -> Call:
+    async def shifted(lane: int, i: int) -> object:
+        return await call(lane, by + i)
+
+    return shifted
+
+
+def _rows(report: Report, c: int, loads: dict[str, Load]) -> None:
+    floor = loads["floor"]
+    report.add(Row.latency("latency", "floor: empty workflow, eager start", floor.samples_ms,
+                           concurrency=c, wall_s=floor.wall_s, note=floor.cpu))
+    floor_p50 = report.rows[-1].p50_ms or 0.0
+    for tool in ("read_file", "write_file"):
+        local = loads[f"in-process {tool}"]
+        local_row = report.add(
+            Row.latency("latency", f"in-process {tool} (ToolDispatcher)", local.samples_ms,
+                        concurrency=c, wall_s=local.wall_s, note=local.cpu)
+        )
+        durable = loads[f"durable {tool}"]
+        row = Row.latency("latency", f"durable {tool} (DurableDispatcher, eager)",
+                          durable.samples_ms, concurrency=c, wall_s=durable.wall_s,
+                          note=durable.cpu)
+        p50 = row.p50_ms or 0.0
+        row.x_floor = p50 / floor_p50 if floor_p50 else None
+        row.x_inprocess = p50 / local_row.p50_ms if local_row.p50_ms else None
+        limit = TARGETS[tool]
+        row.target = f"p50 ≤ {limit:g}x floor"
+        row.met = row.x_floor is not None and row.x_floor <= limit
+        report.add(row)

@@ -1,0 +1,56 @@
+"""The FastAPI application factory."""
+
+from __future__ import annotations
+
+from fastapi import FastAPI
+from fastapi.staticfiles import StaticFiles
+
+from dispatcher import metrics
+from dispatcher.api import routes_approve, routes_audit, routes_ops, routes_v1
+from dispatcher.api.deps import ApiDeps
+from dispatcher.api.errors import install_error_handlers
+from dispatcher.api.limits import BodySizeLimitMiddleware
+from dispatcher.api.logredact import install_log_redaction
+from dispatcher.api.service import CallService
+from dispatcher.api.views import STATIC_DIR, make_templates
+from dispatcher.client import DurableDispatcher
+from dispatcher.settings import Settings
+
+API_DESCRIPTION = """\
+parkgate's agent API. Authenticate with `Authorization: Bearer <key>`
+(`parkgate keys create --name NAME`). Every error is
+`{"error": {"code", "message", "details"}}` with a 4xx for bad requests.
+"""
+
+
+def create_app(settings: Settings, deps: ApiDeps) -> FastAPI:
+    """Build the app around already-connected dependencies (the caller owns their lifetime)."""
+    install_log_redaction()
+    app = FastAPI(
+        title="parkgate",
+        version="0.1.0",
+        description=API_DESCRIPTION,
+        openapi_tags=[
+            {"name": "agent", "description": "Submit, follow, decide and cancel tool calls."},
+            {"name": "audit", "description": "What happened, queried from the history store."},
+            {"name": "operations", "description": "Health and metrics."},
+        ],
+    )
+    app.state.settings = settings
+    app.state.deps = deps
+    app.state.secret = settings.signing_secret()
+    dispatcher = deps.dispatcher or DurableDispatcher(
+        deps.temporal, settings, registry=deps.registry, approvals=deps.repo
+    )
+    app.state.calls = CallService(settings, deps.repo, dispatcher)
+    app.state.templates = make_templates()
+    app.state.static_url = "/static"
+    app.state.sampler = metrics.StoreSampler()
+    install_error_handlers(app)
+    app.include_router(routes_v1.router)
+    app.include_router(routes_ops.router)
+    app.include_router(routes_approve.router)
+    app.include_router(routes_audit.router)
+    app.mount("/static", StaticFiles(directory=str(STATIC_DIR)), name="static")
+    app.add_middleware(BodySizeLimitMiddleware, max_bytes=settings.max_request_bytes)
+    return app

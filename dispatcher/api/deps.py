@@ -1,0 +1,80 @@
+"""What the HTTP layer needs, and the Annotated dependencies that hand it out.
+
+`ApiDeps` is built once by whoever runs the app (`parkgate serve`, tests) and
+passed to `create_app`; handlers receive its parts through `Annotated`
+dependencies, so nothing in the routers reaches for globals.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated
+
+from fastapi import Depends, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from temporalio.client import Client
+
+from dispatcher.api.errors import ApiError
+from dispatcher.client import DurableDispatcher
+from dispatcher.registry import ToolRegistry
+from dispatcher.settings import Settings
+from dispatcher.store.repository import Repository
+from dispatcher.store.results import ApiKeyRecord
+
+
+@dataclass
+class ApiDeps:
+    """The long-lived objects the API talks to."""
+
+    repo: Repository
+    #: Connected to the namespace the workers poll (calls are started here).
+    temporal: Client
+    #: The same registry the workers use (tool definitions per session).
+    registry: ToolRegistry
+    #: How often an SSE stream polls the store when it has caught up.
+    sse_poll_seconds: float = 0.5
+    #: Optional: a DurableDispatcher to use (e.g. with eager_start=True when a
+    #: worker shares this process); by default one is built over `temporal`.
+    dispatcher: DurableDispatcher | None = None
+
+
+def _deps(request: Request) -> ApiDeps:
+    deps: ApiDeps = request.app.state.deps
+    return deps
+
+
+def _settings(request: Request) -> Settings:
+    settings: Settings = request.app.state.settings
+    return settings
+
+
+def _repo(request: Request) -> Repository:
+    return _deps(request).repo
+
+
+def _secret(request: Request) -> str:
+    secret: str = request.app.state.secret
+    return secret
+
+
+DepsDep = Annotated[ApiDeps, Depends(_deps)]
+SettingsDep = Annotated[Settings, Depends(_settings)]
+RepoDep = Annotated[Repository, Depends(_repo)]
+SecretDep = Annotated[str, Depends(_secret)]
+
+_bearer = HTTPBearer(auto_error=False, description="An API key from `parkgate keys create`.")
+
+
+async def _api_key(
+    repo: RepoDep,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+) -> ApiKeyRecord:
+    if credentials is None or credentials.scheme.lower() != "bearer" or not credentials.credentials:
+        raise ApiError(401, "unauthorized", "missing API key: send `Authorization: Bearer <key>`")
+    record = await repo.verify_api_key(credentials.credentials)
+    if record is None:
+        raise ApiError(401, "unauthorized", "invalid or revoked API key")
+    return record
+
+
+ApiKeyDep = Annotated[ApiKeyRecord, Depends(_api_key)]

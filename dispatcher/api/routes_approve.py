@@ -1,0 +1,318 @@
+"""Approval links: GET renders (and never changes state), POST decides.
+
+Link unfurlers and mail scanners fetch links, so GET only reads. The POST is
+CSRF-protected (see csrf.py) and goes through the workflow's `decide` update,
+so the first decision wins whichever way it arrives (link, API, CLI). A
+tampered token gets a 403 page, an expired request a 410 page; a decided
+request shows who decided what and when.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import HTMLResponse, Response
+
+from dispatcher import metrics
+from dispatcher.api import csrf
+from dispatcher.api.service import CallService
+from dispatcher.api.views import diff_lines, expires_text, fmt_dt, pretty_json
+from dispatcher.durable_models import DecideInput
+from dispatcher.links import LinkError, token_hash, verify_token
+from dispatcher.models import utcnow
+from dispatcher.settings import Settings
+from dispatcher.store.records import ApprovalRecord, CallStatus
+from dispatcher.store.repository import Repository
+
+router = APIRouter(include_in_schema=False)
+
+#: Pages carrying a token must not leak it (Referer) nor be cached or framed.
+_SECURITY_HEADERS = {
+    "Cache-Control": "no-store",
+    "Referrer-Policy": "no-referrer",
+    "X-Frame-Options": "DENY",
+    "X-Content-Type-Options": "nosniff",
+    "Content-Security-Policy": (
+        "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; "
+        "frame-ancestors 'none'; base-uri 'none'"
+    ),
+}
+
+_DECISION_WORDS = {
+    "allow": ("Approved", "approved"),
+    "allow_with_edits": ("Approved with edits", "approved with edits"),
+    "deny": ("Denied", "denied"),
+    "expired": ("Expired", "expired"),
+}
+
+
+def _page(request: Request, template: str, status: int = 200, **ctx: Any) -> HTMLResponse:
+    templates = request.app.state.templates
+    response: HTMLResponse = templates.TemplateResponse(
+        request, template, {"static_url": request.app.state.static_url, **ctx},
+        status_code=status, headers=_SECURITY_HEADERS,
+    )
+    return response
+
+
+def _message(request: Request, status: int, title: str, text: str, detail: str = "",
+             kind: str = "error") -> HTMLResponse:
+    return _page(request, "message.html", status, title=title, text=text, detail=detail,
+                 kind=kind)
+
+
+async def _load(request: Request, token: str) -> ApprovalRecord | HTMLResponse:
+    """The approval a token names, or the error page to show instead."""
+    try:
+        request_id, _exp = verify_token(request.app.state.secret, token)
+    except LinkError:
+        return _message(request, 403, "Invalid link",
+                        "This approval link is not valid. It may have been altered or truncated.")
+    repo: Repository = request.app.state.deps.repo
+    approval = await repo.get_approval_by_token_hash(token_hash(token))
+    if approval is None or approval.request_id != request_id:
+        return _message(request, 403, "Invalid link",
+                        "This approval link does not match any approval request.")
+    return approval
+
+
+def _expired(approval: ApprovalRecord, now: datetime) -> bool:
+    exp = approval.expires_at
+    if exp is None:
+        return False
+    if exp.tzinfo is None:
+        exp = exp.replace(tzinfo=UTC)
+    return now >= exp
+
+
+def _is_expired(approval: ApprovalRecord, now: datetime) -> bool:
+    """Expired without a decision (recorded as such, or past its expiry)."""
+    if approval.decision == "expired":
+        return True
+    return approval.decision is None and _expired(approval, now)
+
+
+def _expired_page(request: Request, approval: ApprovalRecord) -> HTMLResponse:
+    return _message(
+        request, 410, "This request has expired",
+        f"No decision arrived for {approval.tool_name} ({approval.tool_use_id}) before "
+        f"{fmt_dt(approval.expires_at)}; the call did not run.",
+        detail=f"Requested {fmt_dt(approval.requested_at)} in session {approval.session_id}.",
+    )
+
+
+def _decided_block(approval: ApprovalRecord, *, you: bool = False) -> dict[str, Any] | None:
+    if approval.decision is None:
+        return None
+    title, verb = _DECISION_WORDS.get(approval.decision, (approval.decision, approval.decision))
+    if approval.decision == "expired":
+        text = f"No decision arrived before {fmt_dt(approval.decided_at)}; the call did not run."
+    else:
+        who = "You" if you else (approval.decided_by or "someone")
+        via = f" via {approval.via}" if approval.via and not you else ""
+        text = f"{who} {verb} this call{via} at {fmt_dt(approval.decided_at)}."
+    return {"decision": approval.decision, "title": title, "text": text,
+            "reason": approval.reason}
+
+
+async def _context(request: Request, approval: ApprovalRecord) -> dict[str, Any]:
+    repo: Repository = request.app.state.deps.repo
+    info = approval.info or {}
+    call = await repo.get_call(approval.session_id, approval.tool_use_id)
+    parent_id = info.get("parent_tool_use_id") or None
+    if call is None and parent_id:
+        # A composed tool's sub-call has no row: it lives and ends with its parent.
+        call = await repo.get_call(approval.session_id, str(parent_id))
+        args_source = info.get("input")
+    else:
+        args_source = call.input if call is not None else None
+    session = await repo.get_session(approval.session_id)
+    args: Any = args_source
+    args_pretty = pretty_json(args) if args is not None else str(info.get("input_summary", ""))
+    now = utcnow()
+    return {
+        "a": {
+            "tool_name": approval.tool_name,
+            "tool_use_id": approval.tool_use_id,
+            "session_id": approval.session_id,
+            "side_effects": info.get("side_effects") or (call.side_effects if call else "") or "",
+            "rule": info.get("rule") or (call.rule if call else None),
+            "requested_at_iso": approval.requested_at.isoformat(),
+            "requested_at_text": fmt_dt(approval.requested_at),
+            "expires_text": expires_text(approval.expires_at, now),
+            "workspace": session.workspace_path if session else None,
+            "impact": list(info.get("projected_impact") or []),
+            "diff_lines": diff_lines(info.get("diff")),
+            "args_pretty": args_pretty,
+            "sub_tools": list(info.get("sub_tools") or []),
+            "files": list(info.get("files") or []),
+            "parent_tool_use_id": parent_id,
+            "parent_tool_name": call.tool_name if parent_id and call is not None else None,
+        },
+        "call_status": call.status if call else None,
+    }
+
+
+def _state(
+    approval: ApprovalRecord, call_status: CallStatus | None, now: datetime
+) -> tuple[str, str]:
+    if approval.decision is not None:
+        title, _ = _DECISION_WORDS.get(approval.decision, (approval.decision, ""))
+        return ("allowed" if approval.decision.startswith("allow") else
+                "expired" if approval.decision == "expired" else "denied"), title
+    if _expired(approval, now):
+        return "expired", "Expired"
+    if call_status is not None and call_status != CallStatus.PARKED and call_status.terminal:
+        return "closed", f"No longer waiting (the call is {call_status.value})"
+    return "pending", "Waiting for a decision"
+
+
+def _form_page(
+    request: Request,
+    ctx: dict[str, Any],
+    approval: ApprovalRecord,
+    *,
+    status: int = 200,
+    form: dict[str, str] | None = None,
+    error: str | None = None,
+) -> HTMLResponse:
+    secret: str = request.app.state.secret
+    purpose = f"approve:{approval.request_id}"
+    nonce, token = csrf.issue(secret, purpose, request.cookies.get(csrf.cookie_name(purpose)))
+    state, state_text = _state(approval, ctx["call_status"], utcnow())
+    response = _page(
+        request, "approve.html", status,
+        state=state, state_text=state_text, decided=None,
+        can_decide=state == "pending", csrf=token, form_error=error,
+        form=form or {"approver": "", "reason": "", "edited_input": ""},
+        **{k: v for k, v in ctx.items() if k != "call_status"},
+    )
+    settings: Settings = request.app.state.settings
+    response.set_cookie(
+        csrf.cookie_name(f"approve:{approval.request_id}"), nonce,
+        max_age=csrf.MAX_AGE_SECONDS, httponly=True, samesite="strict",
+        secure=settings.public_base_url.startswith("https://"), path="/approve",
+    )
+    return response
+
+
+@router.get("/approve/{token}", response_class=HTMLResponse)
+async def approval_page(token: str, request: Request) -> Response:
+    loaded = await _load(request, token)
+    if isinstance(loaded, Response):
+        return loaded
+    approval = loaded
+    ctx = await _context(request, approval)
+    now = utcnow()
+    if _is_expired(approval, now):
+        return _expired_page(request, approval)
+    if approval.decision is not None:
+        state, state_text = _state(approval, ctx["call_status"], now)
+        return _page(request, "approve.html", 200, state=state, state_text=state_text,
+                     decided=_decided_block(approval), can_decide=False,
+                     **{k: v for k, v in ctx.items() if k != "call_status"})
+    return _form_page(request, ctx, approval)
+
+
+@router.post("/approve/{token}", response_class=HTMLResponse)
+async def approval_decide(token: str, request: Request) -> Response:
+    loaded = await _load(request, token)
+    if isinstance(loaded, Response):
+        return loaded
+    approval = loaded
+    settings: Settings = request.app.state.settings
+    if _is_expired(approval, utcnow()):
+        return _expired_page(request, approval)
+    purpose = f"approve:{approval.request_id}"
+    try:
+        form = await request.form(max_fields=20, max_files=0)
+    except Exception:  # malformed multipart/urlencoded bodies
+        return _message(request, 400, "Bad request", "The form could not be read.")
+    fields = {k: v for k, v in form.items() if isinstance(v, str)}
+    if not csrf.origin_ok(request, settings.public_base_url) or not csrf.check(
+        request.app.state.secret, purpose, fields.get("csrf"),
+        request.cookies.get(csrf.cookie_name(purpose)),
+    ):
+        return _message(request, 403, "Form expired",
+                        "This form could not be verified. Reload the approval page and try again.")
+    ctx = await _context(request, approval)
+    decision = fields.get("decision", "")
+    approver = fields.get("approver", "").strip()[:200]
+    reason = fields.get("reason", "").strip()[:4000] or None
+    edited_raw = fields.get("edited_input", "")
+    kept = {"approver": approver, "reason": reason or "",
+            "edited_input": edited_raw if decision == "allow_with_edits" else ""}
+    if decision not in ("allow", "deny", "allow_with_edits"):
+        return _form_page(request, ctx, approval, status=422, form=kept,
+                          error="Choose Approve, Deny or Approve with edits.")
+    if not approver:
+        return _form_page(request, ctx, approval, status=422, form=kept,
+                          error="Enter your name so the decision can be audited.")
+    edited: dict[str, Any] | None = None
+    if decision == "allow_with_edits":
+        try:
+            parsed = json.loads(edited_raw)
+        except RecursionError:
+            return _form_page(request, ctx, approval, status=422, form=kept,
+                              error="The edited arguments are nested too deeply.")
+        except ValueError as exc:
+            return _form_page(request, ctx, approval, status=422, form=kept,
+                              error=f"The edited arguments are not valid JSON: {exc}")
+        if not isinstance(parsed, dict):
+            return _form_page(request, ctx, approval, status=422, form=kept,
+                              error="The edited arguments must be a JSON object.")
+        edited = parsed
+    service: CallService = request.app.state.calls
+    result = await service.decide(
+        approval.session_id,
+        approval.tool_use_id,
+        DecideInput(request_id=approval.request_id, decision=decision, reason=reason,
+                    decided_by=approver, via="link", edited_input=edited),
+    )
+    repo: Repository = request.app.state.deps.repo
+    if result.accepted and result.winner is not None:
+        metrics.DECISIONS.labels(decision=decision, outcome="won").inc()
+        metrics.observe_approval_latency(
+            decision, "link", (result.winner.decided_at - approval.requested_at).total_seconds()
+        )
+        shown = approval.model_copy(update={
+            "decision": result.winner.decision, "decided_by": result.winner.decided_by,
+            "via": "link", "reason": result.winner.reason,
+            "decided_at": result.winner.decided_at,
+        })
+        after = "The call is running now." if decision != "deny" else \
+            "The agent has been told, with your reason."
+        block = _decided_block(shown, you=True)
+        assert block is not None
+        block["text"] += " " + after
+        state, state_text = _state(shown, None, utcnow())
+        return _page(request, "approve.html", 200, state=state, state_text=state_text,
+                     decided=block, can_decide=False,
+                     **{k: v for k, v in ctx.items() if k != "call_status"})
+    metrics.DECISIONS.labels(decision=decision, outcome="lost").inc()
+    if result.winner is not None:
+        shown = approval.model_copy(update={
+            "decision": result.winner.decision, "decided_by": result.winner.decided_by,
+            "via": result.winner.via, "reason": result.winner.reason,
+            "decided_at": result.winner.decided_at,
+        })
+        block = _decided_block(shown)
+        assert block is not None
+        block["title"] = f"Already decided: {block['title']}"
+        state, state_text = _state(shown, None, utcnow())
+        return _page(request, "approve.html", 409, state=state, state_text=state_text,
+                     decided=block, can_decide=False,
+                     **{k: v for k, v in ctx.items() if k != "call_status"})
+    if result.message.startswith(("edited input", "allow_with_edits", "edited_input")):
+        return _form_page(request, ctx, approval, status=422, form=kept, error=result.message)
+    stored = await repo.get_approval(approval.request_id) or approval
+    state, state_text = _state(stored, ctx["call_status"], utcnow())
+    return _page(request, "approve.html", 409, state=state, state_text=state_text,
+                 decided=_decided_block(stored) or {
+                     "decision": "expired", "title": "No longer waiting",
+                     "text": result.message or "This call is no longer waiting for a decision.",
+                     "reason": None},
+                 can_decide=False, **{k: v for k, v in ctx.items() if k != "call_status"})

@@ -1,0 +1,240 @@
+"""Audit pages: calls newest first with filters, and one call's timeline.
+
+Behind a login with an API key (a signed, HttpOnly session cookie that names
+the key; a revoked key ends the session), or off entirely with
+`audit_pages_enabled: false` (every /audit URL is then 404).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+from urllib.parse import urlencode
+
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from itsdangerous import BadSignature, URLSafeTimedSerializer
+from sqlalchemy import select
+
+from dispatcher.api import csrf
+from dispatcher.api.views import pretty_json
+from dispatcher.settings import Settings
+from dispatcher.store.errors import InvalidCursorError
+from dispatcher.store.records import CallStatus
+from dispatcher.store.repository import CALLS, Repository
+from dispatcher.store.results import ApiKeyRecord, CallFilters
+
+router = APIRouter(include_in_schema=False)
+
+COOKIE = "pg_audit"
+_SALT = "parkgate.audit-session.v1"
+SESSION_SECONDS = 12 * 3600
+_HEADERS = {
+    "Cache-Control": "no-store",
+    "Referrer-Policy": "same-origin",
+    "X-Frame-Options": "DENY",
+    "X-Content-Type-Options": "nosniff",
+    "Content-Security-Policy": (
+        "default-src 'none'; style-src 'self'; form-action 'self'; frame-ancestors 'none'"
+    ),
+}
+_LOGIN_PURPOSE = "audit-login"
+_LOGOUT_PURPOSE = "audit-logout"
+
+
+def _root(request: Request) -> str:
+    return str(request.scope.get("root_path", "")).rstrip("/")
+
+
+def _page(request: Request, template: str, status: int = 200, **ctx: Any) -> HTMLResponse:
+    response: HTMLResponse = request.app.state.templates.TemplateResponse(
+        request, template,
+        {"static_url": request.app.state.static_url, "root": _root(request), **ctx},
+        status_code=status, headers=_HEADERS,
+    )
+    return response
+
+
+def _not_found(request: Request) -> HTMLResponse:
+    return _page(request, "message.html", 404, title="Not found",
+                 text="Audit pages are not enabled on this server.", detail="", kind="error")
+
+
+def _serializer(request: Request) -> URLSafeTimedSerializer:
+    return URLSafeTimedSerializer(request.app.state.secret, salt=_SALT)
+
+
+async def _current_key(request: Request) -> ApiKeyRecord | None:
+    raw = request.cookies.get(COOKIE)
+    if not raw:
+        return None
+    try:
+        data = _serializer(request).loads(raw, max_age=SESSION_SECONDS)
+    except BadSignature:
+        return None
+    if not isinstance(data, dict):
+        return None
+    repo: Repository = request.app.state.deps.repo
+    for key in await repo.list_api_keys(include_revoked=False):
+        if key.id == data.get("kid"):
+            return key
+    return None
+
+
+def _login_redirect(request: Request) -> RedirectResponse:
+    target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+    return RedirectResponse(
+        f"{_root(request)}/audit/login?{urlencode({'next': target})}", status_code=303
+    )
+
+
+def _set_csrf(response: Response, request: Request, purpose: str, nonce: str) -> None:
+    settings: Settings = request.app.state.settings
+    response.set_cookie(
+        csrf.cookie_name(purpose), nonce, max_age=csrf.MAX_AGE_SECONDS, httponly=True,
+        samesite="strict", secure=settings.public_base_url.startswith("https://"),
+        path="/audit",
+    )
+
+
+def _safe_next(value: str | None) -> str:
+    """Only same-site paths under /audit (no open redirect)."""
+    if value and value.startswith("/audit") and not value.startswith("//"):
+        return value
+    return "/audit"
+
+
+@router.get("/audit/login", response_class=HTMLResponse)
+async def login_page(request: Request, next: str | None = None) -> Response:
+    if not request.app.state.settings.audit_pages_enabled:
+        return _not_found(request)
+    nonce, token = csrf.issue(
+        request.app.state.secret, _LOGIN_PURPOSE,
+        request.cookies.get(csrf.cookie_name(_LOGIN_PURPOSE)),
+    )
+    response = _page(request, "audit_login.html", csrf=token, next=_safe_next(next), error=None)
+    _set_csrf(response, request, _LOGIN_PURPOSE, nonce)
+    return response
+
+
+@router.post("/audit/login", response_class=HTMLResponse)
+async def login(request: Request) -> Response:
+    settings: Settings = request.app.state.settings
+    if not settings.audit_pages_enabled:
+        return _not_found(request)
+    try:
+        form = await request.form(max_fields=10, max_files=0)
+    except Exception:
+        form = None
+    fields = {k: v for k, v in (form or {}).items() if isinstance(v, str)}
+    next_url = _safe_next(fields.get("next"))
+    ok = form is not None and csrf.origin_ok(request, settings.public_base_url) and csrf.check(
+        request.app.state.secret, _LOGIN_PURPOSE, fields.get("csrf"),
+        request.cookies.get(csrf.cookie_name(_LOGIN_PURPOSE)),
+    )
+    key = None
+    if ok:
+        repo: Repository = request.app.state.deps.repo
+        key = await repo.verify_api_key(fields.get("api_key", "").strip())
+    if key is None:
+        nonce, token = csrf.issue(
+        request.app.state.secret, _LOGIN_PURPOSE,
+        request.cookies.get(csrf.cookie_name(_LOGIN_PURPOSE)),
+    )
+        response = _page(
+            request, "audit_login.html", 401 if ok else 403, csrf=token, next=next_url,
+            error="Invalid or revoked API key." if ok else "The form expired; try again.",
+        )
+        _set_csrf(response, request, _LOGIN_PURPOSE, nonce)
+        return response
+    redirect = RedirectResponse(_root(request) + next_url, status_code=303)
+    redirect.set_cookie(
+        COOKIE, _serializer(request).dumps({"kid": key.id}), max_age=SESSION_SECONDS,
+        httponly=True, samesite="lax", secure=settings.public_base_url.startswith("https://"),
+        path="/audit",
+    )
+    return redirect
+
+
+@router.post("/audit/logout")
+async def logout(request: Request) -> Response:
+    settings: Settings = request.app.state.settings
+    if not settings.audit_pages_enabled:
+        return _not_found(request)
+    redirect = RedirectResponse(f"{_root(request)}/audit/login", status_code=303)
+    redirect.delete_cookie(COOKIE, path="/audit")
+    return redirect
+
+
+@router.get("/audit", response_class=HTMLResponse)
+async def audit_list(
+    request: Request,
+    session_id: Annotated[str | None, Query(max_length=200)] = None,
+    tool_name: Annotated[str | None, Query(max_length=200)] = None,
+    status: Annotated[str | None, Query(max_length=20)] = None,
+    decided_by: Annotated[str | None, Query(max_length=200)] = None,
+    after: Annotated[str | None, Query(max_length=500)] = None,
+    limit: Annotated[int, Query(ge=1, le=200)] = 50,
+) -> Response:
+    if not request.app.state.settings.audit_pages_enabled:
+        return _not_found(request)
+    key = await _current_key(request)
+    if key is None:
+        return _login_redirect(request)
+    statuses = [s.value for s in CallStatus]
+    chosen = CallStatus(status) if status in statuses else None
+    filters = CallFilters(
+        session_id=session_id or None, tool_name=tool_name or None, status=chosen,
+        decided_by=decided_by or None,
+    )
+    repo: Repository = request.app.state.deps.repo
+    try:
+        page = await repo.list_calls(filters, limit=limit, cursor=after or None)
+    except InvalidCursorError:
+        return _page(request, "message.html", 422, title="Bad page link",
+                     text="That page cursor is not valid.", detail="", kind="error")
+    params = {k: v for k, v in {
+        "session_id": session_id, "tool_name": tool_name, "status": status,
+        "decided_by": decided_by,
+    }.items() if v}
+    base = f"{_root(request)}/audit"
+    next_url = (f"{base}?{urlencode({**params, 'after': page.next_cursor})}"
+                if page.next_cursor else None)
+    first_url = f"{base}?{urlencode(params)}" if after else None
+    nonce, token = csrf.issue(
+        request.app.state.secret, _LOGOUT_PURPOSE,
+        request.cookies.get(csrf.cookie_name(_LOGOUT_PURPOSE)),
+    )
+    response = _page(
+        request, "audit_list.html", items=page.items, statuses=statuses,
+        f={"session_id": session_id, "tool_name": tool_name, "status": status,
+           "decided_by": decided_by},
+        next_url=next_url, first_url=first_url, key_name=key.name, csrf=token,
+    )
+    _set_csrf(response, request, _LOGOUT_PURPOSE, nonce)
+    return response
+
+
+@router.get("/audit/calls/{call_id}", response_class=HTMLResponse)
+async def audit_call(request: Request, call_id: str) -> Response:
+    if not request.app.state.settings.audit_pages_enabled:
+        return _not_found(request)
+    if await _current_key(request) is None:
+        return _login_redirect(request)
+    repo: Repository = request.app.state.deps.repo
+    record = None
+    if call_id.isdigit() and len(call_id) < 19:
+        async with repo.engine.connect() as conn:
+            row = (await conn.execute(
+                select(CALLS.c.session_id, CALLS.c.tool_use_id).where(CALLS.c.id == int(call_id))
+            )).first()
+        if row is not None:
+            record = await repo.get_call(row[0], row[1])
+    if record is None:
+        return _page(request, "message.html", 404, title="Not found",
+                     text=f"No tool call with id {call_id}.", detail="", kind="error")
+    timeline = await repo.timeline(record.session_id, record.tool_use_id)
+    result_text = record.result.text if record.result is not None else None
+    return _page(
+        request, "audit_call.html", c=record, timeline=timeline,
+        input_pretty=pretty_json(record.input or {}), result_text=result_text,
+    )

@@ -1,0 +1,187 @@
+"""Request and response models of the HTTP API (they make the OpenAPI document)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from dispatcher.models import ToolResultBlock, ToolUseBlock
+from dispatcher.store.records import CallStatus
+
+_ID = Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9_.:\-]+$")
+
+
+class SessionIn(BaseModel):
+    """Register a session and the workspace its calls are confined to."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    session_id: str = _ID
+    workspace_path: str = Field(min_length=1, max_length=4096)
+    kind: Literal["main", "worker"] = "main"
+
+
+class SessionOut(BaseModel):
+    session_id: str
+    workspace_path: str
+    kind: str
+    created_at: datetime
+
+
+class CallLinks(BaseModel):
+    self: str
+    events: str
+    cancel: str
+    approval: str | None = None
+
+
+class CallResource(BaseModel):
+    """Where one tool call is: status, approval link while parked, result when finished."""
+
+    tool_use_id: str
+    session_id: str
+    turn_id: str | None = None
+    tool_name: str | None = None
+    side_effects: str | None = None
+    status: CallStatus
+    finished: bool = False
+    approval_url: str | None = Field(default=None, description="Only while parked.")
+    request_id: str | None = None
+    expires_at: datetime | None = None
+    rule: str | None = None
+    decision: str | None = None
+    decided_by: str | None = None
+    reason: str | None = None
+    error_class: str | None = None
+    result: ToolResultBlock | None = Field(default=None, description="Only when finished.")
+    created_at: datetime | None = None
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    duration_ms: float | None = None
+    links: CallLinks
+
+
+class BatchIn(BaseModel):
+    """One assistant message's tool_use blocks, run as one turn."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    calls: list[ToolUseBlock] = Field(min_length=1, max_length=100)
+
+
+class BatchOut(BaseModel):
+    session_id: str
+    turn_id: str
+    finished: bool
+    calls: list[CallResource]
+
+
+class ConfirmationIn(BaseModel):
+    """The spec's confirmation body (plus who decided and optional edits)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    decision: Literal["allow", "deny", "allow_with_edits"]
+    reason: str | None = Field(default=None, max_length=4000)
+    decided_by: str | None = Field(default=None, max_length=200)
+    edited_input: dict[str, Any] | None = None
+
+
+class DecisionOut(BaseModel):
+    request_id: str
+    decision: str
+    reason: str | None = None
+    decided_by: str | None = None
+    via: str | None = None
+    decided_at: datetime | None = None
+
+
+class ConfirmationOut(BaseModel):
+    """200: your decision won. (A 409 carries the winner in error.details.)"""
+
+    accepted: bool
+    decision: DecisionOut | None = None
+    message: str = ""
+
+
+class CancelOut(BaseModel):
+    cancelled: bool
+    status: CallStatus | None = None
+    message: str = ""
+
+
+class SessionCancelOut(BaseModel):
+    session_id: str
+    cancelled: int
+
+
+class ToolsOut(BaseModel):
+    session_id: str
+    format: Literal["canonical", "openai", "anthropic"]
+    tools: list[dict[str, Any]]
+
+
+class EventOut(BaseModel):
+    """One recorded tool.* event; `seq` is the SSE id (Last-Event-ID)."""
+
+    seq: int
+    event_id: str
+    type: str
+    session_id: str
+    turn_id: str
+    tool_use_id: str
+    tool_name: str
+    side_effects: str | None = None
+    at: datetime
+    request_id: str | None = None
+    error_class: str | None = None
+    message: str | None = None
+    parent_tool_use_id: str | None = None
+    data: dict[str, Any] = Field(default_factory=dict)
+    #: tool.confirmation_requested only: the signed approval link, re-derived
+    #: on read (the store keeps only the token's hash).
+    approval_url: str | None = None
+
+
+class TimelineEventOut(EventOut):
+    since_previous_ms: float | None = None
+    since_start_ms: float = 0.0
+
+
+class CallEventsOut(BaseModel):
+    session_id: str
+    tool_use_id: str
+    events: list[TimelineEventOut]
+
+
+class CallSummary(BaseModel):
+    """A call as listed by the audit query."""
+
+    session_id: str
+    tool_use_id: str
+    turn_id: str | None = None
+    tool_name: str | None = None
+    side_effects: str | None = None
+    status: CallStatus
+    rule: str | None = None
+    request_id: str | None = None
+    decision: str | None = None
+    decided_by: str | None = None
+    via: str | None = None
+    reason: str | None = None
+    error_class: str | None = None
+    created_at: datetime
+    finished_at: datetime | None = None
+    duration_ms: float | None = None
+
+
+class CallPageOut(BaseModel):
+    items: list[CallSummary]
+    next_cursor: str | None = Field(default=None, description="Pass as `after` for the next page.")
+
+
+class HealthOut(BaseModel):
+    status: Literal["ok", "unavailable"]
+    checks: dict[str, str] = Field(default_factory=dict)

@@ -1,0 +1,285 @@
+"""The API's view of calls: start or attach, status, long-poll, decide, cancel.
+
+Status comes from the history store (the call row, written by the workflow's
+record activity) and, while the row is missing or not final, from the
+workflow's `status` query, which also carries the approval URL. Finished
+calls never need Temporal: the row holds the result.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Any
+
+from temporalio.client import WorkflowFailureError, WorkflowHandle
+from temporalio.service import RPCError, RPCStatusCode
+
+from dispatcher.api.approval_links import link_for
+from dispatcher.api.errors import ApiError
+from dispatcher.api.schemas import CallLinks, CallResource, DecisionOut
+from dispatcher.client import DurableDispatcher, UnknownCallError
+from dispatcher.durable_models import (
+    CallStatusView,
+    DecideInput,
+    DecideResult,
+    DecisionRecord,
+)
+from dispatcher.models import Session, ToolUseBlock
+from dispatcher.settings import Settings
+from dispatcher.store.records import CallStatus
+from dispatcher.store.repository import Repository
+from dispatcher.store.results import CallRecord
+
+
+class CallService:
+    """Everything the routers do with calls, in one place (over DurableDispatcher)."""
+
+    def __init__(
+        self, settings: Settings, repo: Repository, dispatcher: DurableDispatcher
+    ) -> None:
+        self.settings = settings
+        self.repo = repo
+        self.dispatcher = dispatcher
+        self.temporal = dispatcher.client
+        self.secret = settings.signing_secret()
+        #: Set when the server starts shutting down: long-polls stop waiting and
+        #: answer with the call's current state (202) instead of being cut off.
+        self.draining = asyncio.Event()
+
+    # ------------------------------------------------------------ starting
+    async def start_call(self, call: ToolUseBlock, session: Session) -> WorkflowHandle[Any, Any]:
+        """Start the call workflow, or attach to the one already running or finished."""
+        return await self.dispatcher.start(call, session)
+
+    async def start_turn(
+        self, calls: list[ToolUseBlock], session: Session
+    ) -> WorkflowHandle[Any, Any]:
+        """Start (or attach to) the turn workflow of one assistant message."""
+        return await self.dispatcher.start_turn(calls, session)
+
+    # -------------------------------------------------------------- status
+    def handle(self, session_id: str, tool_use_id: str) -> WorkflowHandle[Any, Any]:
+        return self.dispatcher.handle(session_id, tool_use_id)
+
+    async def query(self, session_id: str, tool_use_id: str) -> CallStatusView | None:
+        """The workflow's own view, or None when there is no such workflow."""
+        try:
+            return await self.dispatcher.status(session_id, tool_use_id)
+        except UnknownCallError:
+            return None
+
+    async def resource(
+        self, session_id: str, tool_use_id: str, *, turn_id: str | None = None
+    ) -> CallResource | None:
+        """The call resource from the store row and, if needed, the workflow."""
+        row = await self.repo.get_call(session_id, tool_use_id)
+        view: CallStatusView | None = None
+        if row is not None and row.status == CallStatus.PARKED:
+            # Parked: the store has all we need (no worker round trip, so this
+            # answers even while every worker is down).
+            parked = await self._parked_from_store(row)
+            if parked is not None:
+                return self._build(session_id, tool_use_id, row, parked, turn_id)
+        if row is None or not row.status.terminal:
+            view = await self.query(session_id, tool_use_id)
+            if row is None and view is None:
+                return None
+        return self._build(session_id, tool_use_id, row, view, turn_id)
+
+    async def _parked_from_store(self, row: CallRecord) -> CallStatusView | None:
+        """A status view of a parked call rebuilt from its approval record.
+
+        Approval tokens are deterministic (request id + expiry, signed), so the
+        link is re-derived and checked against the stored token hash; on any
+        mismatch the caller falls back to asking the workflow.
+        """
+        if not row.request_id:
+            return None
+        approval = await self.repo.get_approval(row.request_id)
+        if approval is None or approval.decision is not None:
+            return None
+        url = link_for(self.settings, self.secret, approval)
+        if url is None:
+            return None
+        return CallStatusView(
+            workflow_id=row.workflow_id or "",
+            session_id=row.session_id,
+            tool_use_id=row.tool_use_id,
+            tool_name=row.tool_name or approval.tool_name,
+            status=CallStatus.PARKED,
+            approval_url=url,
+            requested_at=approval.requested_at,
+            expires_at=approval.expires_at,
+        )
+
+    async def wait(
+        self, session_id: str, tool_use_id: str, seconds: float, *, turn_id: str | None = None
+    ) -> CallResource | None:
+        """Long-poll: return as soon as the call finishes, or after `seconds`."""
+        if seconds > 0:
+            await self._wait_handle(self.handle(session_id, tool_use_id), seconds)
+        resource = await self.resource(session_id, tool_use_id, turn_id=turn_id)
+        if resource is not None and seconds > 0 and not resource.finished:
+            # The workflow finished but its final row may trail by a moment.
+            resource = await self._settle(session_id, tool_use_id, resource, turn_id)
+        return resource
+
+    async def _settle(
+        self, session_id: str, tool_use_id: str, resource: CallResource, turn_id: str | None
+    ) -> CallResource:
+        view = await self.query(session_id, tool_use_id)
+        if view is not None and view.outcome is not None:
+            row = await self.repo.get_call(session_id, tool_use_id)
+            return self._build(session_id, tool_use_id, row, view, turn_id)
+        return resource
+
+    async def _wait_handle(self, handle: WorkflowHandle[Any, Any], seconds: float) -> None:
+        if self.draining.is_set():
+            return
+        result = asyncio.ensure_future(handle.result(follow_runs=True))
+        drained = asyncio.ensure_future(self.draining.wait())
+        try:
+            await asyncio.wait({result, drained}, timeout=seconds,
+                               return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (result, drained):
+                task.cancel()
+            with contextlib.suppress(
+                asyncio.CancelledError, TimeoutError, WorkflowFailureError, RPCError
+            ):
+                await result
+
+    async def wait_turn(self, handle: WorkflowHandle[Any, Any], seconds: float) -> None:
+        if seconds > 0:
+            await self._wait_handle(handle, seconds)
+
+    # -------------------------------------------------------------- decide
+    async def decide(self, session_id: str, tool_use_id: str, inp: DecideInput) -> DecideResult:
+        """Send the `decide` update; a rejected one is answered with the winner."""
+        try:
+            return await self.dispatcher.decide(
+                inp.request_id,
+                inp.decision,
+                reason=inp.reason,
+                decided_by=inp.decided_by,
+                via=inp.via,
+                edited_input=inp.edited_input,
+                session_id=session_id,
+                tool_use_id=tool_use_id,
+            )
+        except UnknownCallError:
+            # The workflow is gone (finished): report what the store knows.
+            return DecideResult(accepted=False, message="the call is no longer waiting")
+
+    # -------------------------------------------------------------- cancel
+    async def cancel(self, session_id: str, tool_use_id: str) -> bool:
+        """Request cancellation; False when the call had already finished."""
+        handle = self.handle(session_id, tool_use_id)
+        try:
+            desc = await handle.describe()
+        except RPCError as exc:
+            if exc.status == RPCStatusCode.NOT_FOUND:
+                raise ApiError(404, "not_found", "tool call not found") from exc
+            raise
+        if desc.status is not None and desc.status.name != "RUNNING":
+            return False
+        try:
+            await handle.cancel()
+        except RPCError as exc:
+            if exc.status == RPCStatusCode.NOT_FOUND:
+                return False
+            raise
+        return True
+
+    # ------------------------------------------------------------- helpers
+    def _build(
+        self,
+        session_id: str,
+        tool_use_id: str,
+        row: CallRecord | None,
+        view: CallStatusView | None,
+        turn_id: str | None,
+    ) -> CallResource:
+        base = f"/v1/sessions/{session_id}/tool-calls/{tool_use_id}"
+        status = CallStatus.QUEUED
+        data: dict[str, Any] = {}
+        if row is not None:
+            status = row.status
+            data.update(
+                turn_id=row.turn_id,
+                tool_name=row.tool_name,
+                side_effects=row.side_effects,
+                request_id=row.request_id,
+                rule=row.rule,
+                decision=row.decision,
+                decided_by=row.decided_by,
+                reason=row.reason,
+                error_class=row.error_class,
+                result=row.result if row.status.terminal else None,
+                created_at=row.created_at,
+                started_at=row.started_at,
+                finished_at=row.finished_at,
+                duration_ms=row.duration_ms,
+            )
+        approval_url: str | None = None
+        if view is not None:
+            outcome = view.outcome
+            if outcome is not None and (row is None or not row.status.terminal):
+                status = outcome.status
+                data["result"] = outcome.result
+                data["error_class"] = outcome.error_class.value if outcome.error_class else None
+            elif row is None or _rank(view.status) > _rank(status):
+                status = view.status
+            data.setdefault("tool_name", view.tool_name)
+            data["tool_name"] = data.get("tool_name") or view.tool_name
+            if view.request is not None:
+                data["request_id"] = view.request.request_id
+                data["side_effects"] = data.get("side_effects") or view.request.side_effects.value
+                data["rule"] = data.get("rule") or view.request.rule
+            data["expires_at"] = view.expires_at
+            if view.decision is not None:
+                data.update(_decision_fields(view.decision))
+            approval_url = view.approval_url
+        finished = status.terminal
+        return CallResource(
+            tool_use_id=tool_use_id,
+            session_id=session_id,
+            status=status,
+            finished=finished,
+            approval_url=approval_url if status == CallStatus.PARKED else None,
+            links=CallLinks(
+                self=base,
+                events=f"{base}/events",
+                cancel=f"{base}/cancel",
+                approval=approval_url if status == CallStatus.PARKED else None,
+            ),
+            **{"turn_id": turn_id, **{k: v for k, v in data.items() if v is not None}},
+        )
+
+
+_ORDER = [
+    CallStatus.QUEUED,
+    CallStatus.PARKED,
+    CallStatus.RUNNING,
+]
+
+
+def _rank(status: CallStatus) -> int:
+    """Progress order; terminal states rank above every live one."""
+    return _ORDER.index(status) if status in _ORDER else len(_ORDER)
+
+
+def _decision_fields(rec: DecisionRecord) -> dict[str, Any]:
+    return {"decision": rec.decision, "decided_by": rec.decided_by, "reason": rec.reason}
+
+
+def decision_out(rec: DecisionRecord) -> DecisionOut:
+    return DecisionOut(
+        request_id=rec.request_id,
+        decision=rec.decision,
+        reason=rec.reason,
+        decided_by=rec.decided_by,
+        via=rec.via,
+        decided_at=rec.decided_at,
+    )

@@ -1,0 +1,158 @@
+"""`parkgate` command line: one typer app; each command group lives in its own module.
+
+Errors are uniform: a bad argument, option or configuration prints ONE line on
+stderr and exits 2; a runtime failure prints one line and exits 1. Set
+PARKGATE_DEBUG=1 to see the traceback of an unexpected error.
+
+Modules register themselves in one of two ways (see `_register`):
+- a module-level `app: typer.Typer` becomes the sub-command named after the module
+  (or its `NAME` attribute), e.g. `parkgate db upgrade`;
+- a module-level `register(app)` adds top-level commands, e.g. `parkgate serve`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import typer
+from pydantic import ValidationError
+from typer._click import exceptions as click_exc
+from typer.core import TyperGroup
+
+from dispatcher.cli.common import (
+    EXIT_RUNTIME,
+    EXIT_USAGE,
+    CliError,
+    describe_validation_error,
+    one_line,
+    use_config_file,
+)
+
+__all__ = ["CliError", "app", "main"]
+
+
+def _fail(message: str, code: int) -> int:
+    sys.stderr.write(f"parkgate: error: {one_line(message)}\n")
+    sys.stderr.flush()
+    return code
+
+
+class ParkgateGroup(TyperGroup):
+    """Root group whose `main` turns every failure into one line + an exit code."""
+
+    def main(  # type: ignore[override]
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        **extra: Any,
+    ) -> Any:
+        code = self._main_checked(args, prog_name or "parkgate", complete_var, extra)
+        if standalone_mode:
+            sys.exit(code)
+        return code
+
+    def _main_checked(
+        self,
+        args: Sequence[str] | None,
+        prog_name: str,
+        complete_var: str | None,
+        extra: dict[str, Any],
+    ) -> int:
+        try:
+            rv = super().main(
+                args=args,
+                prog_name=prog_name,
+                complete_var=complete_var,
+                standalone_mode=False,
+                **extra,
+            )
+        except click_exc.NoArgsIsHelpError as exc:
+            sys.stdout.write((exc.ctx.get_help() if exc.ctx else "") + "\n")
+            return EXIT_USAGE
+        except click_exc.UsageError as exc:
+            return _fail(exc.format_message(), EXIT_USAGE)
+        except click_exc.ClickException as exc:
+            return _fail(exc.format_message(), exc.exit_code or EXIT_RUNTIME)
+        except CliError as exc:
+            return _fail(exc.message, exc.code)
+        except ValidationError as exc:
+            return _fail(f"invalid configuration: {describe_validation_error(exc)}", EXIT_USAGE)
+        except (typer.Abort, KeyboardInterrupt):
+            sys.stderr.write("aborted\n")
+            return 130
+        except typer.Exit as exc:
+            return int(exc.exit_code or 0)
+        except Exception as exc:
+            if os.environ.get("PARKGATE_DEBUG"):
+                raise
+            return _fail(f"{type(exc).__name__}: {exc}", EXIT_RUNTIME)
+        return rv if isinstance(rv, int) else 0
+
+
+app = typer.Typer(
+    name="parkgate",
+    cls=ParkgateGroup,
+    help="parkgate: a durable tool-call dispatcher for LLM agents.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+@app.callback()
+def _root(
+    config: Path | None = typer.Option(
+        None,
+        "--config",
+        "-c",
+        help="YAML settings file (default: $PARKGATE_DATA_DIR/server.yaml when it exists).",
+        show_default=False,
+    ),
+) -> None:
+    """parkgate: classify tool calls, park them for a human, run them at most once, audit all."""
+    use_config_file(config)
+
+
+#: Command modules, in help order. Each defines `app` (a group) or `register(app)`.
+_MODULES = (
+    "serve",
+    "worker_cmd",
+    "api_cmd",
+    "db",
+    "keys",
+    "calls",
+    "decide",
+    "audit",
+    "tools",
+    "config",
+)
+
+
+def _register(root: typer.Typer) -> None:
+    for name in _MODULES:
+        module = importlib.import_module(f"dispatcher.cli.{name}")
+        register = getattr(module, "register", None)
+        if callable(register):
+            register(root)
+            continue
+        sub = getattr(module, "app", None)
+        if isinstance(sub, typer.Typer):
+            root.add_typer(sub, name=getattr(module, "NAME", name))
+            continue
+        raise RuntimeError(f"dispatcher.cli.{name} defines neither `app` nor `register(app)`")
+
+
+_register(app)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Console-script entry point (`parkgate`)."""
+    app(args=list(argv) if argv is not None else None, prog_name="parkgate")

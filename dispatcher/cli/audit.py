@@ -1,0 +1,170 @@
+"""`parkgate audit verify|export|prune`: tamper evidence, exports and retention."""
+
+from __future__ import annotations
+
+import re
+import sys
+from contextlib import ExitStack
+from datetime import datetime, timedelta
+from enum import StrEnum
+from pathlib import Path
+from typing import IO
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from dispatcher.cli.common import console, err_console, load_settings, open_repository, run
+
+app = typer.Typer(help="Audit the recorded history.", no_args_is_help=True)
+
+_DURATION = re.compile(r"^\s*(\d+)\s*([smhdw])\s*$", re.I)
+_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+
+
+def parse_age(text: str) -> timedelta:
+    """'90d', '12h', '30m', '2w', '45s' -> timedelta; BadParameter otherwise."""
+    match = _DURATION.match(text or "")
+    if not match or int(match.group(1)) <= 0:
+        raise typer.BadParameter(
+            f"invalid age {text!r}; use a positive number with s, m, h, d or w (e.g. 90d)",
+            param_hint="--older-than",
+        )
+    return timedelta(**{_UNITS[match.group(2).lower()]: int(match.group(1))})
+
+
+class ExportFormat(StrEnum):
+    jsonl = "jsonl"
+    csv = "csv"
+
+
+@app.command("verify")
+def verify(
+    session: str | None = typer.Option(None, "--session", "-s", help="Only this session."),
+) -> None:
+    """Re-compute every hash chain; exit 1 naming the first tampered event."""
+    settings = load_settings()
+
+    async def go() -> int:
+        async with open_repository(settings) as repo:
+            report = await repo.verify_chain(session)
+        first = report.first
+        if first is None:
+            console.print(
+                f"OK: {report.events} events in {report.chains} call chains verified",
+                soft_wrap=True,
+            )
+            return 0
+        err_console.print(
+            f"TAMPERED: {first.describe()}"
+            + (f" (+{len(report.problems) - 1} more)" if len(report.problems) > 1 else ""),
+            soft_wrap=True,
+        )
+        for problem in report.problems[1:]:
+            err_console.print(f"  also {problem.describe()}", soft_wrap=True)
+        return 1
+
+    code = run(go())
+    if code:
+        raise typer.Exit(code)
+
+
+@app.command("export")
+def export(
+    fmt: ExportFormat = typer.Option(..., "--format", "-f", help="jsonl or csv."),
+    output: Path | None = typer.Option(
+        None, "--output", "-o", help="File to write (default: stdout).", show_default=False
+    ),
+    session: str | None = typer.Option(None, "--session", "-s"),
+    turn: str | None = typer.Option(None, "--turn"),
+    tool: str | None = typer.Option(None, "--tool", "-t"),
+    status: list[str] | None = typer.Option(None, "--status", help="Repeatable."),
+    side_effects: str | None = typer.Option(None, "--side-effects"),
+    decided_by: str | None = typer.Option(None, "--decided-by"),
+    since: datetime | None = typer.Option(None, "--since", help="Created at or after (UTC)."),
+    until: datetime | None = typer.Option(None, "--until", help="Created before (UTC)."),
+    no_events: bool = typer.Option(False, "--no-events", help="JSONL without each call's events."),
+) -> None:
+    """Export calls (oldest first) as JSON Lines (with events) or CSV."""
+    from dispatcher.store import CallFilters, CallStatus
+
+    try:
+        statuses = [CallStatus(s.lower()) for s in status or []]
+    except ValueError:
+        allowed = ", ".join(s.value for s in CallStatus)
+        raise typer.BadParameter(
+            f"status must be one of: {allowed}", param_hint="--status"
+        ) from None
+    filters = CallFilters(
+        session_id=session,
+        turn_id=turn,
+        tool_name=tool,
+        status=statuses or None,
+        side_effects=side_effects,
+        decided_by=decided_by,
+        since=since,
+        until=until,
+    )
+    settings = load_settings()
+
+    async def go(out: IO[str]) -> int:
+        async with open_repository(settings) as repo:
+            if not err_console.is_terminal:
+                return await repo.export(fmt.value, out, filters, include_events=not no_events)
+            with Progress(
+                TextColumn("exporting"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                console=err_console,
+                transient=True,
+            ) as progress:
+                task = progress.add_task("export", total=None)
+
+                def tick(done: int, total: int) -> None:
+                    progress.update(task, completed=done, total=total)
+
+                return await repo.export(
+                    fmt.value, out, filters, include_events=not no_events, on_progress=tick
+                )
+
+    with ExitStack() as stack:
+        if output is None:
+            out: IO[str] = sys.stdout
+        else:
+            try:
+                out = stack.enter_context(output.open("w", encoding="utf-8", newline=""))
+            except OSError as exc:
+                raise typer.BadParameter(
+                    f"cannot write {output}: {exc.strerror}", param_hint="--output"
+                ) from None
+        count = run(go(out))
+    if output is not None:
+        err_console.print(f"exported {count} calls to {output}")
+
+
+@app.command("prune")
+def prune(
+    older_than: str = typer.Option(..., "--older-than", help="Age, e.g. 90d, 12h, 2w."),
+    check: bool = typer.Option(False, "--verify", help="Verify the remaining history after."),
+) -> None:
+    """Delete finished calls (with their events and approvals) older than the age."""
+    age = parse_age(older_than)
+    settings = load_settings()
+
+    async def go() -> tuple[int, bool]:
+        async with open_repository(settings) as repo:
+            removed = await repo.prune(age)
+            ok = (await repo.verify_chain()).ok if check else True
+        return removed, ok
+
+    removed, ok = run(go())
+    console.print(
+        f"pruned {removed} finished calls older than {older_than.strip()}"
+        + ("; the remaining history verifies" if check and ok else ""),
+        soft_wrap=True,
+    )
+    if not ok:
+        err_console.print(
+            "warning: the remaining history does not verify; run `parkgate audit verify`"
+        )
+        raise typer.Exit(1)

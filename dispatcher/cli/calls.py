@@ -1,0 +1,213 @@
+"""`parkgate calls list|show`: the audit history as terminal tables.
+
+Reads go through the same Repository API the HTTP audit pages use.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any
+
+import typer
+from rich.table import Table
+
+from dispatcher.cli.common import CliError, console, load_settings, open_repository, run
+
+app = typer.Typer(help="Browse recorded tool calls.", no_args_is_help=True)
+
+_STATUS_STYLE = {
+    "succeeded": "green",
+    "parked": "yellow",
+    "running": "cyan",
+    "queued": "cyan",
+    "failed": "red",
+    "denied": "red",
+    "expired": "magenta",
+    "cancelled": "magenta",
+}
+
+
+def _when(value: datetime | None, *, short: bool = False) -> str:
+    if value is None:
+        return "-"
+    return value.strftime("%m-%d %H:%M:%S" if short else "%Y-%m-%d %H:%M:%S")
+
+
+def _status(value: Any) -> str:
+    text = str(getattr(value, "value", value))
+    style = _STATUS_STYLE.get(text)
+    return f"[{style}]{text}[/{style}]" if style else text
+
+
+def _duration(ms: float | None) -> str:
+    if ms is None:
+        return "-"
+    return f"{ms / 1000:.2f}s" if ms >= 1000 else f"{ms:.0f}ms"
+
+
+def _parse_statuses(values: list[str] | None) -> Any:
+    from dispatcher.store.records import CallStatus
+
+    if not values:
+        return None
+    try:
+        statuses = [CallStatus(v.lower()) for v in values]
+    except ValueError:
+        allowed = ", ".join(s.value for s in CallStatus)
+        raise typer.BadParameter(
+            f"status must be one of: {allowed}", param_hint="--status"
+        ) from None
+    return statuses[0] if len(statuses) == 1 else statuses
+
+
+@app.command("list")
+def list_calls(
+    session: str | None = typer.Option(None, "--session", "-s", help="Only this session."),
+    turn: str | None = typer.Option(None, "--turn", help="Only this turn."),
+    tool: str | None = typer.Option(None, "--tool", "-t", help="Only this tool."),
+    status: list[str] | None = typer.Option(
+        None, "--status", help="Only this status (repeatable): parked, succeeded, denied..."
+    ),
+    decided_by: str | None = typer.Option(
+        None, "--decided-by", help="Only calls this person decided."
+    ),
+    since: datetime | None = typer.Option(None, "--since", help="Created at or after (UTC)."),
+    until: datetime | None = typer.Option(None, "--until", help="Created before (UTC)."),
+    limit: int = typer.Option(50, "--limit", "-n", min=1, max=1000, help="Rows per page."),
+    after: str | None = typer.Option(None, "--after", help="Cursor printed by a previous page."),
+) -> None:
+    """Recent calls, newest first, with the filters of the audit API."""
+    from dispatcher.store.results import CallFilters
+
+    filters = CallFilters(
+        session_id=session,
+        turn_id=turn,
+        tool_name=tool,
+        status=_parse_statuses(status),
+        decided_by=decided_by,
+        since=since,
+        until=until,
+    )
+    settings = load_settings()
+
+    async def fetch() -> Any:
+        from dispatcher.store.errors import InvalidCursorError
+
+        async with open_repository(settings) as repo:
+            try:
+                return await repo.list_calls(filters, limit=limit, after=after)
+            except InvalidCursorError as exc:
+                raise CliError(f"--after: {exc}", 2) from exc
+
+    page = run(fetch())
+    table = Table(title=f"Tool calls ({len(page.items)})", title_justify="left")
+    table.add_column("created (UTC)", no_wrap=True)
+    table.add_column("session", overflow="fold")
+    table.add_column("tool_use_id", overflow="fold")
+    table.add_column("tool", no_wrap=True)
+    table.add_column("status", no_wrap=True)
+    table.add_column("decided by", overflow="fold")
+    table.add_column("time", no_wrap=True, justify="right")
+    for call in page.items:
+        table.add_row(
+            _when(call.created_at, short=True),
+            call.session_id,
+            call.tool_use_id,
+            call.tool_name or "-",
+            _status(call.status),
+            call.decided_by or "-",
+            _duration(call.duration_ms),
+        )
+    console.print(table)
+    if page.next_cursor:
+        console.print(f"more: parkgate calls list --after {page.next_cursor}", soft_wrap=True)
+
+
+@app.command("show")
+def show_call(
+    session: str = typer.Argument(..., help="Session id."),
+    tool_use_id: str = typer.Argument(..., help="The call's tool_use id."),
+    as_json: bool = typer.Option(False, "--json", help="Print the call record as JSON."),
+) -> None:
+    """One call: its record, the result the model got, and its timeline."""
+    settings = load_settings()
+
+    async def fetch() -> tuple[Any, Any]:
+        async with open_repository(settings) as repo:
+            call = await repo.get_call(session, tool_use_id)
+            if call is None:
+                raise CliError(f"no call {tool_use_id!r} in session {session!r}")
+            return call, await repo.timeline(session, tool_use_id)
+
+    call, timeline = run(fetch())
+    if as_json:
+        console.print_json(call.model_dump_json())
+        return
+    info = Table(title=f"Call {session}/{tool_use_id}", title_justify="left", show_header=False)
+    info.add_column("field", style="bold")
+    info.add_column("value", overflow="fold")
+    rows: list[tuple[str, str]] = [
+        ("tool", f"{call.tool_name or '-'} ({call.side_effects or '-'})"),
+        ("status", _status(call.status)),
+        ("turn", call.turn_id or "-"),
+        ("verdict", f"{call.verdict or '-'} by rule {call.rule or '-'}"),
+        ("input", json.dumps(call.input, indent=2) if call.input is not None else "-"),
+        ("approval request", call.request_id or "-"),
+        (
+            "decision",
+            " ".join(
+                x
+                for x in (
+                    call.decision,
+                    f"by {call.decided_by}" if call.decided_by else None,
+                    f"via {call.via}" if call.via else None,
+                )
+                if x
+            )
+            or "-",
+        ),
+        ("reason", call.reason or "-"),
+        ("error class", call.error_class or "-"),
+        ("created / finished", f"{_when(call.created_at)} / {_when(call.finished_at)}"),
+        ("duration", _duration(call.duration_ms)),
+        ("workflow", f"{call.workflow_id or '-'} run {call.run_id or '-'}"),
+    ]
+    if call.result is not None:
+        text = "\n".join(getattr(block, "text", f"[{block.type}]") for block in call.result.content)
+        rows.append(("result" + (" (error)" if call.result.is_error else ""), text or "-"))
+    for key, value in rows:
+        info.add_row(key, value)
+    console.print(info)
+
+    events = Table(title="Timeline", title_justify="left")
+    events.add_column("#", justify="right")
+    events.add_column("at (UTC)", no_wrap=True)
+    events.add_column("event", no_wrap=True)
+    events.add_column("+ms", justify="right")
+    events.add_column("details", overflow="fold")
+    for entry in timeline:
+        event = entry.event
+        events.add_row(
+            str(event.seq),
+            _when(event.at, short=True),
+            event.type.removeprefix("tool."),
+            "-" if entry.since_previous_ms is None else f"{entry.since_previous_ms:.0f}",
+            _event_details(event),
+        )
+    console.print(events)
+
+
+#: Event data worth a column in a terminal (diffs, hashes and links stay in --json/API).
+_DETAIL_KEYS = ("rule", "decision", "decided_by", "via", "reason", "duration_ms", "expires_at")
+
+
+def _event_details(event: Any) -> str:
+    parts = [event.message] if event.message else []
+    if event.error_class:
+        parts.append(f"error_class={event.error_class}")
+    for key in _DETAIL_KEYS:
+        value = event.data.get(key)
+        if value not in (None, ""):
+            parts.append(f"{key}={value}")
+    return ", ".join(parts) or "-"

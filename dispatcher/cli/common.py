@@ -1,0 +1,139 @@
+"""Shared CLI plumbing: one-line errors, settings loading, async runner, consoles.
+
+Every command reports a problem the same way: one line on stderr and a
+non-zero exit code (2 for a bad argument or configuration, 1 for a runtime
+failure such as an unreachable database). `CliError` carries both.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import AsyncIterator, Coroutine
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import yaml
+from pydantic import ValidationError
+from rich.console import Console
+
+from dispatcher.settings import Settings, get_settings
+
+if TYPE_CHECKING:
+    from dispatcher.store import Repository
+
+T = TypeVar("T")
+
+#: Tables and progress go to stdout; errors and notices to stderr.
+console = Console(highlight=False, soft_wrap=False)
+err_console = Console(stderr=True, highlight=False, soft_wrap=True)
+
+EXIT_RUNTIME = 1
+EXIT_USAGE = 2
+
+
+class CliError(Exception):
+    """A failure the user can act on: printed as one line, exits with `code`."""
+
+    def __init__(self, message: str, code: int = EXIT_RUNTIME) -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code
+
+
+class ConfigError(CliError):
+    """Bad configuration (settings file, environment or policy): exit code 2."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, EXIT_USAGE)
+
+
+def one_line(text: str) -> str:
+    """Collapse whitespace so a message always fits one terminal line."""
+    return " ".join(str(text).split())
+
+
+def describe_validation_error(exc: ValidationError) -> str:
+    """The first problem of a pydantic error as `field: message` (+ how many more)."""
+    errors = exc.errors()
+    if not errors:
+        return one_line(str(exc))
+    first = errors[0]
+    loc = ".".join(str(part) for part in first.get("loc", ())) or "value"
+    msg = first.get("msg", "invalid")
+    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+    return one_line(f"{loc}: {msg}{more}")
+
+
+def use_config_file(path: Path | None) -> None:
+    """Point Settings at an explicit YAML file (the global `--config` option)."""
+    if path is None:
+        return
+    path = path.expanduser()
+    if not path.is_file():
+        raise ConfigError(f"config file not found: {path}")
+    os.environ["PARKGATE_CONFIG"] = str(path.resolve())
+    get_settings.cache_clear()
+
+
+def config_source() -> str:
+    """Where settings come from, for messages: the YAML path or 'environment'."""
+    explicit = os.environ.get("PARKGATE_CONFIG")
+    if explicit:
+        return explicit
+    from dispatcher.settings import default_data_dir
+
+    candidate = default_data_dir() / "server.yaml"
+    return str(candidate) if candidate.exists() else "environment/defaults"
+
+
+def load_settings() -> Settings:
+    """Build Settings; any problem becomes a one-line ConfigError (exit 2)."""
+    explicit = os.environ.get("PARKGATE_CONFIG")
+    if explicit and not Path(explicit).expanduser().is_file():
+        raise ConfigError(f"config file not found: {explicit}")
+    try:
+        return get_settings()
+    except ValidationError as exc:
+        raise ConfigError(
+            f"invalid configuration ({config_source()}): {describe_validation_error(exc)}"
+        ) from exc
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or exc
+        raise ConfigError(
+            f"invalid YAML in {config_source()}{where}: {one_line(str(problem))}"
+        ) from exc
+    except (OSError, ValueError, TypeError) as exc:
+        raise ConfigError(
+            f"invalid configuration ({config_source()}): {one_line(str(exc))}"
+        ) from exc
+
+
+def run(coro: Coroutine[Any, Any, T]) -> T:
+    """Run one coroutine to completion for a synchronous CLI command."""
+    return asyncio.run(coro)
+
+
+@asynccontextmanager
+async def open_repository(settings: Settings) -> AsyncIterator[Repository]:
+    """The history store for a CLI command; an unreachable or unmigrated database
+    becomes one line (exit 1)."""
+    from dispatcher.store import Repository
+    from dispatcher.store.errors import SchemaError
+    from dispatcher.store.urls import display_url
+
+    url = settings.effective_database_url
+    try:
+        repo = await Repository.connect(url, check_schema=True)
+    except SchemaError as exc:
+        raise CliError(f"{one_line(str(exc))}") from exc
+    except (OSError, ValueError) as exc:
+        where = display_url(url)
+        raise CliError(f"cannot open the database {where}: {one_line(str(exc))}") from exc
+    try:
+        yield repo
+    finally:
+        await repo.close()

@@ -1,0 +1,183 @@
+"""`parkgate config check`: validate settings + policy, print what is in effect.
+
+A broken setting or policy prints one line and exits 2, so this is safe to run
+in a deploy pipeline before starting the service.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.table import Table
+
+from dispatcher.cli.common import (
+    ConfigError,
+    config_source,
+    console,
+    load_settings,
+    one_line,
+)
+from dispatcher.models import Session
+from dispatcher.policy import ConfirmationPolicy, PolicyError
+from dispatcher.settings import Settings
+
+app = typer.Typer(help="Inspect and validate the configuration.", no_args_is_help=True)
+
+#: Settings never printed in clear.
+_SECRET_FIELDS = frozenset({"link_secret", "temporal_api_key"})
+
+
+def load_policy(settings: Settings) -> ConfirmationPolicy:
+    """The ConfirmationPolicy built from settings; a bad policy is a ConfigError."""
+    try:
+        return ConfirmationPolicy.from_mapping(settings.tool_confirmation)
+    except (PolicyError, ValueError) as exc:
+        raise ConfigError(f"invalid tool_confirmation policy: {one_line(str(exc))}") from exc
+
+
+def check_settings(settings: Settings) -> list[str]:
+    """Problems the type checks cannot see (paths, URLs); empty when all is well."""
+    from sqlalchemy.exc import ArgumentError
+
+    from dispatcher.store.urls import async_url
+
+    problems: list[str] = []
+    try:
+        async_url(settings.effective_database_url)
+    except (ArgumentError, ValueError) as exc:
+        problems.append(f"database_url: {one_line(str(exc))}")
+    for name in ("temporal_tls_cert_path", "temporal_tls_key_path", "temporal_tls_ca_path"):
+        path = getattr(settings, name)
+        if path is not None and not Path(path).expanduser().is_file():
+            problems.append(f"{name}: file not found: {path}")
+    if bool(settings.temporal_tls_cert_path) != bool(settings.temporal_tls_key_path):
+        problems.append("temporal_tls_cert_path and temporal_tls_key_path must be set together")
+    if not settings.public_base_url.startswith(("http://", "https://")):
+        problems.append(
+            "public_base_url: must start with http:// or https://, "
+            f"got {settings.public_base_url!r}"
+        )
+    for i, hook in enumerate(settings.webhooks):
+        if not hook.url.startswith(("http://", "https://")):
+            problems.append(f"webhooks.{i}.url: must start with http:// or https://")
+        if hook.kind not in ("generic", "slack"):
+            problems.append(f"webhooks.{i}.kind: must be 'generic' or 'slack', got {hook.kind!r}")
+    if not settings.workspace_roots:
+        problems.append("workspace_roots: at least one root is required")
+    return problems
+
+
+def settings_table(settings: Settings) -> Table:
+    """Every setting with its effective value (secrets masked)."""
+    table = Table(title="Settings", title_justify="left")
+    table.add_column("setting", style="bold")
+    table.add_column("value", overflow="fold")
+    for name in type(settings).model_fields:
+        if name == "tool_confirmation":
+            continue
+        value = getattr(settings, name)
+        if name in _SECRET_FIELDS:
+            shown = "(set)" if value else "(unset)"
+            if name == "link_secret" and not value:
+                shown = "(generated under data_dir)"
+        elif isinstance(value, list):
+            shown = ", ".join(str(v.url if hasattr(v, "url") else v) for v in value) or "-"
+        elif isinstance(value, dict):
+            shown = ", ".join(f"{k}={v}" for k, v in value.items()) or "-"
+        else:
+            shown = "-" if value is None or value == "" else str(value)
+        table.add_row(name, shown)
+    table.add_row("(database in use)", _mask_url(settings.effective_database_url))
+    return table
+
+
+def _mask_url(url: str) -> str:
+    from sqlalchemy.engine import make_url
+
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:
+        return url
+
+
+def load_registry() -> Any:
+    """The workers' registry: built-in and composed tools (what `parkgate serve` offers)."""
+    from dispatcher.worker import build_registry
+
+    return build_registry()
+
+
+def policy_table(policy: ConfirmationPolicy) -> Table:
+    """The configured layers, least to most specific (deny from any layer wins)."""
+    table = Table(title="Confirmation policy", title_justify="left")
+    table.add_column("layer", style="bold")
+    table.add_column("applies to", overflow="fold")
+    table.add_column("mode")
+    for cls, mode in policy.default.items():
+        table.add_row("default", cls.value.upper(), _style_mode(mode))
+    for root in policy.trusted_workspaces:
+        table.add_row("trusted workspace", root, _style_mode("auto"))
+    for cls, mode in policy.trusted_workspace_overrides.items():
+        table.add_row("trusted override", cls.value.upper(), _style_mode(mode))
+    for name, mode in policy.per_tool.items():
+        table.add_row("per tool", name, _style_mode(mode))
+    for index, rule in enumerate(policy.rules):
+        table.add_row(f"rules[{index}]", rule.describe(index), _style_mode(rule.mode))
+    return table
+
+
+def effective_table(policy: ConfirmationPolicy, registry: Any, settings: Settings) -> Table:
+    """What each registered tool gets by default, outside and inside trusted workspaces."""
+    untrusted = str(settings.workspace_roots[0]) if settings.workspace_roots else "."
+    trusted = policy.trusted_workspaces[0] if policy.trusted_workspaces else None
+    table = Table(title="Effective mode per tool (before argument rules)", title_justify="left")
+    table.add_column("tool", style="bold")
+    table.add_column("side effects")
+    table.add_column("workspace")
+    table.add_column("mode")
+    table.add_column("rule", overflow="fold")
+    for definition in registry.definitions():
+        places = [("untrusted", untrusted)]
+        if trusted is not None:
+            places.append(("trusted", trusted))
+        for label, workspace in places:
+            if label == "untrusted" and policy.trusted_workspace_for(workspace) is not None:
+                label = "trusted"
+            session = Session(session_id="config-check", turn_id="t", workspace_path=workspace)
+            decision = policy.decide(definition, {}, session)
+            table.add_row(
+                definition.name,
+                definition.side_effects.value.upper(),
+                label,
+                _style_mode(decision.mode),
+                decision.rule,
+            )
+    return table
+
+
+def _style_mode(mode: str) -> str:
+    colour = {"auto": "green", "prompt": "yellow", "prompt_once": "yellow", "deny": "red"}.get(mode)
+    return f"[{colour}]{mode}[/{colour}]" if colour else mode
+
+
+@app.command("check")
+def check(
+    show_settings: bool = typer.Option(
+        True, "--settings/--no-settings", help="Also print every effective setting."
+    ),
+) -> None:
+    """Validate the YAML settings file, environment and policy; print the effective policy."""
+    settings = load_settings()
+    problems = check_settings(settings)
+    if problems:
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise ConfigError(f"invalid configuration ({config_source()}): {problems[0]}{more}")
+    policy = load_policy(settings)
+    registry = load_registry()
+    console.print(f"configuration OK (source: {config_source()})")
+    if show_settings:
+        console.print(settings_table(settings))
+    console.print(policy_table(policy))
+    console.print(effective_table(policy, registry, settings))

@@ -1,0 +1,116 @@
+"""`parkgate keys create|list|revoke`: API keys for the HTTP API and audit pages.
+
+Keys are stored hashed; `create` prints the key once and it cannot be shown
+again. A revoked key is refused (401) from the next request on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from datetime import datetime
+from typing import TYPE_CHECKING, TypeVar
+
+import typer
+from rich.table import Table
+
+from dispatcher.cli.common import CliError, console, err_console, load_settings, run
+
+if TYPE_CHECKING:
+    from dispatcher.store.repository import Repository
+    from dispatcher.store.results import ApiKeyRecord
+
+app = typer.Typer(help="API keys for the HTTP API and the audit pages.", no_args_is_help=True)
+
+T = TypeVar("T")
+
+
+async def _with_repo(action: Callable[[Repository], Awaitable[T]]) -> T:
+    from dispatcher.store import StoreError
+    from dispatcher.store.repository import Repository
+    from dispatcher.store.urls import display_url
+
+    url = load_settings().effective_database_url
+    try:
+        repo = await Repository.connect(url, check_schema=True)
+    except StoreError as exc:
+        raise CliError(" ".join(str(exc).split())) from exc
+    except (OSError, ValueError) as exc:
+        raise CliError(f"cannot open the database {display_url(url)}: {exc}") from exc
+    try:
+        return await action(repo)
+    finally:
+        await repo.close()
+
+
+def _when(value: datetime | None) -> str:
+    return value.strftime("%Y-%m-%d %H:%M UTC") if value else "—"
+
+
+@app.command("create")
+def create(
+    name: str = typer.Option(
+        ..., "--name", "-n", help="A label for the key (unique among active keys)."
+    ),
+) -> None:
+    """Create a key and print it (once: it is stored hashed)."""
+    from dispatcher.store.errors import ApiKeyNameTakenError
+
+    name = name.strip()
+    if not name or len(name) > 200:
+        raise typer.BadParameter("must be 1-200 characters", param_hint="--name")
+
+    async def action(repo: Repository) -> str:
+        try:
+            plaintext, _record = await repo.create_api_key(name)
+        except ApiKeyNameTakenError as exc:
+            raise CliError(str(exc), code=2) from exc
+        return plaintext
+
+    key = run(_with_repo(action))
+    err_console.print(f"created API key [bold]{name}[/]; it is shown only once:")
+    console.print(key)
+
+
+@app.command("list")
+def list_keys(
+    all_keys: bool = typer.Option(True, "--all/--active", help="Include revoked keys."),
+) -> None:
+    """List keys (name, prefix, created, last used, state); never the keys themselves."""
+
+    async def action(repo: Repository) -> list[ApiKeyRecord]:
+        return await repo.list_api_keys(include_revoked=all_keys)
+
+    records = run(_with_repo(action))
+    if not records:
+        err_console.print("no API keys; create one with `parkgate keys create --name NAME`")
+        return
+    table = Table(title="API keys")
+    for column in ("name", "id", "prefix", "created", "last used", "state"):
+        table.add_column(column)
+    for rec in records:
+        state = "[green]active[/]" if rec.revoked_at is None else f"revoked {_when(rec.revoked_at)}"
+        table.add_row(
+            rec.name,
+            rec.id,
+            rec.prefix + "…",
+            _when(rec.created_at),
+            _when(rec.last_used_at),
+            state,
+        )
+    console.print(table)
+
+
+@app.command("revoke")
+def revoke(name: str = typer.Argument(..., help="Name or id of the key to revoke.")) -> None:
+    """Revoke an active key; requests using it get 401 from now on."""
+    from dispatcher.store.errors import ApiKeyNotFoundError
+
+    async def action(repo: Repository) -> str:
+        try:
+            record = await repo.revoke_api_key(name)
+        except ApiKeyNotFoundError as exc:
+            raise CliError(str(exc), code=2) from exc
+        return record.name
+
+    revoked = run(_with_repo(action))
+    console.print(f"revoked API key {revoked}")

@@ -1,0 +1,91 @@
+"""`parkgate serve`: the embedded one-machine stack (Temporal dev server, worker, API).
+
+State lives under PARKGATE_DATA_DIR (default ~/.parkgate): the SQLite history,
+the dev server's database and the link secret. Ctrl-C stops everything; the
+next start finds parked calls still parked.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import typer
+from rich.panel import Panel
+from rich.table import Table
+
+from dispatcher.cli.common import CliError, console, err_console, load_settings, run
+
+
+def register(app: typer.Typer) -> None:
+    app.command("serve")(serve)
+
+
+def serve(
+    port: int | None = typer.Option(
+        None, "--port", "-p", min=1, max=65535, help="API port [api_port, 8420]."
+    ),
+    temporal_port: int = typer.Option(
+        7233,
+        "--temporal-port",
+        min=0,
+        max=65535,
+        help="Dev server gRPC port (another free port when taken; 0 = any).",
+    ),
+    ui_port: int = typer.Option(
+        8233,
+        "--ui-port",
+        min=0,
+        max=65535,
+        help="Temporal UI port (another free port when taken; 0 = any).",
+    ),
+    log_level: str = typer.Option("warning", "--log-level", help="API (uvicorn) log level."),
+    key_name: str | None = typer.Option(
+        None, "--key-name", help="Name of the API key created at start [serve-<time>]."
+    ),
+) -> None:
+    """Start Temporal, a worker and the API on 127.0.0.1; print the URLs and a fresh API key."""
+    from dispatcher.embedded import Banner, EmbeddedStack, StartupError
+
+    if log_level not in ("critical", "error", "warning", "info", "debug", "trace"):
+        raise typer.BadParameter(f"unknown log level {log_level!r}", param_hint="--log-level")
+    settings = load_settings()
+    stack = EmbeddedStack(
+        settings,
+        port=port,
+        temporal_port=temporal_port,
+        ui_port=ui_port,
+        log_level=log_level,
+        key_name=key_name,
+    )
+    err_console.print(f"parkgate: starting (data in {settings.data_dir}) ...")
+
+    def ready(banner: Banner) -> None:
+        table = Table.grid(padding=(0, 2))
+        table.add_column(style="bold")
+        table.add_column()
+        table.add_row("API", banner.api_url)
+        table.add_row("Audit", banner.audit_url)
+        table.add_row("Temporal UI", banner.temporal_ui_url)
+        table.add_row("Temporal", banner.temporal_address)
+        table.add_row("API key", banner.api_key)
+        table.add_row("Key name", banner.api_key_name)
+        table.add_row("History", banner.database)
+        table.add_row("Data dir", str(banner.data_dir))
+        console.print(Panel(table, title="parkgate is running", subtitle="Ctrl-C to stop"))
+        # Plain lines too, for scripts and logs that do not keep the panel layout.
+        console.print(f"PARKGATE_API_URL={banner.api_url}", soft_wrap=True)
+        console.print(f"PARKGATE_API_KEY={banner.api_key}", soft_wrap=True)
+        console.file.flush()
+
+    async def main() -> None:
+        from dispatcher.embedded import stop_on_signals
+
+        stop = asyncio.Event()
+        with stop_on_signals(stop):
+            await stack.run(ready, stop)
+
+    try:
+        run(main())
+    except StartupError as exc:
+        raise CliError(str(exc)) from exc
+    err_console.print("parkgate: stopped")

@@ -1,0 +1,38 @@
+"""`parkgate worker`: one Temporal worker against an external Temporal and database.
+
+Stateless: run as many as you like (`docker compose up --scale worker=N`).
+(`dispatcher/worker.py` is the worker recipe; this module is only its command.)
+"""
+
+from __future__ import annotations
+
+import typer
+
+from dispatcher.cli.common import CliError, err_console, load_settings, run
+
+
+def register(app: typer.Typer) -> None:
+    app.command("worker")(worker)
+
+
+def worker(
+    connect_timeout: float = typer.Option(
+        60.0, "--connect-timeout", min=0, help="Seconds to keep retrying Temporal at start."
+    ),
+) -> None:
+    """Run a worker (classification, approvals, tool execution) until SIGTERM/Ctrl-C."""
+    from dispatcher.embedded import StartupError, run_worker
+
+    settings = load_settings()
+
+    def announce() -> None:
+        err_console.print(
+            f"parkgate worker: task queue {settings.temporal_task_queue!r} on "
+            f"{settings.temporal_address} (namespace {settings.temporal_namespace!r})"
+        )
+
+    try:
+        run(run_worker(settings, connect_timeout=connect_timeout, announce=announce))
+    except StartupError as exc:
+        raise CliError(str(exc)) from exc
+    err_console.print("parkgate worker: stopped")

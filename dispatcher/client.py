@@ -1,0 +1,353 @@
+"""DurableDispatcher: the in-process ToolDispatcher's API, backed by Temporal workflows.
+
+An agent loop switches with one line (`ToolDispatcher(...)` ->
+`DurableDispatcher(client, settings, ...)`). Every call is the workflow
+`call/{session_id}/{tool_use_id}`: submitting the same call again attaches to
+that workflow and returns its outcome, so an agent that restarts simply
+resubmits (or calls `attach`) and never runs a tool twice.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from typing import Any, Protocol, cast
+
+from temporalio.client import (
+    Client,
+    WorkflowExecutionStatus,
+    WorkflowHandle,
+    WorkflowUpdateFailedError,
+)
+from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
+from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
+from temporalio.service import RPCError, RPCStatusCode
+
+from dispatcher import subcalls
+from dispatcher.durable_models import (
+    CALL_WORKFLOW,
+    DECISIONS,
+    QUERY_STATUS,
+    SIGNAL_DECIDE,
+    TURN_WORKFLOW,
+    UPDATE_DECIDE,
+    CallInput,
+    CallOutcome,
+    CallStatusView,
+    DecideInput,
+    DecideResult,
+    StatusRequest,
+    TurnInput,
+    TurnOutcome,
+    call_workflow_id,
+    session_call_prefix,
+    turn_workflow_id,
+)
+from dispatcher.models import Session, ToolDefinition, ToolResultBlock, ToolUseBlock
+from dispatcher.settings import Settings
+from dispatcher.store.records import ApprovalRecord
+
+
+class ApprovalLookup(Protocol):
+    """Finds which call an approval request belongs to (the Repository does)."""
+
+    async def get_approval(self, request_id: str) -> ApprovalRecord | None: ...
+
+
+class DefinitionSource(Protocol):
+    def definitions_for(self, session: Session) -> list[ToolDefinition]: ...
+
+
+class UnknownCallError(KeyError):
+    """No call workflow with this id (or no approval request with this id)."""
+
+
+def turn_key(session: Session, tool_uses: Sequence[ToolUseBlock]) -> str:
+    """Stable key of one batch: the turn id plus a hash of its tool_use ids."""
+    digest = hashlib.sha256("\x1f".join(t.id for t in tool_uses).encode()).hexdigest()[:16]
+    return f"{session.turn_id}/{digest}"
+
+
+class DurableDispatcher:
+    """Dispatch tool calls as Temporal workflows; same methods as ToolDispatcher."""
+
+    def __init__(
+        self,
+        client: Client,
+        settings: Settings,
+        *,
+        registry: DefinitionSource | None = None,
+        approvals: ApprovalLookup | None = None,
+        eager_start: bool = False,
+    ) -> None:
+        """`eager_start=True` when a worker for the task queue runs in this process:
+        the first workflow task then runs here without a round trip."""
+        self.client = client
+        self.settings = settings
+        self.registry = registry
+        self.approvals = approvals
+        self.eager_start = eager_start
+
+    @property
+    def task_queue(self) -> str:
+        return self.settings.temporal_task_queue
+
+    # ----------------------------------------------------------- starting
+    async def start(
+        self, tool_use: ToolUseBlock, session: Session
+    ) -> WorkflowHandle[Any, CallOutcome]:
+        """Start the call's workflow, or attach to it when it already exists."""
+        workflow_id = call_workflow_id(session.session_id, tool_use.id)
+        try:
+            return await self.client.start_workflow(
+                CALL_WORKFLOW,
+                CallInput(call=tool_use, session=session),
+                id=workflow_id,
+                task_queue=self.task_queue,
+                result_type=CallOutcome,
+                id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+                id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+                request_eager_start=self.eager_start,
+            )
+        except WorkflowAlreadyStartedError:
+            # Closed already: attach to the finished run and read its outcome.
+            return self.client.get_workflow_handle(workflow_id, result_type=CallOutcome)
+
+    async def start_turn(
+        self, tool_uses: Sequence[ToolUseBlock], session: Session
+    ) -> WorkflowHandle[Any, TurnOutcome]:
+        """Start (or attach to) the batch workflow of one assistant message."""
+        workflow_id = turn_workflow_id(session.session_id, turn_key(session, tool_uses))
+        try:
+            return await self.client.start_workflow(
+                TURN_WORKFLOW,
+                TurnInput(
+                    calls=list(tool_uses),
+                    session=session,
+                    concurrency=self.settings.session_concurrency,
+                ),
+                id=workflow_id,
+                task_queue=self.task_queue,
+                result_type=TurnOutcome,
+                id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+                id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+                request_eager_start=self.eager_start,
+            )
+        except WorkflowAlreadyStartedError:
+            return self.client.get_workflow_handle(workflow_id, result_type=TurnOutcome)
+
+    # ------------------------------------------------- ToolDispatcher API
+    async def dispatch(self, tool_use: ToolUseBlock, session: Session) -> ToolResultBlock:
+        """Run one call to its end (parks until a human decides, if policy says so)."""
+        return (await self.dispatch_outcome(tool_use, session)).result
+
+    async def dispatch_outcome(self, tool_use: ToolUseBlock, session: Session) -> CallOutcome:
+        handle = await self.start(tool_use, session)
+        return await handle.result()
+
+    async def dispatch_all(
+        self, tool_uses: Sequence[ToolUseBlock], session: Session
+    ) -> list[ToolResultBlock]:
+        """One assistant message's calls, capped per session, results in input order."""
+        if not tool_uses:
+            return []
+        if len(tool_uses) == 1:
+            return [await self.dispatch(tool_uses[0], session)]
+        handle = await self.start_turn(tool_uses, session)
+        return (await handle.result()).results
+
+    def get_definitions_for_session(self, session: Session) -> list[ToolDefinition]:
+        if self.registry is None:
+            raise RuntimeError("DurableDispatcher was built without a registry")
+        return self.registry.definitions_for(session)
+
+    async def cancel_session_tools(self, session_id: str) -> int:
+        """Cancel every running call (and batch) of the session; returns how many."""
+        prefixes = (session_call_prefix(session_id), turn_workflow_id(session_id, ""))
+        query = " OR ".join(f'WorkflowId STARTS_WITH "{_quote(p)}"' for p in prefixes)
+        query = f"({query}) AND ExecutionStatus = 'Running'"
+        count = 0
+        async for execution in self.client.list_workflows(query):
+            if execution.status != WorkflowExecutionStatus.RUNNING:
+                continue
+            handle = self.client.get_workflow_handle(execution.id, run_id=execution.run_id)
+            try:
+                await handle.cancel()
+                count += 1
+            except RPCError as exc:
+                if exc.status != RPCStatusCode.NOT_FOUND:
+                    raise
+        return count
+
+    async def resolve_confirmation(
+        self,
+        request_id: str,
+        decision: str,
+        reason: str | None = None,
+        decided_by: str | None = None,
+        *,
+        edited_input: dict[str, Any] | None = None,
+        via: str = "api",
+    ) -> str:
+        """Decide a parked call; returns the decision that stands (first write wins).
+
+        Raises ValueError for an invalid decision or edit, KeyError (UnknownCallError)
+        for an unknown request id — like the in-process dispatcher.
+        """
+        if decision not in DECISIONS:
+            raise ValueError(f"decision must be one of {list(DECISIONS)}, not {decision!r}")
+        result = await self.decide(
+            request_id,
+            decision,
+            reason=reason,
+            decided_by=decided_by,
+            via=via,
+            edited_input=edited_input,
+        )
+        if result.winner is not None:
+            return result.winner.decision
+        raise ValueError(result.message)
+
+    # ------------------------------------------------------ HTTP helpers
+    def handle(self, session_id: str, tool_use_id: str) -> WorkflowHandle[Any, CallOutcome]:
+        return self.client.get_workflow_handle(
+            call_workflow_id(session_id, tool_use_id), result_type=CallOutcome
+        )
+
+    async def attach(self, session_id: str, tool_use_id: str) -> CallOutcome:
+        """Wait for an existing call's outcome (an agent re-attaching after a restart)."""
+        try:
+            return await self.handle(session_id, tool_use_id).result()
+        except RPCError as exc:
+            raise _unknown(exc, session_id, tool_use_id) from exc
+
+    async def status(self, session_id: str, tool_use_id: str) -> CallStatusView:
+        """Where a call is now (works for running and finished calls)."""
+        try:
+            return await self.handle(session_id, tool_use_id).query(
+                QUERY_STATUS, StatusRequest(), result_type=CallStatusView
+            )
+        except RPCError as exc:
+            raise _unknown(exc, session_id, tool_use_id) from exc
+
+    async def cancel(self, session_id: str, tool_use_id: str) -> None:
+        """Request cancellation of one call (parked: ends cancelled; running: tool stops)."""
+        try:
+            await self.handle(session_id, tool_use_id).cancel()
+        except RPCError as exc:
+            raise _unknown(exc, session_id, tool_use_id) from exc
+
+    async def locate(self, request_id: str) -> tuple[str, str]:
+        """(session_id, tool_use_id) of an approval request, from the store."""
+        record = await self._approval(request_id)
+        return record.session_id, record.tool_use_id
+
+    async def _approval(self, request_id: str) -> ApprovalRecord:
+        record = await self.approvals.get_approval(request_id) if self.approvals else None
+        if record is None:
+            raise UnknownCallError(f"unknown confirmation request '{request_id}'")
+        return record
+
+    async def _sub_call_approval(self, request_id: str) -> ApprovalRecord | None:
+        """The request when it belongs to a composed tool's sub-call (no workflow of
+        its own), else None."""
+        if self.approvals is None:
+            return None
+        record = await self.approvals.get_approval(request_id)
+        return record if record is not None and subcalls.parent_of(record) else None
+
+    async def _decide_sub_call(self, record: ApprovalRecord, inp: DecideInput) -> DecideResult:
+        """Decide a sub-call's request in the store (first write wins); the execute
+        activity running the composed tool picks it up. Only while the parent call
+        is still running: after that nobody would act on the decision."""
+        parent = subcalls.parent_of(record)
+        assert parent is not None
+        if not subcalls.can_decide(self.approvals):
+            return DecideResult(
+                accepted=False, message="this dispatcher has no store to decide sub-calls in"
+            )
+        status = "unknown"
+        try:
+            desc = await self.handle(record.session_id, parent).describe()
+            status = desc.status.name.lower() if desc.status is not None else status
+        except RPCError as exc:
+            if exc.status != RPCStatusCode.NOT_FOUND:
+                raise
+        if status != "running":
+            return DecideResult(
+                accepted=False,
+                winner=subcalls.decision_record(record),
+                message=f"the call is no longer waiting for approval (status {status})",
+            )
+        return await subcalls.decide(cast(subcalls.ApprovalDecisions, self.approvals), record, inp)
+
+    async def decide(
+        self,
+        request_id: str,
+        decision: str,
+        *,
+        reason: str | None = None,
+        decided_by: str | None = None,
+        via: str | None = "api",
+        edited_input: dict[str, Any] | None = None,
+        session_id: str | None = None,
+        tool_use_id: str | None = None,
+        wait: bool = True,
+    ) -> DecideResult:
+        """Send a decision as the `decide` update (or signal with wait=False).
+
+        A rejected decision (already decided, unknown request, invalid edit)
+        comes back as accepted=False with the message and the standing winner.
+        """
+        inp = DecideInput(
+            request_id=request_id,
+            decision=decision,
+            reason=reason,
+            decided_by=decided_by,
+            via=via,
+            edited_input=edited_input,
+        )
+        if session_id is None or tool_use_id is None:
+            record = await self._approval(request_id)
+            if subcalls.parent_of(record):
+                return await self._decide_sub_call(record, inp)
+            session_id, tool_use_id = record.session_id, record.tool_use_id
+        handle = self.handle(session_id, tool_use_id)
+        try:
+            if not wait:
+                await handle.signal(SIGNAL_DECIDE, inp)
+                return DecideResult(accepted=False, message="decision sent (signal)")
+            return await handle.execute_update(UPDATE_DECIDE, inp, result_type=DecideResult)
+        except WorkflowUpdateFailedError as exc:
+            cause = exc.cause
+            message = cause.message if isinstance(cause, ApplicationError) else str(cause)
+            winner = None
+            try:
+                winner = (await self.status(session_id, tool_use_id)).decision
+            except UnknownCallError:
+                pass
+            return DecideResult(accepted=False, winner=winner, message=message)
+        except RPCError as exc:
+            if exc.status != RPCStatusCode.NOT_FOUND:
+                raise
+            # No workflow: a composed tool's sub-call request (decided in the store)?
+            sub = await self._sub_call_approval(request_id)
+            if sub is not None and sub.session_id == session_id:
+                return await self._decide_sub_call(sub, inp)
+            # Either no such call, or it already ended (expired, cancelled, ran).
+            view = await self.status(session_id, tool_use_id)
+            return DecideResult(
+                accepted=False,
+                winner=view.decision,
+                message=f"the call is no longer waiting for approval (status {view.status})",
+            )
+
+
+def _quote(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"')
+
+
+def _unknown(exc: RPCError, session_id: str, tool_use_id: str) -> Exception:
+    if exc.status == RPCStatusCode.NOT_FOUND:
+        return UnknownCallError(f"no call {tool_use_id!r} in session {session_id!r}")
+    return exc

@@ -1,0 +1,276 @@
+"""Payloads of the durable path: workflow, activity, update, signal and query models.
+
+They live in `dispatcher` (not `workflows/`) because the client, the activities
+and the workflows all speak them. Nothing here does I/O, so the workflow
+sandbox passes this module through. Field names are part of Temporal history:
+add fields with defaults, never rename or remove one.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, Field
+
+from dispatcher.events import ToolEvent
+from dispatcher.models import Session, ToolErrorClass, ToolResultBlock, ToolUseBlock
+from dispatcher.store.records import ApprovalRecord, CallStatus, CallUpdate
+from dispatcher.verdicts import ApprovalInfo, Deny, Execute, NeedsApproval, PreparedCall
+
+#: Stable names: they are written into Temporal history.
+CALL_WORKFLOW = "parkgate.ToolCall"
+TURN_WORKFLOW = "parkgate.Turn"
+ACT_CLASSIFY = "parkgate.classify"
+ACT_RECORD = "parkgate.record"
+ACT_CREATE_APPROVAL = "parkgate.create_approval"
+ACT_NOTIFY = "parkgate.notify"
+ACT_REVALIDATE = "parkgate.revalidate"
+ACT_EXECUTE = "parkgate.execute"
+ACT_EXECUTE_LOCAL = "parkgate.execute_local"
+UPDATE_DECIDE = "decide"
+SIGNAL_DECIDE = "decide"
+QUERY_STATUS = "status"
+
+#: The exact text a call ends with when its worker died mid-execution.
+WORKER_LOST_TEXT = "worker lost during execution; outcome unknown"
+
+Decision = Literal["allow", "deny", "allow_with_edits"]
+DECISIONS: tuple[str, ...] = ("allow", "deny", "allow_with_edits")
+
+
+def call_workflow_id(session_id: str, tool_use_id: str) -> str:
+    """The one workflow id of a call; resubmitting it attaches, never re-runs."""
+    return f"call/{session_id}/{tool_use_id}"
+
+
+def session_call_prefix(session_id: str) -> str:
+    """Prefix shared by every call workflow of a session (for cancel_session_tools)."""
+    return f"call/{session_id}/"
+
+
+def turn_workflow_id(session_id: str, turn_key: str) -> str:
+    """Workflow id of one batch (assistant message) of calls."""
+    return f"turn/{session_id}/{turn_key}"
+
+
+# ---------------------------------------------------------------------------
+# Workflow input/output
+# ---------------------------------------------------------------------------
+
+
+class CallInput(BaseModel):
+    """Start a ToolCallWorkflow: one tool_use block in one session."""
+
+    call: ToolUseBlock
+    session: Session
+
+
+class DecisionRecord(BaseModel):
+    """The decision that won for a parked call."""
+
+    request_id: str
+    decision: Decision
+    reason: str | None = None
+    decided_by: str | None = None
+    via: str | None = None
+    decided_at: datetime
+    #: Hash of the input that runs (the edited input for allow_with_edits).
+    approved_hash: str | None = None
+
+
+class CallOutcome(BaseModel):
+    """How a call ended: what the model gets plus the status for humans."""
+
+    result: ToolResultBlock
+    status: CallStatus
+    error_class: ToolErrorClass | None = None
+    request_id: str | None = None
+    decision: DecisionRecord | None = None
+    duration_ms: float = 0.0
+
+
+class TurnInput(BaseModel):
+    """Start a TurnWorkflow: one assistant message's tool_use blocks."""
+
+    calls: list[ToolUseBlock]
+    session: Session
+    #: The session's cap on calls running at once (spec default 4).
+    concurrency: int = Field(default=4, ge=1, le=64)
+
+
+class TurnOutcome(BaseModel):
+    """Outcomes in the order of TurnInput.calls."""
+
+    outcomes: list[CallOutcome]
+
+    @property
+    def results(self) -> list[ToolResultBlock]:
+        return [o.result for o in self.outcomes]
+
+
+# ---------------------------------------------------------------------------
+# Update / signal / query
+# ---------------------------------------------------------------------------
+
+
+class DecideInput(BaseModel):
+    """A human's decision on a parked call (update or signal `decide`).
+
+    `decision` is a plain string so an invalid value reaches the validator and
+    is rejected with a clear message instead of a conversion error.
+    """
+
+    request_id: str
+    decision: str
+    reason: str | None = None
+    decided_by: str | None = None
+    via: str | None = None
+    #: Required for allow_with_edits: the complete replacement input.
+    edited_input: dict[str, Any] | None = None
+
+
+class DecideResult(BaseModel):
+    """What a decider learns: whether it won, and the decision that stands."""
+
+    accepted: bool
+    winner: DecisionRecord | None = None
+    message: str = ""
+
+
+class StatusRequest(BaseModel):
+    """Query `status` argument (reserved for future filters)."""
+
+
+class CallStatusView(BaseModel):
+    """Query `status`: where a call is now."""
+
+    workflow_id: str
+    session_id: str
+    tool_use_id: str
+    tool_name: str
+    status: CallStatus
+    request: ApprovalInfo | None = None
+    approval_url: str | None = None
+    requested_at: datetime | None = None
+    expires_at: datetime | None = None
+    decision: DecisionRecord | None = None
+    outcome: CallOutcome | None = None
+
+
+# ---------------------------------------------------------------------------
+# Activities
+# ---------------------------------------------------------------------------
+
+
+class ExecPlan(BaseModel):
+    """How to run a classified call; computed by classify from settings so the
+    workflow (which may not read settings) gets every knob through history."""
+
+    local: bool
+    start_to_close_seconds: float
+    heartbeat_timeout_seconds: float
+    #: Approval expiry; None = never.
+    expiry_seconds: float | None
+
+
+class ClassifyInput(BaseModel):
+    call: ToolUseBlock
+    session: Session
+
+
+VerdictModel = Annotated[Execute | Deny | NeedsApproval, Field(discriminator="kind")]
+
+
+class ClassifyOutput(BaseModel):
+    verdict: VerdictModel
+    plan: ExecPlan
+
+
+class RecordInput(BaseModel):
+    """Events and call-row changes to write, idempotently."""
+
+    events: list[ToolEvent] = Field(default_factory=list)
+    update: CallUpdate | None = None
+    approval: ApprovalRecord | None = None
+
+
+class RecordOutput(BaseModel):
+    events: int
+
+
+class ApprovalRequest(BaseModel):
+    """create_approval input: everything to store and sign one approval request."""
+
+    info: ApprovalInfo
+    session: Session
+    call: ToolUseBlock
+    requested_at: datetime
+    expires_at: datetime | None
+    workflow_id: str
+    run_id: str
+    #: The call row as parked (written with the tool.confirmation_requested event).
+    update: CallUpdate | None = None
+
+
+class ApprovalCreated(BaseModel):
+    """create_approval output."""
+
+    approval: ApprovalRecord
+    approval_url: str
+    #: True when webhooks are configured, so the workflow starts parkgate.notify.
+    notify: bool = False
+
+
+class NotifyInput(BaseModel):
+    """parkgate.notify input: what a webhook announces for a parked call."""
+
+    info: ApprovalInfo
+    session: Session
+    approval_url: str
+    requested_at: datetime
+    expires_at: datetime | None = None
+
+
+class NotifyOutput(BaseModel):
+    delivered: int = 0
+    failed: int = 0
+
+
+class RevalidateInput(BaseModel):
+    prepared: PreparedCall
+    new_input: dict[str, Any]
+
+
+class RevalidateOutput(BaseModel):
+    """Either the re-scoped call or why the edit is not acceptable."""
+
+    prepared: PreparedCall | None = None
+    error: str | None = None
+    error_class: ToolErrorClass | None = None
+
+
+class ExecuteInput(BaseModel):
+    prepared: PreparedCall
+    #: The hash a human approved (or the classified hash for auto calls).
+    approved_hash: str
+    workflow_id: str = ""
+    #: The call row as queued, written with tool.called in the same transaction
+    #: (auto calls; saves a separate record step).
+    initial: CallUpdate | None = None
+
+
+class ExecuteOutput(BaseModel):
+    """The model-facing result; the full output went straight to the store.
+
+    When the store was unreachable during execution, the events it could not
+    take (and a small full output) travel back here so the workflow records
+    them with the record activity, which retries until the store is back.
+    """
+
+    result: ToolResultBlock
+    error_class: ToolErrorClass | None = None
+    started_at: datetime | None = None
+    duration_ms: float = 0.0
+    pending_events: list[ToolEvent] = Field(default_factory=list)
+    full_output: dict[str, Any] | None = None

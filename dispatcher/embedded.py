@@ -1,0 +1,517 @@
+"""Run parkgate's parts: the API and a worker, alone (production) or all together
+with a Temporal dev server (`parkgate serve`, the embedded one-machine stack).
+
+The embedded stack is one process tree: this process runs the worker and the
+API (uvicorn) on one event loop; the `temporal` dev server is its child, with
+its state in `<data_dir>/temporal.db` so parked calls survive a restart.
+Shutdown order on Ctrl-C/SIGTERM: API, worker, Temporal, database.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import errno
+import json
+import logging
+import os
+import signal
+import socket
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from types import FrameType
+from typing import TYPE_CHECKING, Any, cast
+
+import uvicorn
+
+from dispatcher.settings import Settings
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
+    from temporalio.client import Client
+
+    from activities.deps import Deps
+    from dispatcher.store import Repository
+
+log = logging.getLogger("parkgate.serve")
+
+#: Preferred ports of the embedded Temporal server and its UI (any free port otherwise).
+TEMPORAL_PORT = 7233
+TEMPORAL_UI_PORT = 8233
+
+
+class StartupError(RuntimeError):
+    """Something the operator must fix before the stack can start (one line)."""
+
+
+class Interrupted(Exception):
+    """SIGINT/SIGTERM arrived while still starting: stop quietly."""
+
+
+# ---------------------------------------------------------------------------
+# small pieces shared by `serve`, `api` and `worker`
+# ---------------------------------------------------------------------------
+
+
+def port_in_use(host: str, port: int) -> bool:
+    """True when something already listens on host:port."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError as exc:
+            if exc.errno in (errno.EADDRINUSE, errno.EACCES):
+                return True
+            raise
+    return False
+
+
+def pick_port(host: str, preferred: int) -> int:
+    """`preferred` when free, else any free port (0 = any)."""
+    if preferred and not port_in_use(host, preferred):
+        return preferred
+    from dispatcher.devserver import free_port
+
+    return free_port(host)
+
+
+async def connect_temporal(
+    settings: Settings,
+    *,
+    address: str | None = None,
+    timeout: float = 60.0,
+    stop: asyncio.Event | None = None,
+) -> Client:
+    """Connect, retrying while Temporal starts (compose starts everything at once).
+
+    Setting `stop` while it waits raises Interrupted."""
+    from dispatcher.temporal_client import connect
+
+    target = address or settings.temporal_address
+    deadline = time.monotonic() + timeout
+    delay = 0.2
+    while True:
+        try:
+            return await connect(settings, address=address)
+        except Exception as exc:
+            if time.monotonic() >= deadline:
+                raise StartupError(
+                    f"cannot reach Temporal at {target} (namespace "
+                    f"{settings.temporal_namespace!r}) after {timeout:.0f}s: {_one_line(exc)}"
+                ) from exc
+            log.info("waiting for Temporal at %s: %s", target, exc)
+            if stop is None:
+                await asyncio.sleep(delay)
+            else:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), delay)
+                if stop.is_set():
+                    raise Interrupted from exc
+            delay = min(delay * 2, 2.0)
+
+
+async def migrated_repository(settings: Settings, *, upgrade: bool = False) -> Repository:
+    """The history store, upgraded first when asked; refuses a schema that does not match."""
+    from dispatcher.store import Repository, SchemaError
+    from dispatcher.store.migrate import upgrade_async
+    from dispatcher.store.urls import display_url
+
+    url = settings.effective_database_url
+    try:
+        if upgrade:
+            await upgrade_async(url)
+        return await Repository.connect(url, check_schema=True)
+    except SchemaError as exc:
+        raise StartupError(_one_line(exc)) from exc
+    except (OSError, ValueError) as exc:
+        raise StartupError(
+            f"cannot open the database {display_url(url)}: {_one_line(exc)}"
+        ) from exc
+    except Exception as exc:  # driver errors (asyncpg, sqlite) have no common base
+        raise StartupError(
+            f"cannot open the database {display_url(url)}: {_one_line(exc)}"
+        ) from exc
+
+
+async def worker_deps(settings: Settings, repo: Repository) -> Deps:
+    """The worker's dependencies (the one recipe in dispatcher.worker) over `repo`."""
+    from activities.deps import Deps
+    from dispatcher.store.records import HistoryStore
+    from dispatcher.worker import build_deps
+
+    deps = await build_deps(settings)
+    own = cast(Any, deps.store)
+    if own is not repo:  # build_deps opens its own engine; share ours instead
+        await own.close()
+    return Deps(settings=settings, pipeline=deps.pipeline, store=cast(HistoryStore, repo))
+
+
+def api_app(
+    settings: Settings,
+    repo: Repository,
+    client: Client,
+    deps: Deps,
+    *,
+    worker_in_process: bool = False,
+) -> FastAPI:
+    """The FastAPI app over the shared store, Temporal client and the workers' registry.
+
+    `worker_in_process=True` (the embedded stack) starts calls with Temporal's
+    eager workflow start: the first workflow task runs in this process
+    without a round trip through the server's task queue.
+    """
+    from dispatcher.api import ApiDeps, create_app
+    from dispatcher.client import DurableDispatcher
+
+    registry = deps.pipeline.registry
+    dispatcher = DurableDispatcher(
+        client, settings, registry=registry, approvals=repo, eager_start=worker_in_process
+    )
+    return create_app(
+        settings,
+        ApiDeps(repo=repo, temporal=client, registry=registry, dispatcher=dispatcher),
+    )
+
+
+class ApiServer(uvicorn.Server):
+    """uvicorn without its own signal handling: the caller owns SIGINT/SIGTERM."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        """Let long-polls answer with the current state before connections close."""
+        calls = getattr(getattr(self.config.app, "state", None), "calls", None)
+        if calls is not None:
+            calls.draining.set()
+        super().handle_exit(sig, frame)
+
+
+def api_server(app: FastAPI, host: str, port: int, *, log_level: str = "warning") -> ApiServer:
+    from dispatcher.api.logredact import uvicorn_log_config
+
+    config = uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        log_config=uvicorn_log_config(),
+        log_level=log_level,
+        lifespan="on",
+        proxy_headers=True,
+        timeout_graceful_shutdown=10,
+    )
+    return ApiServer(config)
+
+
+@contextlib.contextmanager
+def stop_on_signals(stop: asyncio.Event) -> Iterator[None]:
+    """Set `stop` on SIGINT/SIGTERM while inside the block (restores the old handlers)."""
+    loop = asyncio.get_running_loop()
+    sigs = (signal.SIGINT, signal.SIGTERM)
+    for sig in sigs:
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        yield
+    finally:
+        for sig in sigs:
+            loop.remove_signal_handler(sig)
+
+
+async def serve_until(server: ApiServer, stop: asyncio.Event) -> None:
+    """Run uvicorn until `stop` is set (or it fails), then let it finish in-flight requests."""
+    task = asyncio.create_task(server.serve(), name="parkgate-api")
+    stopper = asyncio.create_task(stop.wait(), name="parkgate-stop")
+    try:
+        await asyncio.wait({task, stopper}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        # handle_exit (not just should_exit): sse-starlette hooks it to end open
+        # event streams at once instead of holding shutdown for the grace period.
+        server.handle_exit(signal.SIGTERM, None)
+        stopper.cancel()
+        try:
+            await task
+        except SystemExit as exc:  # uvicorn exits on a startup failure
+            raise StartupError("the API server failed to start; see the log above") from exc
+        finally:
+            _reset_sse_shutdown_flag()
+
+
+def _reset_sse_shutdown_flag() -> None:
+    """sse-starlette's shutdown flag is process-global; clear it once the server is gone
+    so a later server in the same process (tests) streams normally."""
+    try:
+        from sse_starlette.sse import AppStatus
+    except ImportError:  # pragma: no cover - sse-starlette is a dependency
+        return
+    AppStatus.should_exit = False
+
+
+def _one_line(exc: BaseException | str) -> str:
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    # The Rust core's transport errors are long; keep the part a person acts on.
+    for needle, short in (
+        ("Connection refused", "connection refused"),
+        ("dns error", "host not found"),
+        ("timed out", "timed out"),
+    ):
+        if needle in text and "tonic::transport" in text:
+            return short
+    return text
+
+
+# ---------------------------------------------------------------------------
+# the runtime file: how `parkgate approve` finds a running `parkgate serve`
+# ---------------------------------------------------------------------------
+
+RUNTIME_FILE = "serve.json"
+
+
+def write_runtime(data_dir: Path, banner: Banner) -> Path:
+    """Record the running stack's addresses (removed again at shutdown)."""
+    path = data_dir / RUNTIME_FILE
+    info = {
+        "pid": os.getpid(),
+        "api_url": banner.api_url,
+        "temporal_address": banner.temporal_address,
+        "temporal_ui_url": banner.temporal_ui_url,
+    }
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(info))
+    tmp.replace(path)
+    return path
+
+
+def read_runtime(data_dir: Path) -> dict[str, Any] | None:
+    """The running `parkgate serve` of this data dir, if its process is alive."""
+    import psutil
+
+    path = data_dir / RUNTIME_FILE
+    try:
+        info = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(info, dict):
+        return None
+    try:
+        cmdline = psutil.Process(int(info.get("pid", 0) or 0)).cmdline()
+    except (psutil.Error, ValueError):
+        return None  # gone: a stale file from a killed run
+    if "serve" not in cmdline:
+        return None  # the pid was reused by something else
+    return info
+
+
+def temporal_address_for(settings: Settings) -> str:
+    """The configured Temporal address, or the embedded server of a running
+    `parkgate serve` on this data dir when no address was configured."""
+    if "temporal_address" not in settings.model_fields_set:
+        info = read_runtime(settings.data_dir)
+        if info and isinstance(info.get("temporal_address"), str):
+            return str(info["temporal_address"])
+    return settings.temporal_address
+
+
+# ---------------------------------------------------------------------------
+# production parts: `parkgate api`, `parkgate worker`
+# ---------------------------------------------------------------------------
+
+
+async def run_api(
+    settings: Settings,
+    *,
+    log_level: str = "info",
+    connect_timeout: float = 60,
+    announce: Callable[[], None] | None = None,
+) -> None:
+    """`parkgate api`: the HTTP service against external Temporal + database.
+
+    `announce` runs once SIGINT/SIGTERM are handled (a graceful stop from then on)."""
+    if port_in_use(settings.api_host, settings.api_port):
+        raise StartupError(f"port {settings.api_port} on {settings.api_host} is already in use")
+    stop = asyncio.Event()
+    with stop_on_signals(stop):
+        if announce is not None:
+            announce()
+        repo = await migrated_repository(settings)
+        try:
+            client = await connect_temporal(settings, timeout=connect_timeout, stop=stop)
+            deps = await worker_deps(settings, repo)
+            server = api_server(
+                api_app(settings, repo, client, deps),
+                settings.api_host,
+                settings.api_port,
+                log_level=log_level,
+            )
+            await serve_until(server, stop)
+        except Interrupted:
+            return
+        finally:
+            await repo.close()
+
+
+async def run_worker(
+    settings: Settings,
+    *,
+    connect_timeout: float = 60,
+    announce: Callable[[], None] | None = None,
+) -> None:
+    """`parkgate worker`: one worker against external Temporal + database.
+
+    `announce` runs once SIGINT/SIGTERM are handled (a graceful stop from then on)."""
+    stop = asyncio.Event()
+    with stop_on_signals(stop):  # first: the imports below take a while
+        if announce is not None:
+            announce()
+        from dispatcher.worker import build_worker
+
+        repo = await migrated_repository(settings)
+        try:
+            client = await connect_temporal(settings, timeout=connect_timeout, stop=stop)
+            deps = await worker_deps(settings, repo)
+            worker = build_worker(client, settings, deps)
+            log.info("worker polling task queue %r", settings.temporal_task_queue)
+            async with worker:
+                await stop.wait()
+        except Interrupted:
+            return
+        finally:
+            await repo.close()
+
+
+# ---------------------------------------------------------------------------
+# the embedded stack: `parkgate serve`
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Banner:
+    """What `parkgate serve` prints once everything is up."""
+
+    api_url: str
+    audit_url: str
+    temporal_ui_url: str
+    temporal_address: str
+    api_key: str
+    api_key_name: str
+    data_dir: Path
+    database: str
+
+
+@dataclass
+class EmbeddedStack:
+    """Temporal dev server + worker + API in this process tree, state under data_dir."""
+
+    settings: Settings
+    port: int | None = None
+    temporal_port: int = TEMPORAL_PORT
+    ui_port: int = TEMPORAL_UI_PORT
+    log_level: str = "warning"
+    key_name: str | None = None
+
+    def effective_settings(self) -> Settings:
+        """Settings with the API bound to 127.0.0.1:<port>; links follow the port
+        unless public_base_url was set explicitly."""
+        base = self.settings
+        port = self.port or base.api_port
+        update: dict[str, Any] = {"api_host": "127.0.0.1", "api_port": port}
+        if "public_base_url" not in base.model_fields_set:
+            update["public_base_url"] = f"http://127.0.0.1:{port}"
+        return base.model_copy(update=update)
+
+    @contextlib.asynccontextmanager
+    async def running(self) -> AsyncIterator[tuple[Banner, ApiServer]]:
+        """Start everything; yields the banner and the (not yet served) API server."""
+        from dispatcher.devserver import DevServer, DevServerError
+        from dispatcher.store import ApiKeyNameTakenError
+        from dispatcher.store.urls import display_url
+        from dispatcher.worker import build_worker
+
+        settings = self.effective_settings()
+        host = settings.api_host
+        other = read_runtime(settings.data_dir)
+        if other is not None and other.get("pid") != os.getpid():
+            raise StartupError(
+                f"parkgate serve is already running on {settings.data_dir} "
+                f"(pid {other.get('pid')}, {other.get('api_url')})"
+            )
+        if port_in_use(host, settings.api_port):
+            raise StartupError(f"port {settings.api_port} on {host} is already in use (use --port)")
+        settings.data_dir.mkdir(parents=True, exist_ok=True)
+        settings.signing_secret()  # generate and keep it before anything signs a link
+        repo = await migrated_repository(settings, upgrade=True)
+        dev = DevServer(
+            data_dir=settings.data_dir,
+            port=pick_port(host, self.temporal_port),
+            ui_port=pick_port(host, self.ui_port),
+            headless=False,
+            namespace=settings.temporal_namespace,
+        )
+        try:
+            try:
+                await dev.start()
+            except DevServerError as exc:
+                raise StartupError(_one_line(exc)) from exc
+            # The local dev server: plain gRPC, no Cloud credentials.
+            settings = settings.model_copy(
+                update={
+                    "temporal_address": dev.address,
+                    "temporal_tls": False,
+                    "temporal_api_key": None,
+                    "temporal_tls_cert_path": None,
+                    "temporal_tls_key_path": None,
+                    "temporal_tls_ca_path": None,
+                }
+            )
+            client = await connect_temporal(settings, timeout=30)
+            deps = await worker_deps(settings, repo)
+            name = self.key_name or f"serve-{datetime.now().strftime('%Y%m%d-%H%M%S-%f')}"
+            try:
+                key, _record = await repo.create_api_key(name)
+            except ApiKeyNameTakenError as exc:
+                raise StartupError(
+                    f"an active API key is already named {name!r}: pick another --key-name"
+                ) from exc
+            server = api_server(
+                api_app(settings, repo, client, deps, worker_in_process=True),
+                host,
+                settings.api_port,
+                log_level=self.log_level,
+            )
+            api_url = f"http://{host}:{settings.api_port}"
+            banner = Banner(
+                api_url=api_url,
+                audit_url=f"{api_url}/audit",
+                temporal_ui_url=f"http://{dev.host}:{dev.ui_port}",
+                temporal_address=dev.address,
+                api_key=key,
+                api_key_name=name,
+                data_dir=settings.data_dir,
+                database=display_url(settings.effective_database_url),
+            )
+            async with build_worker(client, settings, deps):
+                yield banner, server
+        finally:
+            await dev.stop()
+            await repo.close()
+
+    async def run(self, on_ready: Callable[[Banner], None], stop: asyncio.Event) -> None:
+        """Run until `stop` is set; call `on_ready` once the API accepts connections."""
+        async with self.running() as (banner, server):
+            task = asyncio.create_task(serve_until(server, stop), name="parkgate-serve")
+            runtime: Path | None = None
+            try:
+                while not server.started and not task.done():
+                    await asyncio.sleep(0.05)
+                if server.started:
+                    runtime = write_runtime(banner.data_dir, banner)
+                    on_ready(banner)
+            finally:
+                try:
+                    await task
+                finally:
+                    if runtime is not None:
+                        runtime.unlink(missing_ok=True)

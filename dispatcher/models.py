@@ -1,0 +1,206 @@
+"""Canonical data types shared by every part of parkgate.
+
+Everything here is a pydantic model (or a StrEnum) because the same objects
+travel as Temporal payloads, JSON over HTTP and JSON columns in the database.
+Nothing in this module does I/O, so workflows may import it freely.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+def utcnow() -> datetime:
+    """Timezone-aware UTC now; all parkgate timestamps are UTC."""
+    return datetime.now(UTC)
+
+
+class SideEffects(StrEnum):
+    """The highest side-effect class a tool is capable of (by capability, not usage)."""
+
+    NONE = "none"
+    READ = "read"
+    WRITE = "write"
+    EXECUTE = "execute"
+    NETWORK = "network"
+
+    @property
+    def rank(self) -> int:
+        """Order used to compare classes (a composed tool must be >= its parts)."""
+        return _SIDE_EFFECT_RANK[self]
+
+    @property
+    def mutates(self) -> bool:
+        """True for classes whose execution must happen at most once."""
+        return self in (SideEffects.WRITE, SideEffects.EXECUTE, SideEffects.NETWORK)
+
+
+_SIDE_EFFECT_RANK = {
+    SideEffects.NONE: 0,
+    SideEffects.READ: 1,
+    SideEffects.WRITE: 2,
+    SideEffects.EXECUTE: 3,
+    SideEffects.NETWORK: 4,
+}
+
+
+class ToolErrorClass(StrEnum):
+    """Closed set of failure classes; matches tool.failed's error_class."""
+
+    NOT_FOUND = "not_found"
+    VALIDATION_ERROR = "validation_error"
+    PERMISSION_DENIED = "permission_denied"
+    USER_DENIED = "user_denied"
+    TIMEOUT = "timeout"
+    EXECUTION_ERROR = "execution_error"
+    CANCELLED = "cancelled"
+    CONFIRMATION_TIMEOUT = "confirmation_timeout"
+
+
+# --------------------------------------------------------------------------
+# Content blocks
+# --------------------------------------------------------------------------
+
+
+class TextBlock(BaseModel):
+    """Plain text content."""
+
+    type: Literal["text"] = "text"
+    text: str
+
+
+class ImageSource(BaseModel):
+    """Inline base64 image data."""
+
+    type: Literal["base64"] = "base64"
+    media_type: str = "image/png"
+    data: str
+
+
+class ImageBlock(BaseModel):
+    """An image returned by a tool (base64, inline)."""
+
+    type: Literal["image"] = "image"
+    source: ImageSource
+
+
+ContentBlock = Annotated[TextBlock | ImageBlock, Field(discriminator="type")]
+
+
+# --------------------------------------------------------------------------
+# Tool definition and calls
+# --------------------------------------------------------------------------
+
+
+class ToolDefinition(BaseModel):
+    """What a tool is: its name, schema, side effects and dispatch hints."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_\-]{0,63}$")
+    description: str
+    input_schema: dict[str, Any]
+    side_effects: SideEffects
+    #: Input fields (top-level keys) holding workspace-relative paths; the
+    #: pipeline scope-checks them before any side effect.
+    path_fields: list[str] = Field(default_factory=list)
+    requires_workspace: bool = True
+    #: Hidden from sessions of kind "worker" (routing-engine §6.2.1).
+    hidden_from_workers: bool = False
+    #: Per-tool execution timeout; None means the class default (60 s / 600 s).
+    timeout_seconds: float | None = None
+    #: Per-tool approval expiry in seconds; None = configured default; 0 = never.
+    approval_expiry_seconds: float | None = None
+    #: Composition (see tool-composition proposal): sub-tools this tool may call.
+    composed_of: list[str] | None = None
+    #: When True one confirmation covers the whole composed operation.
+    atomic: bool = False
+
+    def to_openai(self) -> dict[str, Any]:
+        """OpenAI function-tool shape."""
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": self.input_schema,
+            },
+        }
+
+    def to_anthropic(self) -> dict[str, Any]:
+        """Anthropic Messages API tool shape."""
+        return {
+            "name": self.name,
+            "description": self.description,
+            "input_schema": self.input_schema,
+        }
+
+
+class ToolUseBlock(BaseModel):
+    """A tool call emitted by the model."""
+
+    type: Literal["tool_use"] = "tool_use"
+    id: str = Field(min_length=1, max_length=200)
+    name: str = Field(min_length=1, max_length=200)
+    input: dict[str, Any] = Field(default_factory=dict)
+
+
+class ToolResultBlock(BaseModel):
+    """What the model gets back for one ToolUseBlock; never an exception."""
+
+    type: Literal["tool_result"] = "tool_result"
+    tool_use_id: str
+    content: list[ContentBlock] = Field(default_factory=list)
+    is_error: bool = False
+    #: Set when is_error; not part of the provider wire shape.
+    error_class: ToolErrorClass | None = None
+
+    @property
+    def text(self) -> str:
+        """All text content joined, for logs, tests and UIs."""
+        return "\n".join(b.text for b in self.content if isinstance(b, TextBlock))
+
+    def to_anthropic(self) -> dict[str, Any]:
+        """Anthropic tool_result shape (drops parkgate-only fields)."""
+        return self.model_dump(mode="json", exclude={"error_class"})
+
+
+class Session(BaseModel):
+    """The session a call belongs to; its workspace bounds every file access."""
+
+    session_id: str = Field(min_length=1, max_length=200)
+    turn_id: str = Field(min_length=1, max_length=200)
+    workspace_path: str
+    kind: Literal["main", "worker"] = "main"
+
+
+class ToolOutput(BaseModel):
+    """What a tool returns; the dispatcher wraps it into a ToolResultBlock."""
+
+    content: list[ContentBlock] = Field(default_factory=list)
+    success: bool = True
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    files_modified: list[str] | None = None
+    command_executed: str | None = None
+
+
+def input_hash(tool_name: str, tool_input: dict[str, Any]) -> str:
+    """Stable SHA-256 of a call's tool and arguments (canonical JSON).
+
+    Approval binds to this hash; the execute step refuses a call whose hash
+    differs from the approved one.
+    """
+    canonical = json.dumps(
+        {"tool": tool_name, "input": tool_input},
+        sort_keys=True,
+        separators=(",", ":"),
+        ensure_ascii=False,
+        default=str,
+    )
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()

@@ -1,0 +1,105 @@
+"""JSON Schema subset checking (registration) and input validation (classify).
+
+Providers disagree on JSON Schema support, so tool input schemas must stay in
+the canonical subset; anything else is rejected at registration with the JSON
+path of the offending construct. Inputs are validated with Draft7Validator.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from jsonschema import Draft7Validator
+from jsonschema.exceptions import SchemaError
+
+#: Keywords that are never allowed anywhere in a tool input schema.
+FORBIDDEN_KEYWORDS: tuple[str, ...] = (
+    "$ref",
+    "oneOf",
+    "anyOf",
+    "allOf",
+    "not",
+    "if",
+    "then",
+    "else",
+    "patternProperties",
+    "definitions",
+    "$defs",
+    "dependencies",
+    "dependentSchemas",
+)
+
+
+def _child(path: str, key: str) -> str:
+    return f"{path}.{key}" if key.isidentifier() or key.startswith("$") else f"{path}[{key!r}]"
+
+
+def _walk(schema: Any, path: str, errors: list[str]) -> None:
+    if not isinstance(schema, dict):
+        if not isinstance(schema, bool):
+            errors.append(f"{path}: a schema must be an object, got {type(schema).__name__}")
+        return
+    for key in schema:
+        if key in FORBIDDEN_KEYWORDS:
+            errors.append(f"{_child(path, key)}: '{key}' is not allowed in tool input schemas")
+    extra = schema.get("additionalProperties")
+    if extra is not None and not isinstance(extra, bool):
+        errors.append(f"{path}.additionalProperties: only true/false is allowed, not a schema")
+    props = schema.get("properties")
+    if isinstance(props, dict):
+        for name, sub in props.items():
+            _walk(sub, _child(f"{path}.properties", str(name)), errors)
+    elif props is not None:
+        errors.append(f"{path}.properties: must be an object")
+    items = schema.get("items")
+    if isinstance(items, list):
+        for i, sub in enumerate(items):
+            _walk(sub, f"{path}.items[{i}]", errors)
+    elif items is not None:
+        _walk(items, f"{path}.items", errors)
+
+
+def check_schema_subset(schema: Any) -> list[str]:
+    """Every reason ``schema`` is not an acceptable tool input schema ([] if fine)."""
+    errors: list[str] = []
+    if not isinstance(schema, dict):
+        return [f"$: input_schema must be an object, got {type(schema).__name__}"]
+    if schema.get("type") != "object":
+        errors.append("$.type: the top-level input schema must have type 'object'")
+    _walk(schema, "$", errors)
+    try:
+        Draft7Validator.check_schema(schema)
+    except SchemaError as exc:
+        errors.append(f"{json_path(exc.absolute_path)}: invalid JSON Schema: {exc.message}")
+    return errors
+
+
+def json_path(parts: Any) -> str:
+    """Render a jsonschema deque path as ``$.a.b[0]``."""
+    out = "$"
+    for part in parts:
+        out = f"{out}[{part}]" if isinstance(part, int) else _child(out, str(part))
+    return out
+
+
+def input_size(tool_input: Any) -> int:
+    """Bytes of the compact JSON serialization of ``tool_input``."""
+    return len(
+        json.dumps(tool_input, separators=(",", ":"), ensure_ascii=False, default=str).encode(
+            "utf-8"
+        )
+    )
+
+
+def validate_input(
+    schema: dict[str, Any], tool_input: Any, *, max_bytes: int | None = None
+) -> list[str]:
+    """Validation errors for ``tool_input`` (each prefixed by its JSON path); [] if valid."""
+    if max_bytes is not None:
+        size = input_size(tool_input)
+        if size > max_bytes:
+            return [f"$: input is {size} bytes, over the {max_bytes}-byte limit"]
+    validator = Draft7Validator(schema)
+    errors = sorted(validator.iter_errors(tool_input), key=lambda e: list(map(str, e.path)))
+    return [f"{json_path(e.absolute_path)}: {e.message}" for e in errors]

@@ -1,0 +1,68 @@
+"""Export calls for audit: JSON Lines (one call per line, with its events) or CSV.
+
+CSV has one row per call; structured columns (input, result, full_output)
+hold compact JSON, and `event_count` replaces the nested events.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Callable
+from typing import IO, TYPE_CHECKING, Any, Literal
+
+from dispatcher.store.results import CallFilters, CallRecord
+
+if TYPE_CHECKING:
+    from dispatcher.store.repository import Repository
+
+#: Progress callback: (calls written so far, total calls matching).
+Progress = Callable[[int, int], None]
+
+CSV_COLUMNS: tuple[str, ...] = (*CallRecord.model_fields, "event_count")
+
+
+def _csv_cell(value: Any) -> Any:
+    if value is None:
+        return ""
+    if isinstance(value, dict | list):
+        return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return value
+
+
+async def export_calls(
+    repo: Repository,
+    fmt: Literal["jsonl", "csv"],
+    out: IO[str],
+    filters: CallFilters | None = None,
+    *,
+    include_events: bool = True,
+    on_progress: Progress | None = None,
+) -> int:
+    """Stream matching calls to `out`; returns how many were written."""
+    if fmt not in ("jsonl", "csv"):
+        raise ValueError(f"unknown export format {fmt!r} (use jsonl or csv)")
+    total = await repo.count_calls(filters) if on_progress else 0
+    writer: Any = None
+    if fmt == "csv":
+        writer = csv.DictWriter(out, fieldnames=list(CSV_COLUMNS), lineterminator="\n")
+        writer.writeheader()
+    written = 0
+    async for batch in repo.iter_calls(filters):
+        keys = [(c.session_id, c.tool_use_id) for c in batch]
+        events = await repo.events_for_calls(keys) if (include_events or fmt == "csv") else {}
+        for call in batch:
+            row = call.model_dump(mode="json")
+            call_events = events.get((call.session_id, call.tool_use_id), [])
+            if fmt == "jsonl":
+                if include_events:
+                    row["events"] = [e.model_dump(mode="json") for e in call_events]
+                out.write(json.dumps(row, ensure_ascii=False, separators=(",", ":")) + "\n")
+            else:
+                row["event_count"] = len(call_events)
+                writer.writerow({k: _csv_cell(row.get(k)) for k in CSV_COLUMNS})
+            written += 1
+        if on_progress:
+            on_progress(written, max(total, written))
+    out.flush()
+    return written

@@ -1,0 +1,57 @@
+"""Async engine construction with the per-backend settings parkgate relies on.
+
+SQLite: WAL (readers never block the writer), a busy timeout, and explicit
+transactions: writers start with BEGIN IMMEDIATE so two writers never both
+read a chain head and then collide; readers use a plain BEGIN.
+PostgreSQL: asyncpg with pool pre-ping.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import event
+from sqlalchemy.engine import URL, Connection
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.pool import StaticPool
+
+from dispatcher.store.urls import async_url, ensure_sqlite_dir
+
+#: Execution option asking for a write transaction (BEGIN IMMEDIATE on SQLite).
+WRITE = "parkgate_write"
+
+
+def make_engine(url: str | URL, **kwargs: Any) -> AsyncEngine:
+    """An AsyncEngine for a PostgreSQL or SQLite URL (plain schemes accepted)."""
+    parsed = async_url(url)
+    if parsed.get_backend_name() == "sqlite":
+        ensure_sqlite_dir(parsed)
+        memory = not parsed.database or parsed.database == ":memory:"
+        if memory:
+            kwargs.setdefault("poolclass", StaticPool)
+        engine = create_async_engine(parsed, pool_pre_ping=True, **kwargs)
+        _configure_sqlite(engine, wal=not memory)
+        return engine
+    kwargs.setdefault("pool_size", 10)
+    kwargs.setdefault("max_overflow", 20)
+    return create_async_engine(parsed, pool_pre_ping=True, **kwargs)
+
+
+def _configure_sqlite(engine: AsyncEngine, *, wal: bool) -> None:
+    @event.listens_for(engine.sync_engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        # Let us issue BEGIN ourselves (pysqlite's implicit transactions defer locking).
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        try:
+            if wal:
+                cursor.execute("PRAGMA journal_mode=WAL")
+            cursor.execute("PRAGMA busy_timeout=30000")
+            cursor.execute("PRAGMA synchronous=NORMAL")
+        finally:
+            cursor.close()
+
+    @event.listens_for(engine.sync_engine, "begin")
+    def _on_begin(conn: Connection) -> None:
+        write = bool(conn.get_execution_options().get(WRITE))
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")

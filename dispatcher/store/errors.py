@@ -1,0 +1,69 @@
+"""Errors the store raises; each says what is wrong in one line."""
+
+from __future__ import annotations
+
+
+class StoreError(Exception):
+    """Base class of history-store errors."""
+
+
+class SchemaError(StoreError):
+    """The database schema does not match this code (see `check_schema`)."""
+
+
+class SchemaNotMigratedError(SchemaError):
+    """The database has no parkgate tables or is behind the code."""
+
+
+class SchemaTooNewError(SchemaError):
+    """The database was migrated by a newer parkgate than this one."""
+
+
+class SessionConflictError(StoreError):
+    """A session id is already registered with a different workspace."""
+
+    def __init__(self, session_id: str, existing: str, requested: str) -> None:
+        super().__init__(
+            f"session {session_id!r} is already registered with workspace {existing!r}"
+            f" (requested {requested!r})"
+        )
+        self.session_id = session_id
+        self.existing_workspace = existing
+        self.requested_workspace = requested
+
+
+class ApprovalNotFoundError(StoreError, KeyError):
+    """No approval request with this id."""
+
+    def __init__(self, request_id: str) -> None:
+        super().__init__(f"no approval request {request_id!r}")
+        self.request_id = request_id
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class ApiKeyNameTakenError(StoreError):
+    """An active API key already has this name."""
+
+
+class ApiKeyNotFoundError(StoreError, KeyError):
+    """No active API key with this name or id."""
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class InvalidCursorError(StoreError, ValueError):
+    """A pagination cursor that this store did not produce."""
+
+
+class DatabaseUnavailableError(StoreError, ConnectionError):
+    """The database cannot be reached or opened (an OSError, for callers that catch those)."""
+
+
+def unavailable(where: str, exc: BaseException) -> DatabaseUnavailableError:
+    """One line naming the database and the driver's reason."""
+    cause = getattr(exc, "orig", None) or exc
+    reason = " ".join(str(cause).split()) or type(cause).__name__
+    return DatabaseUnavailableError(f"cannot connect to the database {where}: {reason}")

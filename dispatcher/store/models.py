@@ -1,0 +1,199 @@
+"""SQLAlchemy 2 typed models: the one schema both backends share.
+
+The Alembic chain in migrations/ creates exactly these tables; a test runs
+autogenerate against both backends and expects no difference.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import (
+    Float,
+    Index,
+    Integer,
+    MetaData,
+    UniqueConstraint,
+    text,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+from dispatcher.store.types import BigIntId, CleanString, CleanText, JSONColumn, UTCDateTime
+
+NAMING = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+ID = CleanString(200)  # session ids, tool_use ids, turn ids (ToolUseBlock.id max_length)
+HASH = CleanString(64)
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING)
+
+
+class ToolCall(Base):
+    """One row per call: its current status and everything decided about it."""
+
+    __tablename__ = "tool_calls"
+    __table_args__ = (
+        UniqueConstraint("session_id", "tool_use_id"),
+        Index("ix_tool_calls_created", "created_at", "id"),
+        Index("ix_tool_calls_session_created", "session_id", "created_at", "id"),
+        Index("ix_tool_calls_tool_created", "tool_name", "created_at", "id"),
+        Index("ix_tool_calls_status_created", "status", "created_at", "id"),
+        Index("ix_tool_calls_decided_by", "decided_by", "created_at"),
+        Index("ix_tool_calls_turn", "turn_id"),
+        Index("ix_tool_calls_finished", "finished_at"),
+        Index("ix_tool_calls_parent", "session_id", "parent_tool_use_id"),
+    )
+
+    id: Mapped[int] = mapped_column(BigIntId, primary_key=True, autoincrement=True)
+    session_id: Mapped[str] = mapped_column(ID)
+    tool_use_id: Mapped[str] = mapped_column(ID)
+    turn_id: Mapped[str | None] = mapped_column(ID)
+    tool_name: Mapped[str | None] = mapped_column(CleanString(200))
+    side_effects: Mapped[str | None] = mapped_column(CleanString(16))
+    input: Mapped[dict[str, Any] | None] = mapped_column(JSONColumn)
+    input_hash: Mapped[str | None] = mapped_column(HASH)
+    status: Mapped[str] = mapped_column(CleanString(16))
+    verdict: Mapped[str | None] = mapped_column(CleanString(32))
+    rule: Mapped[str | None] = mapped_column(CleanText)
+    request_id: Mapped[str | None] = mapped_column(ID)
+    decision: Mapped[str | None] = mapped_column(CleanString(32))
+    decided_by: Mapped[str | None] = mapped_column(CleanString(200))
+    via: Mapped[str | None] = mapped_column(CleanString(64))
+    reason: Mapped[str | None] = mapped_column(CleanText)
+    error_class: Mapped[str | None] = mapped_column(CleanString(32))
+    result: Mapped[dict[str, Any] | None] = mapped_column(JSONColumn)
+    full_output: Mapped[dict[str, Any] | None] = mapped_column(JSONColumn)
+    parent_tool_use_id: Mapped[str | None] = mapped_column(ID)
+    workflow_id: Mapped[str | None] = mapped_column(CleanString(500))
+    run_id: Mapped[str | None] = mapped_column(CleanString(100))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    started_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    duration_ms: Mapped[float | None] = mapped_column(Float)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
+class ToolEvent(Base):
+    """Append-only tool.* events, hash-chained per call (see docs/HISTORY.md).
+
+    `seq` is global and monotonic (SSE resume); `chain_id` is the root call's
+    tool_use_id (a sub-call's events join its parent's chain) and `chain_index`
+    the position in that chain.
+    """
+
+    __tablename__ = "tool_events"
+    __table_args__ = (
+        UniqueConstraint("event_id"),
+        UniqueConstraint("session_id", "chain_id", "chain_index"),
+        Index("ix_tool_events_session_seq", "session_id", "seq"),
+        Index("ix_tool_events_call", "session_id", "tool_use_id"),
+        Index("ix_tool_events_parent", "session_id", "parent_tool_use_id"),
+        {"sqlite_autoincrement": True},
+    )
+
+    seq: Mapped[int] = mapped_column(BigIntId, primary_key=True, autoincrement=True)
+    event_id: Mapped[str] = mapped_column(CleanString(64))
+    session_id: Mapped[str] = mapped_column(ID)
+    chain_id: Mapped[str] = mapped_column(ID)
+    chain_index: Mapped[int] = mapped_column(Integer)
+    prev_hash: Mapped[str] = mapped_column(HASH)
+    hash: Mapped[str] = mapped_column(HASH)
+    type: Mapped[str] = mapped_column(CleanString(64))
+    turn_id: Mapped[str] = mapped_column(ID)
+    tool_use_id: Mapped[str] = mapped_column(ID)
+    tool_name: Mapped[str] = mapped_column(CleanString(200))
+    side_effects: Mapped[str | None] = mapped_column(CleanString(16))
+    at: Mapped[datetime] = mapped_column(UTCDateTime)
+    request_id: Mapped[str | None] = mapped_column(ID)
+    error_class: Mapped[str | None] = mapped_column(CleanString(32))
+    message: Mapped[str | None] = mapped_column(CleanText)
+    parent_tool_use_id: Mapped[str | None] = mapped_column(ID)
+    data: Mapped[dict[str, Any]] = mapped_column(JSONColumn)
+    recorded_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
+class EventChain(Base):
+    """The head of one call's hash chain: detects deleted tail events.
+
+    Also the row `apply()` locks, so concurrent writers extend a chain one at a
+    time.
+    """
+
+    __tablename__ = "tool_event_chains"
+
+    session_id: Mapped[str] = mapped_column(ID, primary_key=True)
+    chain_id: Mapped[str] = mapped_column(ID, primary_key=True)
+    length: Mapped[int] = mapped_column(Integer)
+    head_hash: Mapped[str] = mapped_column(HASH)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
+class Approval(Base):
+    """One approval request; the decision columns are written once (first wins)."""
+
+    __tablename__ = "approvals"
+    __table_args__ = (
+        UniqueConstraint("token_hash"),
+        Index("ix_approvals_call", "session_id", "tool_use_id"),
+        Index("ix_approvals_pending", "decision", "expires_at"),
+    )
+
+    request_id: Mapped[str] = mapped_column(ID, primary_key=True)
+    session_id: Mapped[str] = mapped_column(ID)
+    turn_id: Mapped[str] = mapped_column(ID)
+    tool_use_id: Mapped[str] = mapped_column(ID)
+    tool_name: Mapped[str] = mapped_column(CleanString(200))
+    token_hash: Mapped[str] = mapped_column(HASH)
+    input_hash: Mapped[str] = mapped_column(HASH)
+    requested_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    info: Mapped[dict[str, Any]] = mapped_column(JSONColumn)
+    decision: Mapped[str | None] = mapped_column(CleanString(32))
+    decided_by: Mapped[str | None] = mapped_column(CleanString(200))
+    via: Mapped[str | None] = mapped_column(CleanString(64))
+    reason: Mapped[str | None] = mapped_column(CleanText)
+    decided_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+
+class SessionRow(Base):
+    """A registered agent session and the workspace that bounds it."""
+
+    __tablename__ = "sessions"
+
+    session_id: Mapped[str] = mapped_column(ID, primary_key=True)
+    workspace_path: Mapped[str] = mapped_column(CleanText)
+    kind: Mapped[str] = mapped_column(CleanString(16))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
+class ApiKey(Base):
+    """An agent API key; only its SHA-256 is stored."""
+
+    __tablename__ = "api_keys"
+    __table_args__ = (
+        UniqueConstraint("key_hash"),
+        Index(
+            "uq_api_keys_active_name",
+            "name",
+            unique=True,
+            postgresql_where=text("revoked_at IS NULL"),
+            sqlite_where=text("revoked_at IS NULL"),
+        ),
+    )
+
+    id: Mapped[str] = mapped_column(CleanString(32), primary_key=True)
+    name: Mapped[str] = mapped_column(CleanString(200))
+    key_hash: Mapped[str] = mapped_column(HASH)
+    prefix: Mapped[str] = mapped_column(CleanString(32))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    last_used_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime)

@@ -1,0 +1,96 @@
+"""Data the durable path hands to the history store, and the store's contract.
+
+Activities depend on the `HistoryStore` protocol only; the SQLAlchemy
+repository in this package implements it. Every write is idempotent: events
+on their deterministic `event_id`, calls on (session_id, tool_use_id),
+approvals on `request_id`.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Any, Protocol
+
+from pydantic import BaseModel, Field
+
+from dispatcher.events import ToolEvent
+from dispatcher.models import SideEffects, ToolErrorClass, ToolResultBlock
+
+
+class CallStatus(StrEnum):
+    QUEUED = "queued"
+    PARKED = "parked"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    DENIED = "denied"
+    EXPIRED = "expired"
+    CANCELLED = "cancelled"
+
+    @property
+    def terminal(self) -> bool:
+        return self not in (CallStatus.QUEUED, CallStatus.PARKED, CallStatus.RUNNING)
+
+
+class CallUpdate(BaseModel):
+    """A partial update of one `tool_calls` row; None fields are left unchanged."""
+
+    session_id: str
+    tool_use_id: str
+    turn_id: str | None = None
+    tool_name: str | None = None
+    side_effects: SideEffects | None = None
+    input: dict[str, Any] | None = None  # redacted before storage
+    input_hash: str | None = None
+    status: CallStatus | None = None
+    verdict: str | None = None  # execute | deny | needs_approval
+    rule: str | None = None
+    request_id: str | None = None
+    decision: str | None = None
+    decided_by: str | None = None
+    via: str | None = None
+    reason: str | None = None
+    error_class: ToolErrorClass | None = None
+    result: ToolResultBlock | None = None  # what the model got (truncated)
+    full_output: dict[str, Any] | None = None  # ToolOutput dump, untruncated
+    parent_tool_use_id: str | None = None
+    workflow_id: str | None = None
+    run_id: str | None = None
+    created_at: datetime | None = None
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    duration_ms: float | None = None
+
+
+class ApprovalRecord(BaseModel):
+    """One approval request (a parked call waiting for a human)."""
+
+    request_id: str
+    session_id: str
+    turn_id: str
+    tool_use_id: str
+    tool_name: str
+    token_hash: str
+    input_hash: str
+    requested_at: datetime
+    expires_at: datetime | None = None  # None = never
+    info: dict[str, Any] = Field(default_factory=dict)  # ApprovalInfo dump
+    decision: str | None = None
+    decided_by: str | None = None
+    via: str | None = None
+    reason: str | None = None
+    decided_at: datetime | None = None
+
+
+class HistoryStore(Protocol):
+    """What the durable path needs from the history store."""
+
+    async def apply(self, events: list[ToolEvent], update: CallUpdate | None = None) -> None:
+        """Append events (skipping ids already stored) and update the call row,
+        in one transaction."""
+        ...
+
+    async def save_approval(self, approval: ApprovalRecord) -> None:
+        """Insert or update an approval request (idempotent on request_id)."""
+        ...

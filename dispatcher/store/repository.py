@@ -1,0 +1,905 @@
+"""The history store: one async SQLAlchemy repository for PostgreSQL and SQLite.
+
+Writes (`apply`, `save_approval`, `decide_approval`, ...) are idempotent and
+safe under concurrent callers. Event appends for one session are serialized
+(PostgreSQL: a transaction-scoped advisory lock per session; SQLite: BEGIN
+IMMEDIATE), which keeps each call's hash chain linear and makes `seq` commit
+in order within a session, so an SSE reader resuming after `seq` N never
+misses an event that commits later with a smaller number.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import json
+import secrets
+from collections.abc import AsyncIterator, Iterable, Sequence
+from contextlib import asynccontextmanager
+from datetime import datetime, timedelta
+from enum import Enum
+from typing import IO, Any, Literal
+
+from sqlalchemy import (
+    ColumnElement,
+    Select,
+    Table,
+    and_,
+    case,
+    delete,
+    func,
+    or_,
+    select,
+    update,
+)
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import URL, RowMapping
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from dispatcher.events import ToolEvent
+from dispatcher.models import utcnow
+from dispatcher.store import audit_export
+from dispatcher.store.canonical import clean_text, event_hash, normalize_json, redact
+from dispatcher.store.chain import GENESIS, check_chain
+from dispatcher.store.engine import WRITE, make_engine
+from dispatcher.store.errors import (
+    ApiKeyNameTakenError,
+    ApiKeyNotFoundError,
+    ApprovalNotFoundError,
+    InvalidCursorError,
+    SessionConflictError,
+)
+from dispatcher.store.migrate import check_schema_on
+from dispatcher.store.models import Base
+from dispatcher.store.records import ApprovalRecord, CallStatus, CallUpdate, HistoryStore
+from dispatcher.store.results import (
+    ApiKeyRecord,
+    CallFilters,
+    CallRecord,
+    EventRecord,
+    Page,
+    SessionRecord,
+    TimelineEntry,
+    VerifyReport,
+)
+from dispatcher.store.types import as_utc
+
+CALLS: Table = Base.metadata.tables["tool_calls"]
+EVENTS: Table = Base.metadata.tables["tool_events"]
+CHAINS: Table = Base.metadata.tables["tool_event_chains"]
+APPROVALS: Table = Base.metadata.tables["approvals"]
+SESSIONS: Table = Base.metadata.tables["sessions"]
+API_KEYS: Table = Base.metadata.tables["api_keys"]
+
+TERMINAL = [s.value for s in CallStatus if s.terminal]
+API_KEY_PREFIX = "pgk_"
+_LAST_USED_GRANULARITY = timedelta(seconds=60)
+_BATCH = 500
+
+ExportFormat = Literal["jsonl", "csv"]
+
+
+def _chain_id(event: ToolEvent) -> str:
+    """Sub-call events join the chain of the call that composed them."""
+    return event.parent_tool_use_id or event.tool_use_id
+
+
+def _enum_value(value: Any) -> Any:
+    return value.value if isinstance(value, Enum) else value
+
+
+def _fit(table: Table, values: dict[str, Any]) -> dict[str, Any]:
+    """Strings as the column types will store them (NUL replaced, clipped to the
+    column length): what is hashed must be exactly what is stored."""
+    out = dict(values)
+    for name, value in values.items():
+        if isinstance(value, str) and name in table.c:
+            value = clean_text(value)
+            length = getattr(table.c[name].type, "length", None)
+            if length is not None and len(value) > length:
+                value = value[:length]
+            out[name] = value
+    return out
+
+
+def _lock_key(session_id: str) -> int:
+    digest = hashlib.sha256(b"parkgate.session:" + session_id.encode("utf-8")).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
+
+
+def _hash_key(plaintext: str) -> str:
+    return hashlib.sha256(plaintext.encode("utf-8")).hexdigest()
+
+
+class Repository:
+    """History, approvals, sessions and API keys over one async engine."""
+
+    def __init__(self, engine: AsyncEngine) -> None:
+        self.engine = engine
+        self.dialect = engine.dialect.name
+
+    # ------------------------------------------------------------------ setup
+    @classmethod
+    async def connect(
+        cls, url: str | URL, *, check_schema: bool = False, **engine_kwargs: Any
+    ) -> Repository:
+        """Open a repository; plain `postgresql://` / `sqlite:///` URLs are accepted.
+
+        With `check_schema=True` a database that is not at the code's migration
+        head raises SchemaError (one line) and the engine is disposed.
+        """
+        repo = cls(make_engine(url, **engine_kwargs))
+        if check_schema:
+            try:
+                await repo.check_schema()
+            except BaseException:
+                await repo.close()
+                raise
+        return repo
+
+    async def close(self) -> None:
+        await self.engine.dispose()
+
+    async def __aenter__(self) -> Repository:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def check_schema(self) -> str:
+        """The revision, or a SchemaError naming what to do (see migrate.check_schema_on)."""
+        return await check_schema_on(self.engine)
+
+    async def ping(self) -> None:
+        """Raise when the database is unreachable (for /readyz)."""
+        async with self._read() as conn:
+            await conn.execute(select(1))
+
+    @asynccontextmanager
+    async def _write(self) -> AsyncIterator[AsyncConnection]:
+        async with self.engine.connect() as conn:
+            await conn.execution_options(**{WRITE: True})
+            async with conn.begin():
+                yield conn
+
+    @asynccontextmanager
+    async def _read(self) -> AsyncIterator[AsyncConnection]:
+        async with self.engine.connect() as conn, conn.begin():
+            yield conn
+
+    def _insert(self, table: Table) -> Any:
+        if self.dialect == "postgresql":
+            return postgresql.insert(table)
+        return sqlite.insert(table)
+
+    async def _lock_sessions(self, conn: AsyncConnection, session_ids: Iterable[str]) -> None:
+        if self.dialect != "postgresql":
+            return  # SQLite: BEGIN IMMEDIATE already serializes writers
+        for sid in sorted(set(session_ids)):
+            await conn.execute(select(func.pg_advisory_xact_lock(_lock_key(sid))))
+
+    # ------------------------------------------------------------------ writes
+    async def apply(self, events: Sequence[ToolEvent], update: CallUpdate | None = None) -> None:
+        """Append the events not stored yet and upsert the call row, in ONE transaction.
+
+        Idempotent: events are keyed by event_id, the call by (session_id,
+        tool_use_id); None fields of `update` leave the row unchanged.
+        (HistoryStore.apply; `record` is the same and says how many were new.)
+        """
+        await self.record(events, update)
+
+    async def record(self, events: Sequence[ToolEvent], update: CallUpdate | None = None) -> int:
+        """`apply`, returning how many events were newly stored."""
+        if not events and update is None:
+            return 0
+        async with self._write() as conn:
+            sessions = {e.session_id for e in events}
+            if update is not None:
+                sessions.add(update.session_id)
+            await self._lock_sessions(conn, sessions)
+            added = await self._append(conn, events) if events else 0
+            if update is not None:
+                await self._upsert_call(conn, update)
+        return added
+
+    @staticmethod
+    def _event_fields(ev: ToolEvent) -> dict[str, Any]:
+        """The stored (hashed) fields of an event, minus its place in the chain."""
+        return _fit(
+            EVENTS,
+            {
+                "event_id": ev.event_id,
+                "chain_id": _chain_id(ev),
+                "type": ev.type,
+                "session_id": ev.session_id,
+                "turn_id": ev.turn_id,
+                "tool_use_id": ev.tool_use_id,
+                "tool_name": ev.tool_name,
+                "side_effects": _enum_value(ev.side_effects),
+                "at": as_utc(ev.at),
+                "request_id": ev.request_id,
+                "error_class": _enum_value(ev.error_class),
+                "message": ev.message,
+                "parent_tool_use_id": ev.parent_tool_use_id,
+                "data": normalize_json(redact(ev.data)),
+            },
+        )
+
+    async def _append(self, conn: AsyncConnection, events: Sequence[ToolEvent]) -> int:
+        unique: dict[str, dict[str, Any]] = {}
+        for ev in events:
+            fields = self._event_fields(ev)
+            unique.setdefault(fields["event_id"], fields)
+        ids = list(unique)
+        stored: set[str] = set()
+        for start in range(0, len(ids), _BATCH):
+            chunk = ids[start : start + _BATCH]
+            rows = await conn.execute(select(EVENTS.c.event_id).where(EVENTS.c.event_id.in_(chunk)))
+            stored.update(rows.scalars())
+        new = [fields for eid, fields in unique.items() if eid not in stored]
+        if not new:
+            return 0
+
+        keys = sorted({(f["session_id"], f["chain_id"]) for f in new})
+        heads: dict[tuple[str, str], tuple[int, str]] = {}
+        head_rows = await conn.execute(
+            select(CHAINS.c.session_id, CHAINS.c.chain_id, CHAINS.c.length, CHAINS.c.head_hash)
+            .where(or_(*[and_(CHAINS.c.session_id == s, CHAINS.c.chain_id == c) for s, c in keys]))
+            .with_for_update()
+        )
+        for row in head_rows:
+            heads[(row.session_id, row.chain_id)] = (row.length, row.head_hash)
+
+        now = utcnow()
+        rows_out: list[dict[str, Any]] = []
+        for fields in new:
+            key = (fields["session_id"], fields["chain_id"])
+            length, prev = heads.get(key, (0, GENESIS))
+            fields = {**fields, "chain_index": length}
+            digest = event_hash(prev, fields)
+            rows_out.append({**fields, "prev_hash": prev, "hash": digest, "recorded_at": now})
+            heads[key] = (length + 1, digest)
+
+        await conn.execute(
+            self._insert(EVENTS).on_conflict_do_nothing(index_elements=["event_id"]), rows_out
+        )
+        touched = {(r["session_id"], r["chain_id"]) for r in rows_out}
+        head_values = [
+            {
+                "session_id": s,
+                "chain_id": c,
+                "length": heads[(s, c)][0],
+                "head_hash": heads[(s, c)][1],
+                "updated_at": now,
+            }
+            for s, c in sorted(touched)
+        ]
+        stmt = self._insert(CHAINS)
+        stmt = stmt.on_conflict_do_update(
+            index_elements=["session_id", "chain_id"],
+            set_={
+                "length": stmt.excluded.length,
+                "head_hash": stmt.excluded.head_hash,
+                "updated_at": stmt.excluded.updated_at,
+            },
+        )
+        await conn.execute(stmt, head_values)
+        return len(rows_out)
+
+    @staticmethod
+    def _call_values(update: CallUpdate) -> dict[str, Any]:
+        values: dict[str, Any] = {}
+        for name in CallUpdate.model_fields:
+            if name in ("session_id", "tool_use_id"):
+                continue
+            value = getattr(update, name)
+            if value is None:
+                continue
+            if name == "input":
+                value = normalize_json(redact(value))
+            elif name == "result":
+                value = normalize_json(value.model_dump(mode="json"))
+            elif name == "full_output":
+                value = normalize_json(value)
+            elif isinstance(value, datetime):
+                value = as_utc(value)
+            elif isinstance(value, str):
+                value = clean_text(_enum_value(value))
+            values[name] = _enum_value(value)
+        return values
+
+    async def _upsert_call(self, conn: AsyncConnection, update: CallUpdate) -> None:
+        values = _fit(CALLS, self._call_values(update))
+        now = utcnow()
+        insert_values = {
+            "session_id": update.session_id,
+            "tool_use_id": update.tool_use_id,
+            "status": CallStatus.QUEUED.value,
+            "created_at": now,
+            **values,
+            "updated_at": now,
+        }
+        stmt = self._insert(CALLS).values(**insert_values)
+        refresh: dict[str, Any] = {**values, "updated_at": now}
+        if "status" in values and values["status"] not in TERMINAL:
+            # A finished call never goes back to queued/parked/running (a late or
+            # retried write from a lost worker must not resurrect it).
+            refresh["status"] = case(
+                (CALLS.c.status.in_(TERMINAL), CALLS.c.status), else_=stmt.excluded.status
+            )
+        stmt = stmt.on_conflict_do_update(
+            index_elements=["session_id", "tool_use_id"], set_=refresh
+        )
+        await conn.execute(stmt)
+
+    async def update_call(self, update: CallUpdate) -> None:
+        """Upsert just the call row (no events)."""
+        await self.record([], update)
+
+    # ------------------------------------------------------------------ call reads
+    async def get_call(self, session_id: str, tool_use_id: str) -> CallRecord | None:
+        async with self._read() as conn:
+            row = (
+                (
+                    await conn.execute(
+                        select(CALLS).where(
+                            CALLS.c.session_id == session_id, CALLS.c.tool_use_id == tool_use_id
+                        )
+                    )
+                )
+                .mappings()
+                .first()
+            )
+        return CallRecord.model_validate(dict(row)) if row else None
+
+    @staticmethod
+    def _filter_clauses(filters: CallFilters | None) -> list[ColumnElement[bool]]:
+        if filters is None:
+            return []
+        clauses: list[ColumnElement[bool]] = []
+        for name in ("session_id", "turn_id", "tool_name", "side_effects", "decided_by"):
+            value = getattr(filters, name)
+            if value is not None:
+                clauses.append(CALLS.c[name] == _enum_value(value))
+        if filters.status is not None:
+            statuses = filters.status if isinstance(filters.status, list) else [filters.status]
+            clauses.append(CALLS.c.status.in_([_enum_value(s) for s in statuses]))
+        if filters.since is not None:
+            clauses.append(CALLS.c.created_at >= as_utc(filters.since))
+        if filters.until is not None:
+            clauses.append(CALLS.c.created_at < as_utc(filters.until))
+        return clauses
+
+    @staticmethod
+    def encode_cursor(created_at: datetime, row_id: int) -> str:
+        raw = json.dumps([as_utc(created_at).isoformat(), row_id]).encode()
+        return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+    @staticmethod
+    def decode_cursor(cursor: str) -> tuple[datetime, int]:
+        try:
+            padded = cursor + "=" * (-len(cursor) % 4)
+            stamp, row_id = json.loads(base64.urlsafe_b64decode(padded.encode()))
+            if not isinstance(row_id, int) or isinstance(row_id, bool):
+                raise TypeError("id")
+            return as_utc(datetime.fromisoformat(stamp)), row_id
+        except (ValueError, TypeError, binascii.Error, UnicodeDecodeError) as exc:
+            raise InvalidCursorError(f"invalid cursor {cursor[:40]!r}") from exc
+
+    async def list_calls(
+        self,
+        filters: CallFilters | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+        *,
+        after: str | None = None,
+    ) -> Page:
+        """Calls newest first (created_at, id), keyset-paginated by an opaque cursor.
+
+        `after` is an alias of `cursor`. Raises InvalidCursorError for a cursor
+        this store did not produce.
+        """
+        cursor = cursor if cursor is not None else after
+        limit = max(1, min(int(limit), 1000))
+        query: Select[Any] = select(CALLS).where(*self._filter_clauses(filters))
+        if cursor:
+            stamp, row_id = self.decode_cursor(cursor)
+            query = query.where(
+                or_(
+                    CALLS.c.created_at < stamp,
+                    and_(CALLS.c.created_at == stamp, CALLS.c.id < row_id),
+                )
+            )
+        query = query.order_by(CALLS.c.created_at.desc(), CALLS.c.id.desc()).limit(limit + 1)
+        async with self._read() as conn:
+            rows = (await conn.execute(query)).mappings().all()
+        items = [CallRecord.model_validate(dict(r)) for r in rows[:limit]]
+        next_cursor = None
+        if len(rows) > limit:
+            last = items[-1]
+            next_cursor = self.encode_cursor(last.created_at, last.id)
+        return Page(items=items, next_cursor=next_cursor)
+
+    async def count_calls(self, filters: CallFilters | None = None) -> int:
+        async with self._read() as conn:
+            query = select(func.count()).select_from(CALLS).where(*self._filter_clauses(filters))
+            return int((await conn.execute(query)).scalar_one())
+
+    async def iter_calls(
+        self, filters: CallFilters | None = None, batch: int = _BATCH
+    ) -> AsyncIterator[list[CallRecord]]:
+        """All matching calls, oldest first, in batches (keyset; no long transaction)."""
+        last: tuple[datetime, int] | None = None
+        while True:
+            query: Select[Any] = select(CALLS).where(*self._filter_clauses(filters))
+            if last is not None:
+                query = query.where(
+                    or_(
+                        CALLS.c.created_at > last[0],
+                        and_(CALLS.c.created_at == last[0], CALLS.c.id > last[1]),
+                    )
+                )
+            query = query.order_by(CALLS.c.created_at, CALLS.c.id).limit(batch)
+            async with self._read() as conn:
+                rows = (await conn.execute(query)).mappings().all()
+            if not rows:
+                return
+            items = [CallRecord.model_validate(dict(r)) for r in rows]
+            yield items
+            last = (items[-1].created_at, items[-1].id)
+            if len(rows) < batch:
+                return
+
+    # ------------------------------------------------------------------ event reads
+    @staticmethod
+    def _events(rows: Sequence[RowMapping]) -> list[EventRecord]:
+        return [EventRecord.model_validate(dict(r)) for r in rows]
+
+    async def call_events(self, session_id: str, tool_use_id: str) -> list[EventRecord]:
+        """A call's events and those of its sub-calls, in recorded order."""
+        query = (
+            select(EVENTS)
+            .where(
+                EVENTS.c.session_id == session_id,
+                or_(
+                    EVENTS.c.tool_use_id == tool_use_id,
+                    EVENTS.c.parent_tool_use_id == tool_use_id,
+                ),
+            )
+            .order_by(EVENTS.c.seq)
+        )
+        async with self._read() as conn:
+            return self._events((await conn.execute(query)).mappings().all())
+
+    async def events_for_calls(
+        self, keys: Sequence[tuple[str, str]]
+    ) -> dict[tuple[str, str], list[EventRecord]]:
+        """Events of many calls at once (export), keyed by (session_id, tool_use_id)."""
+        out: dict[tuple[str, str], list[EventRecord]] = {k: [] for k in keys}
+        if not keys:
+            return out
+        wanted = set(keys)
+        for start in range(0, len(keys), 200):
+            chunk = keys[start : start + 200]
+            cond = or_(
+                *[
+                    and_(
+                        EVENTS.c.session_id == s,
+                        or_(EVENTS.c.tool_use_id == t, EVENTS.c.parent_tool_use_id == t),
+                    )
+                    for s, t in chunk
+                ]
+            )
+            async with self._read() as conn:
+                rows = (
+                    (await conn.execute(select(EVENTS).where(cond).order_by(EVENTS.c.seq)))
+                    .mappings()
+                    .all()
+                )
+            for ev in self._events(rows):
+                for tid in (ev.tool_use_id, ev.parent_tool_use_id):
+                    key = (ev.session_id, tid or "")
+                    if tid and key in wanted:
+                        out[key].append(ev)
+        return out
+
+    async def timeline(self, session_id: str, tool_use_id: str) -> list[TimelineEntry]:
+        """A call's events (with sub-calls') in order, with the time between them."""
+        events = await self.call_events(session_id, tool_use_id)
+        entries: list[TimelineEntry] = []
+        for i, ev in enumerate(events):
+            prev = events[i - 1].at if i else None
+            entries.append(
+                TimelineEntry(
+                    event=ev,
+                    since_previous_ms=(ev.at - prev).total_seconds() * 1000 if prev else None,
+                    since_start_ms=(ev.at - events[0].at).total_seconds() * 1000,
+                )
+            )
+        return entries
+
+    async def events_after(
+        self, session_id: str, after_seq: int = 0, limit: int = 500
+    ) -> list[EventRecord]:
+        """A session's events with seq > after_seq, oldest first (SSE resume)."""
+        query = (
+            select(EVENTS)
+            .where(EVENTS.c.session_id == session_id, EVENTS.c.seq > after_seq)
+            .order_by(EVENTS.c.seq)
+            .limit(max(1, min(int(limit), 10_000)))
+        )
+        async with self._read() as conn:
+            return self._events((await conn.execute(query)).mappings().all())
+
+    async def last_seq(self, session_id: str | None = None) -> int:
+        """The newest seq (of a session, or overall); 0 when there is none."""
+        query = select(func.max(EVENTS.c.seq))
+        if session_id is not None:
+            query = query.where(EVENTS.c.session_id == session_id)
+        async with self._read() as conn:
+            return int((await conn.execute(query)).scalar() or 0)
+
+    # ------------------------------------------------------------------ approvals
+    async def save_approval(self, approval: ApprovalRecord) -> None:
+        """Insert or refresh an approval request (idempotent on request_id).
+
+        A decision in `approval` is applied first-write-wins; a stored decision
+        is never overwritten or cleared.
+        """
+        values = {
+            "request_id": approval.request_id,
+            "session_id": approval.session_id,
+            "turn_id": approval.turn_id,
+            "tool_use_id": approval.tool_use_id,
+            "tool_name": approval.tool_name,
+            "token_hash": approval.token_hash,
+            "input_hash": approval.input_hash,
+            "requested_at": as_utc(approval.requested_at),
+            "expires_at": as_utc(approval.expires_at) if approval.expires_at else None,
+            "info": normalize_json(redact(approval.info)),
+        }
+        values = _fit(APPROVALS, values)
+        async with self._write() as conn:
+            stmt = self._insert(APPROVALS).values(**values)
+            refresh = {k: v for k, v in values.items() if k != "request_id"}
+            await conn.execute(
+                stmt.on_conflict_do_update(index_elements=["request_id"], set_=refresh)
+            )
+            if approval.decision is not None:
+                await self._decide(
+                    conn,
+                    approval.request_id,
+                    approval.decision,
+                    approval.decided_by,
+                    approval.via,
+                    approval.reason,
+                    approval.decided_at,
+                )
+
+    @staticmethod
+    def _approval(row: RowMapping | None) -> ApprovalRecord | None:
+        return ApprovalRecord.model_validate(dict(row)) if row else None
+
+    async def get_approval(self, request_id: str) -> ApprovalRecord | None:
+        async with self._read() as conn:
+            row = (
+                (await conn.execute(select(APPROVALS).where(APPROVALS.c.request_id == request_id)))
+                .mappings()
+                .first()
+            )
+        return self._approval(row)
+
+    async def get_approval_by_token_hash(self, token_hash: str) -> ApprovalRecord | None:
+        async with self._read() as conn:
+            row = (
+                (await conn.execute(select(APPROVALS).where(APPROVALS.c.token_hash == token_hash)))
+                .mappings()
+                .first()
+            )
+        return self._approval(row)
+
+    async def approvals_for_call(self, session_id: str, tool_use_id: str) -> list[ApprovalRecord]:
+        query = (
+            select(APPROVALS)
+            .where(APPROVALS.c.session_id == session_id, APPROVALS.c.tool_use_id == tool_use_id)
+            .order_by(APPROVALS.c.requested_at)
+        )
+        async with self._read() as conn:
+            rows = (await conn.execute(query)).mappings().all()
+        return [ApprovalRecord.model_validate(dict(r)) for r in rows]
+
+    async def _decide(
+        self,
+        conn: AsyncConnection,
+        request_id: str,
+        decision: str,
+        decided_by: str | None,
+        via: str | None,
+        reason: str | None,
+        decided_at: datetime | None,
+    ) -> bool:
+        result = await conn.execute(
+            update(APPROVALS)
+            .where(APPROVALS.c.request_id == request_id, APPROVALS.c.decision.is_(None))
+            .values(
+                **_fit(
+                    APPROVALS,
+                    {
+                        "decision": clean_text(decision),
+                        "decided_by": clean_text(decided_by) if decided_by is not None else None,
+                        "via": clean_text(via) if via is not None else None,
+                        "reason": clean_text(reason) if reason is not None else None,
+                        "decided_at": as_utc(decided_at) if decided_at else utcnow(),
+                    },
+                )
+            )
+        )
+        return bool(result.rowcount)
+
+    async def decide_approval(
+        self,
+        request_id: str,
+        decision: str,
+        decided_by: str | None = None,
+        via: str | None = None,
+        reason: str | None = None,
+        *,
+        decided_at: datetime | None = None,
+    ) -> tuple[bool, ApprovalRecord]:
+        """Record a decision if none is stored yet (first write wins).
+
+        Returns (won, the stored record — the winner's decision when lost).
+        Raises ApprovalNotFoundError for an unknown request id.
+        """
+        async with self._write() as conn:
+            won = await self._decide(
+                conn, request_id, decision, decided_by, via, reason, decided_at
+            )
+            row = (
+                (await conn.execute(select(APPROVALS).where(APPROVALS.c.request_id == request_id)))
+                .mappings()
+                .first()
+            )
+        record = self._approval(row)
+        if record is None:
+            raise ApprovalNotFoundError(request_id)
+        return won, record
+
+    # ------------------------------------------------------------------ sessions
+    async def register_session(
+        self, session_id: str, workspace_path: str, kind: str = "main"
+    ) -> tuple[SessionRecord, bool]:
+        """Register a session; re-registering with the same workspace is a no-op.
+
+        Returns (record, created). A different workspace for a known id raises
+        SessionConflictError.
+        """
+        async with self._write() as conn:
+            result = await conn.execute(
+                self._insert(SESSIONS)
+                .values(
+                    session_id=session_id,
+                    workspace_path=workspace_path,
+                    kind=kind,
+                    created_at=utcnow(),
+                )
+                .on_conflict_do_nothing(index_elements=["session_id"])
+            )
+            created = bool(result.rowcount)
+            row = (
+                (await conn.execute(select(SESSIONS).where(SESSIONS.c.session_id == session_id)))
+                .mappings()
+                .one()
+            )
+        record = SessionRecord.model_validate(dict(row))
+        if record.workspace_path != clean_text(workspace_path):
+            raise SessionConflictError(session_id, record.workspace_path, workspace_path)
+        return record, created
+
+    async def get_session(self, session_id: str) -> SessionRecord | None:
+        async with self._read() as conn:
+            row = (
+                (await conn.execute(select(SESSIONS).where(SESSIONS.c.session_id == session_id)))
+                .mappings()
+                .first()
+            )
+        return SessionRecord.model_validate(dict(row)) if row else None
+
+    # ------------------------------------------------------------------ API keys
+    async def create_api_key(self, name: str) -> tuple[str, ApiKeyRecord]:
+        """A new key: returns (the plaintext, shown once; the stored record).
+
+        Raises ApiKeyNameTakenError when an active key already has the name.
+        """
+        name = name.strip()
+        if not name or len(name) > 200:
+            raise ValueError("an API key name must be 1-200 characters")
+        plaintext = API_KEY_PREFIX + secrets.token_urlsafe(32)
+        values = {
+            "id": secrets.token_hex(8),
+            "name": name,
+            "key_hash": _hash_key(plaintext),
+            "prefix": plaintext[:12],
+            "created_at": utcnow(),
+        }
+        try:
+            async with self._write() as conn:
+                await conn.execute(API_KEYS.insert().values(**values))
+        except IntegrityError as exc:
+            raise ApiKeyNameTakenError(f"an active API key named {name!r} already exists") from exc
+        return plaintext, ApiKeyRecord.model_validate(values)
+
+    async def verify_api_key(self, plaintext: str) -> ApiKeyRecord | None:
+        """The active key matching `plaintext`, or None (unknown or revoked)."""
+        if not plaintext or not plaintext.startswith(API_KEY_PREFIX) or len(plaintext) > 200:
+            return None
+        key_hash = _hash_key(plaintext)
+        async with self._read() as conn:
+            row = (
+                (
+                    await conn.execute(
+                        select(API_KEYS).where(
+                            API_KEYS.c.key_hash == key_hash, API_KEYS.c.revoked_at.is_(None)
+                        )
+                    )
+                )
+                .mappings()
+                .first()
+            )
+        if row is None:
+            return None
+        record = ApiKeyRecord.model_validate(dict(row))
+        now = utcnow()
+        if record.last_used_at is None or now - record.last_used_at > _LAST_USED_GRANULARITY:
+            async with self._write() as conn:
+                await conn.execute(
+                    update(API_KEYS).where(API_KEYS.c.id == record.id).values(last_used_at=now)
+                )
+            record.last_used_at = now
+        return record
+
+    async def list_api_keys(self, include_revoked: bool = True) -> list[ApiKeyRecord]:
+        query = select(API_KEYS).order_by(API_KEYS.c.created_at, API_KEYS.c.id)
+        if not include_revoked:
+            query = query.where(API_KEYS.c.revoked_at.is_(None))
+        async with self._read() as conn:
+            rows = (await conn.execute(query)).mappings().all()
+        return [ApiKeyRecord.model_validate(dict(r)) for r in rows]
+
+    async def revoke_api_key(self, name_or_id: str) -> ApiKeyRecord:
+        """Revoke the active key with this name or id; ApiKeyNotFoundError otherwise."""
+        now = utcnow()
+        match = and_(
+            or_(API_KEYS.c.id == name_or_id, API_KEYS.c.name == name_or_id),
+            API_KEYS.c.revoked_at.is_(None),
+        )
+        async with self._write() as conn:
+            row = (await conn.execute(select(API_KEYS).where(match))).mappings().first()
+            if row is None:
+                raise ApiKeyNotFoundError(f"no active API key named or with id {name_or_id!r}")
+            await conn.execute(
+                update(API_KEYS).where(API_KEYS.c.id == row["id"]).values(revoked_at=now)
+            )
+        record = ApiKeyRecord.model_validate(dict(row))
+        record.revoked_at = now
+        return record
+
+    # ------------------------------------------------------------------ audit
+    async def verify_chain(self, session_id: str | None = None) -> VerifyReport:
+        """Re-compute every chain; the report names each broken chain's first bad event."""
+        report = VerifyReport()
+        head_query = select(CHAINS)
+        ev_query = select(EVENTS).order_by(EVENTS.c.session_id, EVENTS.c.chain_id, EVENTS.c.seq)
+        if session_id is not None:
+            head_query = head_query.where(CHAINS.c.session_id == session_id)
+            ev_query = ev_query.where(EVENTS.c.session_id == session_id)
+        async with self._read() as conn:
+            heads = {
+                (r["session_id"], r["chain_id"]): dict(r)
+                for r in (await conn.execute(head_query)).mappings()
+            }
+            seen: set[tuple[str, str]] = set()
+            current: tuple[str, str] | None = None
+            bucket: list[dict[str, Any]] = []
+
+            def flush() -> None:
+                if current is None:
+                    return
+                seen.add(current)
+                report.chains += 1
+                report.events += len(bucket)
+                found = check_chain(current[0], current[1], bucket, heads.get(current))
+                if found is not None:
+                    report.problems.append(found)
+
+            result = await conn.stream(ev_query.execution_options(yield_per=1000))
+            async for row in result.mappings():
+                key = (row["session_id"], row["chain_id"])
+                if key != current:
+                    flush()
+                    current, bucket = key, []
+                bucket.append(dict(row))
+            flush()
+        for key, head in heads.items():
+            if key not in seen and head["length"] > 0:
+                report.chains += 1
+                found = check_chain(key[0], key[1], [], head)
+                if found is not None:
+                    report.problems.append(found)
+        report.problems.sort(key=lambda p: (p.seq is None, p.seq or 0))
+        return report
+
+    async def export(
+        self,
+        fmt: ExportFormat,
+        out: IO[str],
+        filters: CallFilters | None = None,
+        *,
+        include_events: bool = True,
+        on_progress: audit_export.Progress | None = None,
+    ) -> int:
+        """Write matching calls (oldest first) as JSON Lines or CSV; returns the count."""
+        return await audit_export.export_calls(
+            self, fmt, out, filters, include_events=include_events, on_progress=on_progress
+        )
+
+    async def prune(self, older_than: timedelta, *, now: datetime | None = None) -> int:
+        """Delete finished calls older than `older_than` with their events and approvals.
+
+        Chains are per call, so removing a whole call never breaks another
+        chain. Only terminal calls are removed (by finished_at, else updated_at);
+        a composed call's sub-call rows go with it. Returns the number of
+        `tool_calls` rows deleted.
+        """
+        cutoff = as_utc(now or utcnow()) - older_than
+        finished = func.coalesce(CALLS.c.finished_at, CALLS.c.updated_at)
+        victims_q = (
+            select(CALLS.c.session_id, CALLS.c.tool_use_id)
+            .where(
+                CALLS.c.status.in_(TERMINAL),
+                finished < cutoff,
+                CALLS.c.parent_tool_use_id.is_(None),
+            )
+            .order_by(CALLS.c.id)
+            .limit(_BATCH)
+        )
+        total = 0
+        while True:
+            async with self._write() as conn:
+                victims = [(r.session_id, r.tool_use_id) for r in await conn.execute(victims_q)]
+                if not victims:
+                    return total
+                await self._lock_sessions(conn, {s for s, _ in victims})
+                for sid, tid in victims:
+                    await conn.execute(
+                        delete(EVENTS).where(EVENTS.c.session_id == sid, EVENTS.c.chain_id == tid)
+                    )
+                    await conn.execute(
+                        delete(CHAINS).where(CHAINS.c.session_id == sid, CHAINS.c.chain_id == tid)
+                    )
+                    sub_calls = select(CALLS.c.tool_use_id).where(
+                        CALLS.c.session_id == sid, CALLS.c.parent_tool_use_id == tid
+                    )
+                    await conn.execute(
+                        delete(APPROVALS).where(
+                            APPROVALS.c.session_id == sid,
+                            or_(
+                                APPROVALS.c.tool_use_id == tid,
+                                APPROVALS.c.tool_use_id.in_(sub_calls),
+                            ),
+                        )
+                    )
+                    result = await conn.execute(
+                        delete(CALLS).where(
+                            CALLS.c.session_id == sid,
+                            or_(CALLS.c.tool_use_id == tid, CALLS.c.parent_tool_use_id == tid),
+                        )
+                    )
+                    total += int(result.rowcount or 0)
+
+
+def _conforms(repo: Repository) -> HistoryStore:
+    """Static check (mypy): Repository implements the HistoryStore protocol."""
+    return repo

@@ -1,0 +1,166 @@
+"""What the store's reads return: pydantic models the HTTP layer and CLI share."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from dispatcher.events import ToolEvent
+from dispatcher.models import ToolResultBlock
+from dispatcher.store.records import CallStatus
+
+
+class CallRecord(BaseModel):
+    """One `tool_calls` row."""
+
+    id: int
+    session_id: str
+    tool_use_id: str
+    turn_id: str | None = None
+    tool_name: str | None = None
+    side_effects: str | None = None
+    input: dict[str, Any] | None = None  # secrets redacted
+    input_hash: str | None = None
+    status: CallStatus
+    verdict: str | None = None
+    rule: str | None = None
+    request_id: str | None = None
+    decision: str | None = None
+    decided_by: str | None = None
+    via: str | None = None
+    reason: str | None = None
+    error_class: str | None = None
+    result: ToolResultBlock | None = None
+    full_output: dict[str, Any] | None = None
+    parent_tool_use_id: str | None = None
+    workflow_id: str | None = None
+    run_id: str | None = None
+    created_at: datetime
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    duration_ms: float | None = None
+    updated_at: datetime
+
+
+class EventRecord(BaseModel):
+    """One stored event: the ToolEvent plus its place in history."""
+
+    seq: int
+    event_id: str
+    session_id: str
+    chain_id: str
+    chain_index: int
+    prev_hash: str
+    hash: str
+    type: str
+    turn_id: str
+    tool_use_id: str
+    tool_name: str
+    side_effects: str | None = None
+    at: datetime
+    request_id: str | None = None
+    error_class: str | None = None
+    message: str | None = None
+    parent_tool_use_id: str | None = None
+    data: dict[str, Any] = Field(default_factory=dict)
+    recorded_at: datetime
+
+    def to_event(self) -> ToolEvent:
+        """The event as emitters produced it (for SSE and the in-process API)."""
+        return ToolEvent.model_validate(self.model_dump(include=set(ToolEvent.model_fields)))
+
+
+class TimelineEntry(BaseModel):
+    """An event of a call's timeline with the time elapsed around it."""
+
+    event: EventRecord
+    #: Milliseconds since the previous event of the timeline (None for the first).
+    since_previous_ms: float | None = None
+    #: Milliseconds since the first event of the timeline.
+    since_start_ms: float = 0.0
+
+
+class CallFilters(BaseModel):
+    """Audit query filters; every field is optional and they combine with AND."""
+
+    session_id: str | None = None
+    turn_id: str | None = None
+    tool_name: str | None = None
+    status: CallStatus | list[CallStatus] | None = None
+    side_effects: str | None = None
+    decided_by: str | None = None
+    since: datetime | None = None  # created_at >= since
+    until: datetime | None = None  # created_at < until
+
+
+class Page(BaseModel):
+    """One page of calls, newest first; pass `next_cursor` back for the next."""
+
+    items: list[CallRecord]
+    next_cursor: str | None = None
+
+
+class SessionRecord(BaseModel):
+    session_id: str
+    workspace_path: str
+    kind: str
+    created_at: datetime
+
+
+class ApiKeyRecord(BaseModel):
+    """An API key as listed (never the key itself)."""
+
+    id: str
+    name: str
+    prefix: str
+    created_at: datetime
+    last_used_at: datetime | None = None
+    revoked_at: datetime | None = None
+
+    @property
+    def active(self) -> bool:
+        return self.revoked_at is None
+
+
+ProblemKind = Literal["modified", "deleted", "reordered"]
+
+
+class ChainProblem(BaseModel):
+    """One place where the stored history does not match its hash chain."""
+
+    kind: ProblemKind
+    session_id: str
+    chain_id: str
+    #: The event that is modified / out of order / follows the gap (None when the
+    #: missing events were at the end of the chain).
+    event_id: str | None = None
+    seq: int | None = None
+    chain_index: int | None = None
+    detail: str
+
+    def describe(self) -> str:
+        where = f"event {self.event_id} (seq {self.seq})" if self.event_id else "chain end"
+        return (
+            f"{self.kind}: session {self.session_id} call {self.chain_id}, {where}: {self.detail}"
+        )
+
+
+class VerifyReport(BaseModel):
+    """The outcome of `verify_chain`."""
+
+    chains: int = 0
+    events: int = 0
+    problems: list[ChainProblem] = Field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    @property
+    def first(self) -> ChainProblem | None:
+        """The earliest problem (lowest seq), the one `audit verify` names."""
+        if not self.problems:
+            return None
+        return min(self.problems, key=lambda p: (p.seq is None, p.seq or 0))

@@ -1,0 +1,132 @@
+"""Approval requests of composed tools' sub-calls on the durable path.
+
+A non-atomic composed tool runs inside ONE execute activity; when one of its
+sub-calls needs approval, the activity parks it there (see
+`activities/subcalls.py`): it stores an approval request for the sub-call and
+waits for a decision in the history store. There is no workflow for a
+sub-call, so a decision on such a request is written straight to the store,
+first write wins (`Repository.decide_approval`); the activity sees it on its
+next poll. This module holds what both sides share: how a sub-call request is
+recognised and named, and how a decision on one is applied.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import UTC, datetime
+from typing import Protocol
+
+from dispatcher.durable_models import DECISIONS, DecideInput, DecideResult, DecisionRecord
+from dispatcher.models import utcnow
+from dispatcher.store.records import ApprovalRecord
+
+#: Decisions a human may give a sub-call (no edits: see docs/DURABLE.md).
+SUB_CALL_DECISIONS = ("allow", "deny")
+#: Stored when no decision arrived in time (same word as a parked call's expiry).
+EXPIRED = "expired"
+#: Text of a decision refused because it carries edits.
+NO_EDITS = (
+    "allow_with_edits is not available for a step of a composed tool; "
+    "approve or deny it (or deny and let the agent retry with other input)"
+)
+
+
+class ApprovalDecisions(Protocol):
+    """What deciding a sub-call needs from the history store (the Repository has it)."""
+
+    async def get_approval(self, request_id: str) -> ApprovalRecord | None: ...
+
+    async def decide_approval(
+        self,
+        request_id: str,
+        decision: str,
+        decided_by: str | None = None,
+        via: str | None = None,
+        reason: str | None = None,
+        *,
+        decided_at: datetime | None = None,
+    ) -> tuple[bool, ApprovalRecord]: ...
+
+
+def can_decide(store: object) -> bool:
+    """True when `store` offers what sub-call approvals need."""
+    return callable(getattr(store, "get_approval", None)) and callable(
+        getattr(store, "decide_approval", None)
+    )
+
+
+def sub_call_request_id(session_id: str, tool_use_id: str) -> str:
+    """The one request id of a sub-call's approval (deterministic: a retried
+    store write or a re-run of the same sub-call finds the same request)."""
+    raw = f"parkgate.subcall\x1f{session_id}\x1f{tool_use_id}"
+    return "sub-" + hashlib.sha256(raw.encode("utf-8")).hexdigest()[:28]
+
+
+def parent_of(record: ApprovalRecord) -> str | None:
+    """The parent call's tool_use_id when `record` is a sub-call's request."""
+    parent = (record.info or {}).get("parent_tool_use_id")
+    return parent if isinstance(parent, str) and parent else None
+
+
+def _aware(value: datetime) -> datetime:
+    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+
+
+def is_past_expiry(record: ApprovalRecord, now: datetime | None = None) -> bool:
+    return record.expires_at is not None and (now or utcnow()) >= _aware(record.expires_at)
+
+
+def decision_record(record: ApprovalRecord) -> DecisionRecord | None:
+    """The stored decision as the durable path's DecisionRecord (None if undecided
+    or not a human decision)."""
+    if record.decision not in DECISIONS:
+        return None
+    return DecisionRecord(
+        request_id=record.request_id,
+        decision=record.decision,  # type: ignore[arg-type]
+        reason=record.reason,
+        decided_by=record.decided_by,
+        via=record.via,
+        decided_at=_aware(record.decided_at or record.requested_at),
+        approved_hash=record.input_hash if record.decision != "deny" else None,
+    )
+
+
+def problem(record: ApprovalRecord, inp: DecideInput) -> str | None:
+    """Why `inp` cannot decide the sub-call request `record` (None when it can).
+
+    Same checks and wording as the call workflow's `decide` validator.
+    """
+    if record.decision is not None:
+        if record.decision == EXPIRED:
+            return "the call is no longer waiting for approval (status expired)"
+        who = f" by {record.decided_by}" if record.decided_by else ""
+        return f"already decided: {record.decision}{who}"
+    if is_past_expiry(record):
+        return "the call is no longer waiting for approval (status expired)"
+    if inp.decision == "allow_with_edits":
+        return NO_EDITS
+    if inp.decision not in SUB_CALL_DECISIONS:
+        return f"invalid decision {inp.decision!r}; expected one of {', '.join(DECISIONS)}"
+    if inp.edited_input is not None:
+        return "edited_input is only allowed with allow_with_edits"
+    return None
+
+
+async def decide(
+    store: ApprovalDecisions, record: ApprovalRecord, inp: DecideInput
+) -> DecideResult:
+    """Apply a human's decision to a sub-call request: first write wins in the store."""
+    reason = problem(record, inp)
+    if reason is not None:
+        return DecideResult(accepted=False, winner=decision_record(record), message=reason)
+    won, stored = await store.decide_approval(
+        record.request_id, inp.decision, inp.decided_by, inp.via, inp.reason
+    )
+    if won:
+        return DecideResult(
+            accepted=True, winner=decision_record(stored), message="decision applied"
+        )
+    return DecideResult(
+        accepted=False, winner=decision_record(stored), message=problem(stored, inp) or ""
+    )

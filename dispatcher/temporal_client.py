@@ -1,0 +1,38 @@
+"""Connect to Temporal the way Settings say: address, namespace, TLS or API key.
+
+Always with the pydantic data converter, so every payload is a pydantic model
+on both sides.
+"""
+
+from __future__ import annotations
+
+from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.service import TLSConfig
+
+from dispatcher.settings import Settings
+
+
+def tls_config(settings: Settings) -> TLSConfig | bool:
+    """TLS from the settings: client cert/key and CA when given; True for system roots."""
+    paths = (
+        settings.temporal_tls_cert_path,
+        settings.temporal_tls_key_path,
+        settings.temporal_tls_ca_path,
+    )
+    if any(paths):
+        cert, key, ca = (p.read_bytes() if p else None for p in paths)
+        return TLSConfig(client_cert=cert, client_private_key=key, server_root_ca_cert=ca)
+    # Temporal Cloud with an API key always speaks TLS.
+    return bool(settings.temporal_tls or settings.temporal_api_key)
+
+
+async def connect(settings: Settings, *, address: str | None = None) -> Client:
+    """A Temporal client for `settings` (address override for embedded servers)."""
+    return await Client.connect(
+        address or settings.temporal_address,
+        namespace=settings.temporal_namespace,
+        api_key=settings.temporal_api_key,
+        tls=tls_config(settings),
+        data_converter=pydantic_data_converter,
+    )

@@ -1,0 +1,71 @@
+"""Output limits: what the model sees is capped, the full output is kept.
+
+The model gets text with a visible ``[truncated: N more characters]`` marker;
+the untruncated output stays in ``ToolOutput.metadata`` / ``ToolRun.output`` so
+the history store can keep it whole.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+
+class Limits(BaseModel):
+    """Every size and time limit of the pipeline, in one configurable model."""
+
+    #: Cap on any text block the model sees (plain/JSON/command output).
+    text_chars: int = Field(default=48_000, ge=1)
+    #: Cap on file content returned by read_file.
+    file_chars: int = Field(default=12_000, ge=1)
+    #: Cap on directory listing entries.
+    listing_entries: int = Field(default=500, ge=1)
+    #: Shell guard: longest command accepted.
+    shell_max_command_chars: int = Field(default=2_048, ge=1)
+    #: Serialized tool input cap (bytes of compact JSON).
+    max_input_bytes: int = Field(default=1024 * 1024, ge=1)
+    #: Execution timeout for NONE/READ/WRITE tools.
+    default_timeout_seconds: float = Field(default=60.0, gt=0)
+    #: Execution timeout for EXECUTE/NETWORK tools.
+    execute_timeout_seconds: float = Field(default=600.0, gt=0)
+    #: How long to wait for a cancelled tool before abandoning it.
+    cancel_grace_seconds: float = Field(default=30.0, ge=0)
+    #: Shell: seconds between SIGTERM and SIGKILL of the process group.
+    shell_kill_after_seconds: float = Field(default=3.0, ge=0)
+    #: Shell: bytes of stdout/stderr kept in memory per stream.
+    shell_capture_bytes: int = Field(default=8 * 1024 * 1024, ge=1)
+
+    @classmethod
+    def from_settings(cls, settings: Any, **overrides: Any) -> Limits:
+        """Limits taken from a `dispatcher.settings.Settings` (duck-typed; no import)."""
+        values: dict[str, Any] = {}
+        for name in (
+            "default_timeout_seconds",
+            "execute_timeout_seconds",
+            "cancel_grace_seconds",
+            "max_input_bytes",
+        ):
+            value = getattr(settings, name, None)
+            if value is not None:
+                values[name] = value
+        return cls(**(values | overrides))
+
+
+def truncation_marker(remaining: int, unit: str = "characters") -> str:
+    """The marker appended where content was cut."""
+    return f"[truncated: {remaining} more {unit}]"
+
+
+def truncate_text(text: str, limit: int) -> str:
+    """Cut ``text`` to ``limit`` characters plus a visible marker (no-op if it fits)."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}\n{truncation_marker(len(text) - limit)}"
+
+
+def truncate_entries(entries: list[str], limit: int) -> tuple[list[str], int]:
+    """The first ``limit`` entries and how many were left out."""
+    if len(entries) <= limit:
+        return list(entries), 0
+    return list(entries[:limit]), len(entries) - limit

@@ -1,0 +1,132 @@
+"""The one worker recipe: `workflows.ALL` + `activities.build(deps)`.
+
+Production (`python -m dispatcher.worker`, `parkgate serve`) and every test
+build their worker here, so registration cannot drift.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+from collections.abc import Iterable
+from datetime import timedelta
+from typing import TYPE_CHECKING, cast
+
+from temporalio.client import Client
+from temporalio.worker import Worker
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
+
+import activities
+import workflows
+from activities.deps import Deps
+from dispatcher.settings import Settings, get_settings
+from dispatcher.store.records import HistoryStore
+
+if TYPE_CHECKING:
+    from dispatcher.pipeline import Pipeline
+    from dispatcher.registry import ToolFactory, ToolRegistry
+
+#: Modules the workflow sandbox passes through: parkgate's pure models and
+#: their pure dependencies (re-importing them per workflow run would be slow).
+PASSTHROUGH_MODULES = ("dispatcher", "jsonschema", "pydantic", "pydantic_core")
+
+
+def workflow_runner() -> SandboxedWorkflowRunner:
+    """The sandbox every parkgate worker and replayer uses."""
+    return SandboxedWorkflowRunner(
+        restrictions=SandboxRestrictions.default.with_passthrough_modules(*PASSTHROUGH_MODULES)
+    )
+
+
+def build_worker(client: Client, settings: Settings, deps: Deps, **overrides: object) -> Worker:
+    """A worker on settings.temporal_task_queue running every workflow and activity."""
+    options: dict[str, object] = {
+        "task_queue": settings.temporal_task_queue,
+        "workflows": workflows.ALL,
+        "activities": activities.build(deps),
+        "workflow_runner": workflow_runner(),
+        "max_cached_workflows": settings.max_cached_workflows,
+        # Let a running tool finish (or clean up) before a graceful stop.
+        "graceful_shutdown_timeout": timedelta(seconds=settings.cancel_grace_seconds),
+    }
+    options.update(overrides)
+    return Worker(client, **options)  # type: ignore[arg-type]
+
+
+def build_registry(extra_tools: Iterable[ToolFactory] = ()) -> ToolRegistry:
+    """The registry every worker (and the API, for definitions) uses.
+
+    The built-in tools, then the built-in composed tools (atomic_edit,
+    atomic_edit_checked: their sub-tools must be registered first), then
+    `extra_tools` in order (tests and embedders add theirs here).
+    """
+    from dispatcher.registry import ToolRegistry
+    from dispatcher.tools import builtin_tools, composed_tools
+
+    registry = ToolRegistry()
+    for factory in [*builtin_tools(), *composed_tools(), *extra_tools]:
+        registry.register(factory)
+    return registry
+
+
+def build_pipeline(settings: Settings, *, extra_tools: Iterable[ToolFactory] = ()) -> Pipeline:
+    """The pipeline from settings: built-in and composed tools, confirmation policy, limits."""
+    from dispatcher.pipeline import Pipeline
+    from dispatcher.policy import ConfirmationPolicy
+    from dispatcher.truncation import Limits
+
+    registry = build_registry(extra_tools)
+    policy = ConfirmationPolicy.from_mapping(settings.tool_confirmation)
+    limits = Limits(
+        default_timeout_seconds=settings.default_timeout_seconds,
+        execute_timeout_seconds=settings.execute_timeout_seconds,
+        cancel_grace_seconds=settings.cancel_grace_seconds,
+        max_input_bytes=settings.max_input_bytes,
+    )
+    return Pipeline(registry, policy, limits=limits)
+
+
+async def build_deps(settings: Settings, *, store: HistoryStore | None = None) -> Deps:
+    """Real dependencies from settings; opens the store (schema checked) unless given."""
+    if store is None:
+        from dispatcher.store import Repository
+
+        repo = await Repository.connect(settings.effective_database_url, check_schema=True)
+        # Repository.apply returns the number of new events; the protocol ignores it.
+        store = cast(HistoryStore, repo)
+    return Deps(settings=settings, pipeline=build_pipeline(settings), store=store)
+
+
+async def run_worker(settings: Settings, *, deps: Deps | None = None) -> None:
+    """Run a worker until SIGTERM/SIGINT."""
+    from dispatcher.temporal_client import connect
+
+    client = await connect(settings)
+    deps = deps or await build_deps(settings)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    async with build_worker(client, settings, deps):
+        await stop.wait()
+
+
+def main() -> None:
+    """`python -m dispatcher.worker`: a worker configured by PARKGATE_* / server.yaml.
+
+    A bad configuration, an unmigrated database or an unreachable Temporal
+    server is one line on stderr and exit code 2.
+    """
+    try:
+        asyncio.run(run_worker(get_settings()))
+    except KeyboardInterrupt:
+        pass
+    except Exception as exc:
+        message = " ".join(str(exc).split()) or type(exc).__name__
+        print(f"parkgate worker: {message}", file=sys.stderr)
+        raise SystemExit(2) from None
+
+
+if __name__ == "__main__":
+    main()

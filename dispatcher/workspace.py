@@ -1,0 +1,166 @@
+"""WorkspaceFileAPI: every file access of a tool, confined to the session's root.
+
+Paths are resolved (``..`` and symlinks, file or any parent directory) before
+they are checked, so ``subdir/../../etc/passwd`` and a link pointing outside
+are both rejected with WorkspaceEscapeError (error class permission_denied).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from dispatcher.errors import ToolExecutionError, WorkspaceEscapeError
+
+
+def resolve_root(workspace_path: str) -> str:
+    """The workspace root as an absolute real path (``~`` expanded)."""
+    return os.path.realpath(os.path.expanduser(workspace_path))
+
+
+class WorkspaceFileAPI:
+    """File operations scoped to one workspace root."""
+
+    def __init__(self, workspace_root: str) -> None:
+        self.workspace_root = resolve_root(workspace_root)
+
+    # ------------------------------------------------------------------ paths
+    def resolve(self, path: str) -> Path:
+        """The real absolute path of ``path``; raises WorkspaceEscapeError if outside."""
+        if not isinstance(path, str):
+            raise WorkspaceEscapeError(f"Path must be a string, got {type(path).__name__}")
+        if "\x00" in path:
+            raise WorkspaceEscapeError("Path contains a NUL byte")
+        if path == "":
+            raise WorkspaceEscapeError("Path is empty")
+        candidate = path if os.path.isabs(path) else os.path.join(self.workspace_root, path)
+        try:
+            real = os.path.realpath(candidate)
+        except (OSError, ValueError) as exc:  # symlink loops on some platforms
+            raise WorkspaceEscapeError(f"Path '{path}' cannot be resolved: {exc}") from None
+        root = self.workspace_root
+        if real != root and not real.startswith(root.rstrip(os.sep) + os.sep):
+            raise WorkspaceEscapeError(f"Path '{path}' escapes workspace boundary")
+        return Path(real)
+
+    def relative(self, path: str) -> str:
+        """``path`` as a normalized workspace-relative path ("." for the root)."""
+        real = self.resolve(path)
+        rel = os.path.relpath(real, self.workspace_root)
+        return rel
+
+    def check(self, path: str) -> None:
+        """Raise WorkspaceEscapeError if ``path`` is outside the workspace."""
+        self.resolve(path)
+
+    # ------------------------------------------------------------------ reads
+    def read_bytes(self, path: str) -> bytes:
+        target = self.resolve(path)
+        try:
+            return target.read_bytes()
+        except FileNotFoundError:
+            raise ToolExecutionError(f"File not found: {path}") from None
+        except IsADirectoryError:
+            raise ToolExecutionError(f"Is a directory, not a file: {path}") from None
+        except PermissionError:
+            raise ToolExecutionError(f"Permission denied reading {path}") from None
+        except OSError as exc:
+            raise ToolExecutionError(f"Cannot read {path}: {exc.strerror}") from None
+
+    def read(self, path: str) -> str:
+        data = self.read_bytes(path)
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError:
+            raise ToolExecutionError(f"File is not UTF-8 text: {path}") from None
+
+    def exists(self, path: str) -> bool:
+        return self.resolve(path).exists()
+
+    def is_dir(self, path: str) -> bool:
+        return self.resolve(path).is_dir()
+
+    def list(self, path: str = ".") -> list[str]:
+        """Sorted entry names of a directory; directories end with '/'."""
+        target = self.resolve(path)
+        try:
+            entries = sorted(os.scandir(target), key=lambda e: e.name)
+        except FileNotFoundError:
+            raise ToolExecutionError(f"Directory not found: {path}") from None
+        except NotADirectoryError:
+            raise ToolExecutionError(f"Not a directory: {path}") from None
+        except PermissionError:
+            raise ToolExecutionError(f"Permission denied listing {path}") from None
+        except OSError as exc:
+            raise ToolExecutionError(f"Cannot list {path}: {exc.strerror}") from None
+        return [e.name + ("/" if e.is_dir(follow_symlinks=False) else "") for e in entries]
+
+    # ----------------------------------------------------------------- writes
+    def _open_for_write(self, path: str, flags: int) -> tuple[Path, int]:
+        target = self.resolve(path)
+        if str(target) == self.workspace_root:
+            raise ToolExecutionError(f"Cannot write to the workspace root: {path}")
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ToolExecutionError(
+                f"Cannot create the parent directory of {path}: {exc.strerror}"
+            ) from None
+        # Re-check after creating parents, and never follow a final symlink.
+        self.resolve(path)
+        try:
+            fd = os.open(target, flags | os.O_NOFOLLOW, 0o644)
+        except IsADirectoryError:
+            raise ToolExecutionError(f"Is a directory, not a file: {path}") from None
+        except PermissionError:
+            raise ToolExecutionError(f"Permission denied writing {path}") from None
+        except OSError as exc:  # ELOOP (final symlink), ENOTDIR, ...
+            raise ToolExecutionError(f"Cannot write {path}: {exc.strerror}") from None
+        return target, fd
+
+    def write_bytes(self, path: str, content: bytes) -> None:
+        _, fd = self._open_for_write(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(content)
+
+    def write(self, path: str, content: str) -> None:
+        self.write_bytes(path, content.encode("utf-8"))
+
+    def append(self, path: str, content: str) -> None:
+        _, fd = self._open_for_write(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(content.encode("utf-8"))
+
+    def delete(self, path: str) -> None:
+        target = self.resolve(path)
+        if str(target) == self.workspace_root:
+            raise ToolExecutionError("Cannot delete the workspace root")
+        try:
+            if target.is_dir() and not target.is_symlink():
+                target.rmdir()
+            else:
+                target.unlink()
+        except FileNotFoundError:
+            raise ToolExecutionError(f"File not found: {path}") from None
+        except OSError as exc:
+            raise ToolExecutionError(f"Cannot delete {path}: {exc.strerror}") from None
+
+    def patch(self, path: str, old: str, new: str) -> None:
+        """Replace the unique occurrence of ``old`` with ``new`` (str_replace style)."""
+        text = self.read(path)
+        self.write(path, apply_patch(text, old, new, path))
+
+
+def apply_patch(text: str, old: str, new: str, path: str) -> str:
+    """``text`` with the single occurrence of ``old`` replaced; clear error otherwise."""
+    if old == "":
+        raise ToolExecutionError(f"Patch for {path}: the string to replace is empty")
+    count = text.count(old)
+    if count == 0:
+        raise ToolExecutionError(f"Patch for {path}: the string to replace was not found")
+    if count > 1:
+        raise ToolExecutionError(
+            f"Patch for {path}: the string to replace occurs {count} times; "
+            "include more context so it is unique"
+        )
+    return text.replace(old, new, 1)

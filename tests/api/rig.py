@@ -1,0 +1,182 @@
+"""The API under test: the real app over a real worker, Temporal dev server and database.
+
+`api_rig(...)` yields an `ApiRig` with an httpx client speaking ASGI to the
+app (authenticated with a fresh API key), and `live_server(...)` runs the
+same app in uvicorn on a free port for tests that need a real socket
+(streaming SSE, access logs, the browser).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+import uuid
+from collections.abc import AsyncIterator, Iterator, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import uvicorn
+from fastapi import FastAPI
+from temporalio.client import Client
+
+from dispatcher.api import ApiDeps, create_app
+from dispatcher.api.logredact import uvicorn_log_config
+from dispatcher.store.repository import Repository
+from tests.fixtures.temporal import DurableRig, durable_rig
+
+
+@dataclass
+class ApiRig:
+    app: FastAPI
+    http: httpx.AsyncClient
+    rig: DurableRig
+    repo: Repository
+    key: str
+    base_url: str
+
+    @property
+    def workspace(self) -> Path:
+        return self.rig.workspace
+
+    async def register(self, session_id: str | None = None) -> str:
+        sid = session_id or f"s-{uuid.uuid4().hex[:8]}"
+        r = await self.http.post(
+            "/v1/sessions", json={"session_id": sid, "workspace_path": str(self.workspace)}
+        )
+        assert r.status_code in (200, 201), r.text
+        return sid
+
+    async def submit(
+        self, sid: str, name: str, input: dict[str, Any], *, tid: str = "t1",
+        call_id: str | None = None, wait: float = 0,
+    ) -> httpx.Response:
+        cid = call_id or f"toolu_{uuid.uuid4().hex[:10]}"
+        return await self.http.post(
+            f"/v1/sessions/{sid}/turns/{tid}/tool-calls",
+            params={"wait": wait} if wait else None,
+            json={"id": cid, "name": name, "input": input},
+        )
+
+    async def wait_parked(self, sid: str, call_id: str, timeout: float = 20) -> dict[str, Any]:
+        """Poll the resource until it is parked with an approval URL."""
+        deadline = asyncio.get_running_loop().time() + timeout
+        while True:
+            r = await self.http.get(f"/v1/sessions/{sid}/tool-calls/{call_id}")
+            body = r.json()
+            if body.get("status") == "parked" and body.get("approval_url"):
+                return dict(body)
+            assert asyncio.get_running_loop().time() < deadline, f"never parked: {body}"
+            await asyncio.sleep(0.05)
+
+
+def free_socket() -> socket.socket:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    return sock
+
+
+@asynccontextmanager
+async def api_rig(
+    client: Client,
+    repo: Repository,
+    tmp_path: Path,
+    *,
+    policy: Mapping[str, Any] | None = None,
+    base_url: str = "http://testserver",
+    **settings: Any,
+) -> AsyncIterator[ApiRig]:
+    settings.setdefault("public_base_url", base_url)
+    async with durable_rig(client, repo, tmp_path, policy=policy, **settings) as rig:
+        app = create_app(
+            rig.settings,
+            ApiDeps(
+                repo=repo,
+                temporal=client,
+                registry=rig.deps.pipeline.registry,
+                dispatcher=rig.dispatcher,
+                sse_poll_seconds=0.05,
+            ),
+        )
+        key, _ = await repo.create_api_key(f"test-{uuid.uuid4().hex[:6]}")
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(
+            transport=transport,
+            base_url=base_url,
+            headers={"Authorization": f"Bearer {key}"},
+            timeout=90,
+        ) as http:
+            yield ApiRig(app, http, rig, repo, key, base_url)
+
+
+class _QuietServer(uvicorn.Server):
+    """uvicorn without signal handlers: pytest owns the process."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+@asynccontextmanager
+async def live_server(app: FastAPI, sock: socket.socket) -> AsyncIterator[uvicorn.Server]:
+    """Serve `app` on an already-bound socket until the block exits."""
+    config = uvicorn.Config(
+        app, log_config=uvicorn_log_config(), log_level="info", lifespan="off",
+        timeout_graceful_shutdown=2,
+    )
+    server = _QuietServer(config)
+    task = asyncio.create_task(server.serve(sockets=[sock]))
+    while not server.started:
+        if task.done():
+            task.result()
+        await asyncio.sleep(0.02)
+    try:
+        yield server
+    finally:
+        server.should_exit = True
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(task, 10)
+
+
+class WebhookSink:
+    """A real HTTP receiver for webhook tests; fails the first `fail_first` posts."""
+
+    def __init__(self, fail_first: int = 0) -> None:
+        from starlette.applications import Starlette
+        from starlette.requests import Request
+        from starlette.responses import JSONResponse
+        from starlette.routing import Route
+
+        self.received: list[dict[str, Any]] = []
+        self.attempts = 0
+        self.fail_first = fail_first
+
+        async def hook(request: Request) -> JSONResponse:
+            self.attempts += 1
+            if self.attempts <= self.fail_first:
+                return JSONResponse({"ok": False}, status_code=503)
+            self.received.append(
+                {"body": await request.json(), "headers": dict(request.headers)}
+            )
+            return JSONResponse({"ok": True})
+
+        self.app = Starlette(routes=[Route("/hook", hook, methods=["POST"])])
+        self.sock = free_socket()
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}/hook"
+
+    @asynccontextmanager
+    async def running(self) -> AsyncIterator[WebhookSink]:
+        async with live_server(self.app, self.sock):  # type: ignore[arg-type]
+            yield self
+
+
+def closed_port_url() -> str:
+    """A URL nothing listens on (the socket is bound, never listening)."""
+    sock = free_socket()
+    port = sock.getsockname()[1]
+    sock.close()
+    return f"http://127.0.0.1:{port}/hook"

@@ -1,0 +1,127 @@
+"""CLI commands against a real SQLite history: config check, tools list, db upgrade,
+keys create/list/revoke, calls list/show, approve/deny lookups."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from dispatcher.cli import app
+from dispatcher.settings import Settings
+from dispatcher.store import Repository
+
+runner = CliRunner()
+
+
+def _ok(args: list[str]) -> str:
+    result = runner.invoke(app, args, env={"COLUMNS": "200"})
+    assert result.exit_code == 0, f"{args}: {result.output}"
+    return result.stdout
+
+
+def _fails(args: list[str], code: int) -> str:
+    result = runner.invoke(app, args, env={"COLUMNS": "200"})
+    assert result.exit_code == code, f"{args}: {result.output}"
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("parkgate: error: "), result.stderr
+    return lines[0]
+
+
+def test_config_check_prints_the_effective_policy(cli_env: dict[str, str], tmp_path: Path) -> None:
+    trusted = tmp_path / "work" / "trusted"
+    config = tmp_path / "server.yaml"
+    config.write_text(
+        "api_port: 9999\n"
+        "link_secret: do-not-print-me\n"
+        "tool_confirmation:\n"
+        "  default: {WRITE: prompt, EXECUTE: deny}\n"
+        "  per_tool: {list_dir: auto, patch_file: deny}\n"
+        f"  trusted_workspaces: [{trusted}]\n"
+        "  trusted_workspace_overrides: {EXECUTE: prompt}\n"
+        "  rules:\n"
+        "    - {tool: shell, command: git status, mode: auto}\n"
+    )
+    out = _ok(["--config", str(config), "config", "check"])
+    assert "configuration OK" in out
+    assert str(config) in out
+    assert "9999" in out
+    assert "do-not-print-me" not in out
+    assert "Confirmation policy" in out
+    assert "rules[0]" in out and "git status" in out
+    rows = {
+        (line.split("│")[1].strip(), line.split("│")[3].strip()): line.split("│")[4].strip()
+        for line in out.splitlines()
+        if line.count("│") >= 6
+        and line.split("│")[1].strip()
+        in ("write_file", "shell", "patch_file", "read_file", "list_dir")
+    }
+    assert rows[("write_file", "untrusted")] == "prompt"
+    assert rows[("write_file", "trusted")] == "auto"
+    assert rows[("shell", "untrusted")] == "deny"
+    assert rows[("shell", "trusted")] == "deny"  # deny from any layer wins
+    assert rows[("patch_file", "trusted")] == "deny"
+    assert rows[("read_file", "untrusted")] == "auto"
+
+
+def test_config_check_rejects_missing_tls_files(
+    cli_env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PARKGATE_TEMPORAL_TLS_CERT_PATH", "/nonexistent/cert.pem")
+    line = _fails(["config", "check"], 2)
+    assert "temporal_tls_cert_path: file not found" in line
+
+
+def test_tools_list(cli_env: dict[str, str]) -> None:
+    out = _ok(["tools", "list"])
+    for name, cls in (
+        ("read_file", "READ"),
+        ("write_file", "WRITE"),
+        ("patch_file", "WRITE"),
+        ("list_dir", "READ"),
+        ("shell", "EXECUTE"),
+    ):
+        line = next(line for line in out.splitlines() if f" {name} " in line)
+        assert cls in line
+    as_json = _ok(["tools", "list", "--json"])
+    assert '"input_schema"' in as_json
+
+
+def test_keys_round_trip_on_sqlite(cli_env: dict[str, str]) -> None:
+    assert "No such" not in _ok(["db", "upgrade"])
+    created = runner.invoke(app, ["keys", "create", "--name", "agent-1"])
+    assert created.exit_code == 0, created.output
+    key = created.stdout.strip().splitlines()[-1].strip()
+    assert len(key) >= 24
+
+    async def verify() -> bool:
+        settings = Settings()
+        async with await Repository.connect(settings.effective_database_url) as repo:
+            return await repo.verify_api_key(key) is not None
+
+    assert asyncio.run(verify()) is True
+    listed = _ok(["keys", "list"])
+    assert "agent-1" in listed and "active" in listed
+    assert key not in listed  # only the prefix is ever shown
+    assert "No such" not in _fails(["keys", "create", "--name", "agent-1"], 2)
+    assert "agent-1" in _ok(["keys", "revoke", "agent-1"])
+    assert "revoked" in _ok(["keys", "list"])
+    assert asyncio.run(verify()) is False
+    _fails(["keys", "revoke", "agent-1"], 2)
+
+
+def test_calls_on_an_empty_history(cli_env: dict[str, str]) -> None:
+    _ok(["db", "upgrade"])
+    assert "Tool calls (0)" in _ok(["calls", "list", "--status", "parked"])
+    assert "no call" in _fails(["calls", "show", "s1", "nope"], 1)
+    assert "status must be one of" in _fails(["calls", "list", "--status", "sleeping"], 2)
+    assert "--after" in _fails(["calls", "list", "--after", "garbage"], 2)
+    assert "no approval request" in _fails(["approve", "nope"], 1)
+    assert "Missing option" in _fails(["deny", "nope"], 2)
+
+
+def test_an_unmigrated_database_is_one_line(cli_env: dict[str, str]) -> None:
+    line = _fails(["calls", "list"], 1)
+    assert "db upgrade" in line

@@ -1,0 +1,289 @@
+"""`parkgate serve` end to end, as a real process tree on free ports.
+
+Start → banner with URLs and a key → /healthz → a write_file parks → SIGINT
+stops everything (exit 0, no orphan) → start again → the call is still parked
+→ `parkgate approve` runs it → the file exists.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import psutil
+import pytest
+
+from dispatcher.devserver import free_port
+from tests.cli.conftest import parkgate_argv
+
+pytestmark = [pytest.mark.devserver, pytest.mark.timeout(300)]
+
+START_TIMEOUT = 120.0
+STOP_TIMEOUT = 60.0
+
+
+class Serve:
+    """One `parkgate serve` subprocess and what it printed."""
+
+    def __init__(self, env: dict[str, str], port: int, log: Path) -> None:
+        self.port = port
+        self.log = log
+        self.out = log.open("wb")
+        self.proc = subprocess.Popen(
+            [
+                *parkgate_argv(),
+                "serve",
+                "--port",
+                str(port),
+                "--temporal-port",
+                "0",
+                "--ui-port",
+                "0",
+            ],
+            env=env,
+            stdout=self.out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
+        self.tree: list[psutil.Process] = []
+
+    def text(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def wait_ready(self) -> dict[str, str]:
+        deadline = time.monotonic() + START_TIMEOUT
+        while time.monotonic() < deadline:
+            text = self.text()
+            if "PARKGATE_API_KEY=" in text:
+                break
+            if self.proc.poll() is not None:
+                pytest.fail(f"parkgate serve exited {self.proc.returncode}:\n{text}")
+            time.sleep(0.2)
+        else:
+            pytest.fail(f"parkgate serve not ready after {START_TIMEOUT}s:\n{self.text()}")
+        text = self.text()
+        found = {
+            "key": re.search(r"PARKGATE_API_KEY=(\S+)", text),
+            "api": re.search(r"API\s+(http://\S+)", text),
+            "audit": re.search(r"Audit\s+(http://\S+/audit)", text),
+            "ui": re.search(r"Temporal UI\s+(http://\S+)", text),
+        }
+        missing = [k for k, v in found.items() if v is None]
+        assert not missing, f"banner lacks {missing}:\n{text}"
+        self.tree = [
+            psutil.Process(self.proc.pid),
+            *psutil.Process(self.proc.pid).children(recursive=True),
+        ]
+        return {k: v.group(1) for k, v in found.items() if v is not None}
+
+    def interrupt(self) -> int:
+        """Ctrl-C; returns the exit code once the whole tree is gone."""
+        self.proc.send_signal(signal.SIGINT)
+        try:
+            code = self.proc.wait(timeout=STOP_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            pytest.fail(f"parkgate serve ignored SIGINT for {STOP_TIMEOUT}s:\n{self.text()}")
+        _gone, alive = psutil.wait_procs(self.tree, timeout=10)
+        assert not alive, f"orphans after shutdown: {[p.cmdline() for p in alive]}"
+        return code
+
+    def kill(self) -> None:
+        for proc in reversed(self.tree):
+            try:
+                proc.kill()
+            except psutil.NoSuchProcess:
+                pass
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+        self.out.close()
+
+
+@pytest.fixture
+def serve_env(tmp_path: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PARKGATE_")}
+    (tmp_path / "work").mkdir()
+    env.update(
+        PARKGATE_DATA_DIR=str(tmp_path / "data"),
+        PARKGATE_WORKSPACE_ROOTS=f'["{tmp_path / "work"}"]',
+        PYTHONUNBUFFERED="1",
+        COLUMNS="200",
+    )
+    return env
+
+
+@pytest.fixture
+def started(serve_env: dict[str, str], tmp_path: Path) -> Iterator[list[Serve]]:
+    """Every Serve a test starts is killed at the end, whatever happened."""
+    runs: list[Serve] = []
+    yield runs
+    for run in runs:
+        if run.proc.poll() is None:
+            run.kill()
+
+
+def _follow_events(base: str, headers: dict[str, str]) -> None:
+    """Hold a session event stream open until the server closes it."""
+    try:
+        with httpx.stream(
+            "GET",
+            f"{base}/v1/sessions/s1/events",
+            headers=headers,
+            timeout=httpx.Timeout(5, read=None),
+        ) as stream:
+            for _ in stream.iter_lines():
+                pass
+    except httpx.HTTPError:
+        pass
+
+
+def _no_process_uses(data_dir: Path) -> list[str]:
+    """Command lines of live processes that mention the data dir (the dev server)."""
+    leftovers = []
+    for proc in psutil.process_iter(["cmdline"]):
+        cmd = " ".join(proc.info.get("cmdline") or [])
+        if str(data_dir) in cmd:
+            leftovers.append(cmd)
+    return leftovers
+
+
+def test_serve_parks_survives_restart_and_approves(
+    serve_env: dict[str, str], started: list[Serve], tmp_path: Path
+) -> None:
+    port = free_port()
+    data_dir = Path(serve_env["PARKGATE_DATA_DIR"])
+    work = tmp_path / "work"
+
+    first = Serve(serve_env, port, tmp_path / "serve-1.log")
+    started.append(first)
+    urls = first.wait_ready()
+    assert urls["api"] == f"http://127.0.0.1:{port}"
+    assert urls["audit"] == f"http://127.0.0.1:{port}/audit"
+    assert (data_dir / "temporal.db").exists()
+    assert (data_dir / "parkgate.db").exists()
+    headers = {"Authorization": f"Bearer {urls['key']}"}
+
+    twin = subprocess.run(
+        [*parkgate_argv(), "serve", "--port", str(free_port())],
+        env=serve_env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert twin.returncode == 1
+    errors = [ln for ln in twin.stderr.splitlines() if ln.startswith("parkgate: error:")]
+    assert len(errors) == 1 and "already running" in errors[0], twin.stderr
+
+    with httpx.Client(base_url=urls["api"], headers=headers, timeout=30) as api:
+        assert api.get("/healthz").status_code == 200
+        assert httpx.get(urls["ui"], timeout=10).status_code == 200
+        reg = api.post("/v1/sessions", json={"session_id": "s1", "workspace_path": str(work)})
+        assert reg.status_code in (200, 201), reg.text
+        sub = api.post(
+            "/v1/sessions/s1/turns/t1/tool-calls",
+            params={"wait": 10},
+            json={
+                "id": "w1",
+                "name": "write_file",
+                "input": {"path": "out.txt", "content": "parked then approved\n"},
+            },
+        )
+        assert sub.status_code == 202, sub.text
+        call = sub.json()
+        assert call["status"] == "parked"
+        assert call["approval_url"].startswith(f"http://127.0.0.1:{port}/approve/")
+        request_id = call["request_id"]
+
+    # An open event stream must not hold the shutdown for uvicorn's grace period.
+    watcher = threading.Thread(target=_follow_events, args=(urls["api"], headers), daemon=True)
+    watcher.start()
+    time.sleep(1.0)
+    assert first.interrupt() == 0, first.text()
+    assert "graceful shutdown exceeded" not in first.text()
+    watcher.join(timeout=10)
+    assert "stopped" in first.text()
+    assert _no_process_uses(data_dir) == []
+    assert not (work / "out.txt").exists()
+
+    second = Serve(serve_env, port, tmp_path / "serve-2.log")
+    started.append(second)
+    urls = second.wait_ready()
+    headers = {"Authorization": f"Bearer {urls['key']}"}
+    with httpx.Client(base_url=urls["api"], headers=headers, timeout=30) as api:
+        again = api.get("/v1/sessions/s1/tool-calls/w1")
+        assert again.status_code == 202, again.text  # not finished
+        assert again.json()["status"] == "parked"
+
+        decided = subprocess.run(
+            [*parkgate_argv(), "approve", request_id, "--reason", "fine", "--as", "tester"],
+            env=serve_env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert decided.returncode == 0, decided.stderr
+        assert request_id in decided.stdout
+
+        done = api.get("/v1/sessions/s1/tool-calls/w1", params={"wait": 30})
+        assert done.status_code == 200, done.text
+        body = done.json()
+        assert body["status"] == "succeeded"
+        assert body["decided_by"] == "tester"
+        # deny and cancel from the terminal too
+        for tool_use_id in ("w2", "w3"):
+            parked = api.post(
+                "/v1/sessions/s1/turns/t2/tool-calls",
+                params={"wait": 10},
+                json={
+                    "id": tool_use_id,
+                    "name": "write_file",
+                    "input": {"path": f"{tool_use_id}.txt", "content": "no\n"},
+                },
+            )
+            assert parked.json()["status"] == "parked", parked.text
+            if tool_use_id == "w2":
+                args = ["deny", parked.json()["request_id"], "--reason", "not today"]
+            else:
+                args = ["cancel", "s1", "w3"]
+            proc = subprocess.run(
+                [*parkgate_argv(), *args], env=serve_env, capture_output=True, text=True, timeout=60
+            )
+            assert proc.returncode == 0, proc.stderr
+        denied = api.get("/v1/sessions/s1/tool-calls/w2", params={"wait": 30}).json()
+        assert denied["status"] == "denied"
+        assert "not today" in denied["result"]["content"][0]["text"]
+        cancelled = api.get("/v1/sessions/s1/tool-calls/w3", params={"wait": 30}).json()
+        assert cancelled["status"] == "cancelled"
+    assert (work / "out.txt").read_text() == "parked then approved\n"
+    assert not (work / "w2.txt").exists() and not (work / "w3.txt").exists()
+
+    assert second.interrupt() == 0, second.text()
+    assert _no_process_uses(data_dir) == []
+    assert not (data_dir / "serve.json").exists()
+
+
+def test_serve_refuses_a_busy_port(serve_env: dict[str, str]) -> None:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        port = sock.getsockname()[1]
+        proc = subprocess.run(
+            [*parkgate_argv(), "serve", "--port", str(port)],
+            env=serve_env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert proc.returncode == 1
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("parkgate: error:")]
+    assert len(errors) == 1 and "already in use" in errors[0], proc.stderr

@@ -1,0 +1,240 @@
+"""The parkgate processes under attack: workers and the API as real subprocesses
+(`parkgate worker`, `parkgate api`), configured only through PARKGATE_* env,
+talking to a Temporal dev server and a database the harness controls."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import secrets
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from tests.faults.harness.ports import free_port, wait_port_async
+from tests.faults.harness.procs import ManagedProcess
+
+#: Runs the `parkgate` console script's entry point with this interpreter (no
+#: reliance on the script being installed on PATH).
+CLI = [sys.executable, "-c", "from dispatcher.cli import main; main()"]
+
+#: The project root, put on PYTHONPATH so children import this checkout's code
+#: whether or not it is pip-installed.
+PROJECT_ROOT = Path(__file__).resolve().parents[3]
+
+#: Seconds a worker/API gets to come up; generous for a loaded 2-core machine.
+START_TIMEOUT = 60.0
+
+
+def fault_policy(trusted: Path) -> dict[str, Any]:
+    """The confirmation policy the fault scenarios run under.
+
+    Side effects prompt everywhere except in the `trusted` workspace, where
+    WRITE and EXECUTE run at once: so one tool (shell) gives both auto-run and
+    parked calls, each leaving a countable marker.
+    """
+    return {
+        "default": {
+            "NONE": "auto",
+            "READ": "auto",
+            "WRITE": "prompt",
+            "EXECUTE": "prompt",
+            "NETWORK": "prompt",
+        },
+        "trusted_workspaces": [str(trusted)],
+        "trusted_workspace_overrides": {"WRITE": "auto", "EXECUTE": "auto"},
+    }
+
+
+class Stack:
+    """Workers + API for one scenario; every process is a ManagedProcess."""
+
+    def __init__(
+        self,
+        root: Path,
+        *,
+        temporal_address: str,
+        database_url: str | None = None,
+        policy: dict[str, Any] | None = None,
+        extra_env: dict[str, str] | None = None,
+    ) -> None:
+        self.root = root
+        self.data_dir = root / "data"
+        self.log_dir = root / "logs"
+        self.workspaces = root / "ws"
+        for path in (self.data_dir, self.log_dir, self.workspaces):
+            path.mkdir(parents=True, exist_ok=True)
+        self.trusted = self.workspace("trusted")
+        self.untrusted = self.workspace("untrusted")
+        self.api_port = free_port()
+        self.task_queue = f"parkgate-faults-{secrets.token_hex(4)}"
+        self.database_url = database_url or f"sqlite+aiosqlite:///{self.data_dir / 'history.db'}"
+        self.temporal_address = temporal_address
+        self.policy = policy if policy is not None else fault_policy(self.trusted)
+        self.extra_env = dict(extra_env or {})
+        self.workers: list[ManagedProcess] = []
+        self._worker_seq = 0
+        self.api: ManagedProcess | None = None
+        self.api_key: str | None = None
+        self.faults = 0
+
+    # ------------------------------------------------------------------
+    def workspace(self, name: str) -> Path:
+        """A workspace dir (resolved) with a `markers/` subdir for run markers."""
+        path = (self.workspaces / name).resolve()
+        (path / "markers").mkdir(parents=True, exist_ok=True)
+        return path
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.api_port}"
+
+    def env(self) -> dict[str, str]:
+        """A clean environment: no inherited PARKGATE_* settings, only ours."""
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PARKGATE_")}
+        env.update(
+            {
+                "PARKGATE_DATA_DIR": str(self.data_dir),
+                "PARKGATE_DATABASE_URL": self.database_url,
+                "PARKGATE_TEMPORAL_ADDRESS": self.temporal_address,
+                "PARKGATE_TEMPORAL_TASK_QUEUE": self.task_queue,
+                "PARKGATE_API_HOST": "127.0.0.1",
+                "PARKGATE_API_PORT": str(self.api_port),
+                "PARKGATE_PUBLIC_BASE_URL": self.base_url,
+                "PARKGATE_LINK_SECRET": "faults-" + "s" * 40,
+                "PARKGATE_WORKSPACE_ROOTS": json.dumps([str(self.workspaces.resolve())]),
+                "PARKGATE_TOOL_CONFIRMATION": json.dumps(self.policy),
+                "PYTHONUNBUFFERED": "1",
+                "PYTHONPATH": os.pathsep.join(
+                    p for p in (str(PROJECT_ROOT), os.environ.get("PYTHONPATH", "")) if p
+                ),
+            }
+        )
+        env.update(self.extra_env)
+        return env
+
+    # ------------------------------------------------------------------
+    def cli(self, *args: str, timeout: float = 120.0) -> subprocess.CompletedProcess[str]:
+        """Run one `parkgate ...` command against this stack (bounded)."""
+        return subprocess.run(
+            [*CLI, *args],
+            env=self.env(),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+            cwd=self.root,
+        )
+
+    async def acli(self, *args: str, timeout: float = 120.0) -> subprocess.CompletedProcess[str]:
+        return await asyncio.to_thread(self.cli, *args, timeout=timeout)
+
+    def must(self, *args: str, timeout: float = 120.0) -> str:
+        res = self.cli(*args, timeout=timeout)
+        if res.returncode != 0:
+            raise RuntimeError(
+                f"parkgate {' '.join(args)} exited {res.returncode}:\n{res.stderr}\n{res.stdout}"
+            )
+        return res.stdout
+
+    def migrate(self) -> None:
+        self.must("db", "upgrade")
+
+    def create_api_key(self, name: str = "faults") -> str:
+        """`parkgate keys create --name NAME` and pick the key out of its output."""
+        out = self.must("keys", "create", "--name", name)
+        key = parse_key(out)
+        self.api_key = key
+        return key
+
+    # ------------------------------------------------------------------
+    def start_worker(self) -> ManagedProcess:
+        self._worker_seq += 1
+        proc = ManagedProcess(
+            f"worker-{self._worker_seq}", [*CLI, "worker"], log_dir=self.log_dir, env=self.env(),
+            cwd=self.root,
+        )
+        proc.start()
+        self.workers.append(proc)
+        return proc
+
+    def live_workers(self) -> list[ManagedProcess]:
+        return [w for w in self.workers if w.running]
+
+    async def kill_worker(self, proc: ManagedProcess) -> None:
+        """SIGKILL one worker (and its tool subprocesses): a crash, not a shutdown."""
+        await proc.akill()
+        self.faults += 1
+
+    async def start_api(self) -> ManagedProcess:
+        if self.api is None:
+            self.api = ManagedProcess(
+                "api", [*CLI, "api", "--host", "127.0.0.1", "--port", str(self.api_port)],
+                log_dir=self.log_dir, env=self.env(), cwd=self.root,
+            )
+        self.api.start()
+        await self.wait_api()
+        return self.api
+
+    async def wait_api(self, timeout: float = START_TIMEOUT) -> None:
+        assert self.api is not None
+        try:
+            await wait_port_async(self.api_port, timeout)
+        except TimeoutError:
+            self.api.assert_alive()
+            raise
+        async with httpx.AsyncClient(base_url=self.base_url, timeout=5) as client:
+            deadline = asyncio.get_running_loop().time() + timeout
+            while True:
+                self.api.assert_alive()
+                try:
+                    if (await client.get("/healthz")).status_code == 200:
+                        return
+                except httpx.TransportError:
+                    pass
+                if asyncio.get_running_loop().time() > deadline:
+                    raise TimeoutError(f"API not healthy after {timeout:.0f}s")
+                await asyncio.sleep(0.2)
+
+    async def restart_api(self, *, kill: bool) -> None:
+        """SIGKILL (crash) or SIGTERM (deploy) the API, then start it on the same port."""
+        assert self.api is not None
+        if kill:
+            await self.api.akill()
+        else:
+            await self.api.astop()
+        self.faults += 1
+        await self.start_api()
+
+    async def start(self, workers: int = 1) -> None:
+        """Migrate, mint an API key, start workers and the API."""
+        await asyncio.to_thread(self.migrate)
+        await asyncio.to_thread(self.create_api_key)
+        for _ in range(workers):
+            self.start_worker()
+        await self.start_api()
+
+    async def stop(self) -> None:
+        procs = [*self.workers, *([self.api] if self.api else [])]
+        await asyncio.gather(*(p.astop(timeout=10) for p in procs))
+
+    def logs(self, lines: int = 30) -> str:
+        """Tails of every process log, for assertion messages."""
+        procs = [*self.workers, *([self.api] if self.api else [])]
+        return "\n".join(f"--- {p.name}\n{p.log_tail(lines)}" for p in procs)
+
+
+_KEY_RE = re.compile(r"[A-Za-z0-9_\-\.]{24,}")
+
+
+def parse_key(output: str) -> str:
+    """The API key printed by `parkgate keys create` (the longest token-looking word)."""
+    candidates = _KEY_RE.findall(output)
+    if not candidates:
+        raise ValueError(f"no API key in `keys create` output: {output!r}")
+    return max(candidates, key=len)

@@ -1,0 +1,146 @@
+"""Regenerate the replay histories: `python -m tests.histories.regenerate`.
+
+Runs every path of the durable call (auto, approved, denied, expired,
+cancelled, edited, turn) on the time-skipping test server with a worker from
+the production recipe and a throwaway migrated SQLite store, then saves each
+workflow's history as JSON next to this file. Machine-specific paths (the
+temporary workspace) are replaced by WORKSPACE_PLACEHOLDER inside payloads.
+
+Regenerate only when a history-changing edit is intended AND guarded with
+`workflow.patched` (see docs/DURABLE.md): the old files must keep replaying.
+Before regenerating for a patched change, rename the affected old files (e.g.
+auto.json -> auto_pre_patch.json) and list them in LEGACY in
+tests/workflows/test_replay.py, so both branches of the patch stay covered.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from temporalio.client import WorkflowHandle
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.testing import WorkflowEnvironment
+
+from dispatcher.models import ToolUseBlock
+from dispatcher.store import Repository
+from dispatcher.store.migrate import upgrade_async
+from tests.fixtures.temporal import TEST_SERVER, DurableRig, durable_rig
+
+HERE = Path(__file__).resolve().parent
+WORKSPACE_PLACEHOLDER = "/srv/parkgate/workspace"
+
+
+def scrub(value: Any, old: str, new: str) -> Any:
+    """Replace `old` by `new` in every string and every base64 payload of a history dict."""
+    if isinstance(value, dict):
+        out = {}
+        for key, item in value.items():
+            if key == "data" and isinstance(item, str):
+                try:
+                    raw = base64.b64decode(item, validate=True).decode("utf-8")
+                except (ValueError, UnicodeDecodeError):
+                    out[key] = item
+                    continue
+                out[key] = base64.b64encode(raw.replace(old, new).encode("utf-8")).decode()
+            else:
+                out[key] = scrub(item, old, new)
+        return out
+    if isinstance(value, list):
+        return [scrub(v, old, new) for v in value]
+    if isinstance(value, str):
+        return value.replace(old, new)
+    return value
+
+
+async def save(name: str, handle: WorkflowHandle[Any, Any], rig: DurableRig) -> None:
+    history = await handle.fetch_history()
+    doc = {
+        "workflow_id": history.workflow_id,
+        "history": scrub(history.to_json_dict(), str(rig.workspace), WORKSPACE_PLACEHOLDER),
+    }
+    text = json.dumps(doc, indent=1, sort_keys=True) + "\n"
+    if tempfile.gettempdir() in text or str(rig.workspace) in text:
+        raise SystemExit(f"{name}: a machine path survived scrubbing")
+    (HERE / f"{name}.json").write_text(text)
+    print(f"wrote {name}.json ({len(history.events)} events)")
+
+
+async def generate(env: WorkflowEnvironment, store: Repository, tmp: Path) -> None:
+    async with durable_rig(env.client, store, tmp) as rig:
+        d = rig.dispatcher
+        (rig.workspace / "README.md").write_text("# replay\n")
+        session = rig.session("s-replay")
+
+        auto = ToolUseBlock(id="auto", name="read_file", input={"path": "README.md"})
+        handle = await d.start(auto, session)
+        await handle.result()
+        await save("auto", handle, rig)
+
+        async def parked(tool_use_id: str, name: str, input: dict[str, Any]) -> tuple[Any, str]:
+            h = await d.start(ToolUseBlock(id=tool_use_id, name=name, input=input), session)
+            return h, await rig.wait_parked(session.session_id, tool_use_id)
+
+        handle, rid = await parked("approved", "write_file", {"path": "a.txt", "content": "a"})
+        await env.sleep(6 * 3600)
+        await d.decide(rid, "allow", decided_by="alice", via="link")
+        await handle.result()
+        await save("approved", handle, rig)
+
+        handle, rid = await parked("denied", "shell", {"command": "echo no"})
+        await d.decide(rid, "deny", reason="not today", decided_by="bob")
+        await handle.result()
+        await save("denied", handle, rig)
+
+        handle, rid = await parked("expired", "write_file", {"path": "e.txt", "content": "e"})
+        await handle.result()
+        await save("expired", handle, rig)
+
+        handle, rid = await parked("cancelled", "write_file", {"path": "c.txt", "content": "c"})
+        await handle.cancel()
+        await handle.result()
+        await save("cancelled", handle, rig)
+
+        handle, rid = await parked("edited", "write_file", {"path": "x.txt", "content": "x"})
+        rejected = await d.decide(rid, "allow_with_edits", edited_input={"path": "/etc/x"})
+        assert not rejected.accepted
+        await d.decide(
+            rid, "allow_with_edits", edited_input={"path": "x.txt", "content": "edited"}
+        )
+        await handle.result()
+        await save("edited", handle, rig)
+
+        calls = [
+            ToolUseBlock(id="turn-a", name="read_file", input={"path": "README.md"}),
+            ToolUseBlock(id="turn-b", name="list_dir", input={"path": "."}),
+            ToolUseBlock(id="turn-c", name="no_such_tool", input={}),
+        ]
+        turn = await d.start_turn(calls, session)
+        await turn.result()
+        await save("turn", turn, rig)
+
+
+async def main() -> None:
+    with tempfile.TemporaryDirectory() as tmp_dir:
+        tmp = Path(tmp_dir)
+        url = f"sqlite+aiosqlite:///{tmp / 'history.db'}"
+        await upgrade_async(url)
+        store = await Repository.connect(url)
+        env = await WorkflowEnvironment.start_time_skipping(
+            test_server_existing_path=str(TEST_SERVER),
+            data_converter=pydantic_data_converter,
+        )
+        try:
+            await generate(env, store, tmp)
+        finally:
+            await env.shutdown()
+            await store.close()
+
+
+if __name__ == "__main__":
+    sys.exit(asyncio.run(main()))

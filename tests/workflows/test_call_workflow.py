@@ -1,0 +1,311 @@
+"""ToolCallWorkflow end to end on the time-skipping server with the real store."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import WorkflowHandle
+from temporalio.testing import WorkflowEnvironment
+
+from dispatcher.models import ToolErrorClass, ToolUseBlock, input_hash
+from dispatcher.store.records import CallStatus
+from tests.fixtures.temporal import AUTO_ALL, durable_rig
+
+UPDATE_EVENTS = {
+    EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED,
+    EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_COMPLETED,
+    EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ADMITTED,
+}
+
+
+async def update_events(handle: WorkflowHandle[Any, Any]) -> list[Any]:
+    return [e async for e in handle.fetch_history_events() if e.event_type in UPDATE_EVENTS]
+
+
+async def test_auto_read_file_runs_and_records(
+    temporal_env: WorkflowEnvironment, repo: Any, tmp_path: Path
+) -> None:
+    async with durable_rig(temporal_env.client, repo, tmp_path) as rig:
+        (rig.workspace / "README.md").write_text("# hello durable\n")
+        session = rig.session()
+        call = ToolUseBlock(id="tu_read", name="read_file", input={"path": "README.md"})
+        outcome = await rig.dispatcher.dispatch_outcome(call, session)
+        assert outcome.status == CallStatus.SUCCEEDED
+        assert not outcome.result.is_error
+        assert "hello durable" in outcome.result.text
+
+        row = await repo.get_call(session.session_id, "tu_read")
+        assert row.status == CallStatus.SUCCEEDED
+        assert row.verdict == "execute"
+        assert row.workflow_id == f"call/{session.session_id}/tu_read"
+        types = [e.event.type for e in await repo.timeline(session.session_id, "tu_read")]
+        assert types == ["tool.called", "tool.completed"]
+
+        # Resubmitting the same id attaches: same outcome, no second execution.
+        again = await rig.dispatcher.dispatch_outcome(call, session)
+        assert again.result == outcome.result
+        types = [e.event.type for e in await repo.timeline(session.session_id, "tu_read")]
+        assert types == ["tool.called", "tool.completed"]
+
+
+async def test_unknown_tool_is_denied_and_recorded(
+    temporal_env: WorkflowEnvironment, sqlite_repo: Any, tmp_path: Path
+) -> None:
+    async with durable_rig(temporal_env.client, sqlite_repo, tmp_path) as rig:
+        session = rig.session()
+        call = ToolUseBlock(id="tu_x", name="no_such_tool", input={})
+        outcome = await rig.dispatcher.dispatch_outcome(call, session)
+        assert outcome.error_class == ToolErrorClass.NOT_FOUND
+        assert outcome.status == CallStatus.FAILED
+        row = await sqlite_repo.get_call(session.session_id, "tu_x")
+        assert row.verdict == "deny"
+        types = [e.event.type for e in await sqlite_repo.timeline(session.session_id, "tu_x")]
+        assert types == ["tool.failed"]
+
+
+async def test_approval_six_hours_later_runs_the_tool(
+    temporal_env: WorkflowEnvironment, repo: Any, tmp_path: Path
+) -> None:
+    async with durable_rig(temporal_env.client, repo, tmp_path) as rig:
+        session = rig.session()
+        call = ToolUseBlock(
+            id="tu_w", name="write_file", input={"path": "out.txt", "content": "approved"}
+        )
+        handle = await rig.dispatcher.start(call, session)
+        request_id = await rig.wait_parked(session.session_id, "tu_w")
+        view = await rig.dispatcher.status(session.session_id, "tu_w")
+        assert view.approval_url and view.approval_url.startswith("https://parkgate.test/approve/")
+        assert view.expires_at is not None and view.requested_at is not None
+        assert (view.expires_at - view.requested_at).total_seconds() == 24 * 3600
+        approval = await repo.get_approval(request_id)
+        assert approval is not None and approval.tool_use_id == "tu_w"
+        assert approval.input_hash == input_hash("write_file", call.input)
+
+        await temporal_env.sleep(6 * 3600)
+        assert not (rig.workspace / "out.txt").exists()
+        winner = await rig.dispatcher.resolve_confirmation(
+            request_id, "allow", decided_by="alice", via="link"
+        )
+        assert winner == "allow"
+        outcome = await handle.result()
+        assert outcome.status == CallStatus.SUCCEEDED, outcome.result.text
+        assert (rig.workspace / "out.txt").read_text() == "approved"
+        assert outcome.decision is not None and outcome.decision.decided_by == "alice"
+
+        row = await repo.get_call(session.session_id, "tu_w")
+        assert row.status == CallStatus.SUCCEEDED
+        assert row.decision == "allow" and row.decided_by == "alice" and row.via == "link"
+        types = [e.event.type for e in await repo.timeline(session.session_id, "tu_w")]
+        assert types == [
+            "tool.confirmation_requested",
+            "tool.confirmation_resolved",
+            "tool.called",
+            "tool.completed",
+        ]
+        stored = await repo.get_approval(request_id)
+        assert stored.decision == "allow" and stored.decided_by == "alice"
+
+
+async def test_no_decision_before_expiry_is_confirmation_timeout(
+    temporal_env: WorkflowEnvironment, sqlite_repo: Any, tmp_path: Path
+) -> None:
+    async with durable_rig(
+        temporal_env.client, sqlite_repo, tmp_path, approval_expiry_by_class={"WRITE": 7200}
+    ) as rig:
+        session = rig.session()
+        call = ToolUseBlock(id="tu_e", name="write_file", input={"path": "e.txt", "content": "x"})
+        handle = await rig.dispatcher.start(call, session)
+        request_id = await rig.wait_parked(session.session_id, "tu_e")
+        view = await rig.dispatcher.status(session.session_id, "tu_e")
+        assert (view.expires_at - view.requested_at).total_seconds() == 7200
+        outcome = await handle.result()  # time skips to the expiry
+        assert outcome.error_class == ToolErrorClass.CONFIRMATION_TIMEOUT
+        assert outcome.status == CallStatus.EXPIRED
+        assert not (rig.workspace / "e.txt").exists()
+        row = await sqlite_repo.get_call(session.session_id, "tu_e")
+        assert row.status == CallStatus.EXPIRED
+        # Deciding after expiry is rejected.
+        result = await rig.dispatcher.decide(request_id, "allow", decided_by="late")
+        assert not result.accepted
+
+
+async def test_deny_reason_reaches_the_model(
+    temporal_env: WorkflowEnvironment, sqlite_repo: Any, tmp_path: Path
+) -> None:
+    async with durable_rig(temporal_env.client, sqlite_repo, tmp_path) as rig:
+        session = rig.session()
+        call = ToolUseBlock(id="tu_d", name="shell", input={"command": "echo hi > d.txt"})
+        handle = await rig.dispatcher.start(call, session)
+        request_id = await rig.wait_parked(session.session_id, "tu_d")
+        await rig.dispatcher.resolve_confirmation(
+            request_id, "deny", reason="not on a Friday", decided_by="bob"
+        )
+        outcome = await handle.result()
+        assert outcome.error_class == ToolErrorClass.USER_DENIED
+        assert outcome.status == CallStatus.DENIED
+        assert "not on a Friday" in outcome.result.text
+        assert not (rig.workspace / "d.txt").exists()
+        row = await sqlite_repo.get_call(session.session_id, "tu_d")
+        assert row.status == CallStatus.DENIED and row.reason == "not on a Friday"
+
+
+async def test_two_concurrent_deciders_exactly_one_wins(
+    temporal_env: WorkflowEnvironment, sqlite_repo: Any, tmp_path: Path
+) -> None:
+    async with durable_rig(temporal_env.client, sqlite_repo, tmp_path) as rig:
+        session = rig.session()
+        call = ToolUseBlock(id="tu_c", name="write_file", input={"path": "c.txt", "content": "c"})
+        handle = await rig.dispatcher.start(call, session)
+        request_id = await rig.wait_parked(session.session_id, "tu_c")
+        first, second = await asyncio.gather(
+            rig.dispatcher.decide(request_id, "allow", decided_by="alice"),
+            rig.dispatcher.decide(request_id, "deny", decided_by="bob", reason="no"),
+        )
+        assert [first.accepted, second.accepted].count(True) == 1
+        winner = first if first.accepted else second
+        loser = second if first.accepted else first
+        assert winner.winner is not None
+        assert loser.winner == winner.winner  # the loser learns who won
+        assert "already decided" in loser.message
+        outcome = await handle.result()
+        assert outcome.decision == winner.winner
+        assert (rig.workspace / "c.txt").exists() == (winner.winner.decision == "allow")
+
+
+async def test_invalid_decisions_are_rejected_without_history(
+    temporal_env: WorkflowEnvironment, sqlite_repo: Any, tmp_path: Path
+) -> None:
+    async with durable_rig(temporal_env.client, sqlite_repo, tmp_path) as rig:
+        session = rig.session()
+        call = ToolUseBlock(id="tu_i", name="write_file", input={"path": "i.txt", "content": "1"})
+        handle = await rig.dispatcher.start(call, session)
+        request_id = await rig.wait_parked(session.session_id, "tu_i")
+
+        bad = await rig.dispatcher.decide(request_id, "maybe")
+        assert not bad.accepted and "invalid decision" in bad.message
+        unknown = await rig.dispatcher.decide(
+            "req-nope", "allow", session_id=session.session_id, tool_use_id="tu_i"
+        )
+        assert not unknown.accepted and "unknown request id" in unknown.message
+        escape = await rig.dispatcher.decide(
+            request_id, "allow_with_edits", edited_input={"path": "../../etc/x", "content": "1"}
+        )
+        assert not escape.accepted and "escapes the workspace" in escape.message
+        schema = await rig.dispatcher.decide(
+            request_id, "allow_with_edits", edited_input={"path": "i.txt"}
+        )
+        assert not schema.accepted and "content" in schema.message
+        # Rejected updates leave no trace in the workflow history.
+        assert await update_events(handle) == []
+        assert (await rig.dispatcher.status(session.session_id, "tu_i")).status == "parked"
+
+        ok = await rig.dispatcher.decide(
+            request_id,
+            "allow_with_edits",
+            edited_input={"path": "i.txt", "content": "edited"},
+            decided_by="carol",
+        )
+        assert ok.accepted
+        assert ok.winner and ok.winner.approved_hash == input_hash(
+            "write_file", {"path": "i.txt", "content": "edited"}
+        )
+        outcome = await handle.result()
+        assert outcome.status == CallStatus.SUCCEEDED, outcome.result.text
+        assert (rig.workspace / "i.txt").read_text() == "edited"
+        row = await sqlite_repo.get_call(session.session_id, "tu_i")
+        assert row.input == {"path": "i.txt", "content": "edited"}
+        assert row.input_hash == ok.winner.approved_hash
+
+
+async def test_cancel_while_parked_never_executes(
+    temporal_env: WorkflowEnvironment, sqlite_repo: Any, tmp_path: Path
+) -> None:
+    async with durable_rig(temporal_env.client, sqlite_repo, tmp_path) as rig:
+        session = rig.session()
+        call = ToolUseBlock(id="tu_k", name="write_file", input={"path": "k.txt", "content": "k"})
+        handle = await rig.dispatcher.start(call, session)
+        await rig.wait_parked(session.session_id, "tu_k")
+        await rig.dispatcher.cancel(session.session_id, "tu_k")
+        outcome = await handle.result()
+        assert outcome.error_class == ToolErrorClass.CANCELLED
+        assert outcome.status == CallStatus.CANCELLED
+        assert not (rig.workspace / "k.txt").exists()
+        row = await sqlite_repo.get_call(session.session_id, "tu_k")
+        assert row.status == CallStatus.CANCELLED
+
+
+async def test_auto_write_with_permissive_policy(
+    temporal_env: WorkflowEnvironment, sqlite_repo: Any, tmp_path: Path
+) -> None:
+    async with durable_rig(temporal_env.client, sqlite_repo, tmp_path, policy=AUTO_ALL) as rig:
+        session = rig.session()
+        call = ToolUseBlock(id="tu_aw", name="write_file", input={"path": "a.txt", "content": "A"})
+        outcome = await rig.dispatcher.dispatch_outcome(call, session)
+        assert outcome.status == CallStatus.SUCCEEDED, outcome.result.text
+        assert (rig.workspace / "a.txt").read_text() == "A"
+        row = await sqlite_repo.get_call(session.session_id, "tu_aw")
+        assert row.full_output is not None
+
+
+async def test_failing_webhook_never_blocks_the_call(
+    temporal_env: WorkflowEnvironment, sqlite_repo: Any, tmp_path: Path
+) -> None:
+    from dispatcher.devserver import free_port
+
+    dead = f"http://127.0.0.1:{free_port()}/hook"  # nothing listens there
+    async with durable_rig(
+        temporal_env.client, sqlite_repo, tmp_path, webhooks=[{"url": dead}]
+    ) as rig:
+        session = rig.session()
+        call = ToolUseBlock(id="tu_n", name="write_file", input={"path": "n.txt", "content": "n"})
+        handle = await rig.dispatcher.start(call, session)
+        request_id = await rig.wait_parked(session.session_id, "tu_n")
+        await rig.dispatcher.resolve_confirmation(request_id, "allow", decided_by="dana")
+        outcome = await handle.result()
+        assert outcome.status == CallStatus.SUCCEEDED, outcome.result.text
+        assert (rig.workspace / "n.txt").read_text() == "n"
+        scheduled = [
+            e.activity_task_scheduled_event_attributes.activity_type.name
+            async for e in handle.fetch_history_events()
+            if e.HasField("activity_task_scheduled_event_attributes")
+        ]
+        assert "parkgate.notify" in scheduled
+
+
+async def test_signal_decide_is_fire_and_forget(
+    temporal_env: WorkflowEnvironment, sqlite_repo: Any, tmp_path: Path
+) -> None:
+    async with durable_rig(temporal_env.client, sqlite_repo, tmp_path) as rig:
+        session = rig.session()
+        call = ToolUseBlock(id="tu_s", name="write_file", input={"path": "s.txt", "content": "s"})
+        handle = await rig.dispatcher.start(call, session)
+        request_id = await rig.wait_parked(session.session_id, "tu_s")
+        # An invalid signal is ignored: the call stays parked.
+        await rig.dispatcher.decide(request_id, "perhaps", wait=False)
+        assert (await rig.dispatcher.status(session.session_id, "tu_s")).status == "parked"
+        await rig.dispatcher.decide(request_id, "allow", decided_by="eve", via="slack", wait=False)
+        outcome = await handle.result()
+        assert outcome.status == CallStatus.SUCCEEDED
+        assert outcome.decision and outcome.decision.via == "slack"
+
+
+async def test_never_expiring_class_waits_a_month(
+    temporal_env: WorkflowEnvironment, sqlite_repo: Any, tmp_path: Path
+) -> None:
+    async with durable_rig(
+        temporal_env.client, sqlite_repo, tmp_path, approval_expiry_by_class={"execute": 0}
+    ) as rig:
+        session = rig.session()
+        call = ToolUseBlock(id="tu_nv", name="shell", input={"command": "echo late > late.txt"})
+        handle = await rig.dispatcher.start(call, session)
+        request_id = await rig.wait_parked(session.session_id, "tu_nv")
+        assert (await rig.dispatcher.status(session.session_id, "tu_nv")).expires_at is None
+        await temporal_env.sleep(30 * 24 * 3600)
+        assert (await rig.dispatcher.status(session.session_id, "tu_nv")).status == "parked"
+        await rig.dispatcher.resolve_confirmation(request_id, "allow")
+        outcome = await handle.result()
+        assert outcome.status == CallStatus.SUCCEEDED, outcome.result.text
+        assert (rig.workspace / "late.txt").read_text().strip() == "late"

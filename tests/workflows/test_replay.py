@@ -1,0 +1,44 @@
+"""Replay saved histories (tests/histories/*.json) against the current workflow code.
+
+A failure here means a code change would break calls that are parked or
+running right now: guard the change with `workflow.patched` (docs/DURABLE.md).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from temporalio.client import WorkflowHistory
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.worker import Replayer
+
+import workflows
+from dispatcher.worker import workflow_runner
+
+HISTORIES = Path(__file__).resolve().parents[1] / "histories"
+PATHS = ["auto", "approved", "denied", "expired", "cancelled", "edited", "turn"]
+#: Histories recorded before a workflow.patched change: they replay the old branch.
+LEGACY = ["auto_pre_patch"]  # before "auto-row-with-execute-v1"
+
+
+def load(name: str) -> WorkflowHistory:
+    doc = json.loads((HISTORIES / f"{name}.json").read_text())
+    return WorkflowHistory.from_json(doc["workflow_id"], doc["history"])
+
+
+def test_every_path_has_a_history() -> None:
+    saved = sorted(p.stem for p in HISTORIES.glob("*.json"))
+    assert set(PATHS) <= set(saved)
+
+
+@pytest.mark.parametrize("name", PATHS + LEGACY)
+async def test_history_replays(name: str) -> None:
+    replayer = Replayer(
+        workflows=workflows.ALL,
+        workflow_runner=workflow_runner(),
+        data_converter=pydantic_data_converter,
+    )
+    result = await replayer.replay_workflow(load(name), raise_on_replay_failure=False)
+    assert result.replay_failure is None, f"{name}: {result.replay_failure}"

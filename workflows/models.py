@@ -1,0 +1,25 @@
+"""Workflow-facing names for the durable payload models (defined in dispatcher.durable_models)."""
+
+from dispatcher.durable_models import (
+    CallInput,
+    CallOutcome,
+    CallStatusView,
+    DecideInput,
+    DecideResult,
+    DecisionRecord,
+    StatusRequest,
+    TurnInput,
+    TurnOutcome,
+)
+
+__all__ = [
+    "CallInput",
+    "CallOutcome",
+    "CallStatusView",
+    "DecideInput",
+    "DecideResult",
+    "DecisionRecord",
+    "StatusRequest",
+    "TurnInput",
+    "TurnOutcome",
+]
