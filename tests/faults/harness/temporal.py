@@ -58,14 +58,27 @@ class DevServer:
     def address(self) -> str:
         return f"127.0.0.1:{self.port}"
 
-    async def start(self, timeout: float = 60.0) -> None:
-        self.proc.start()
-        try:
-            await wait_port_async(self.port, timeout)
-        except TimeoutError:
-            self.proc.assert_alive()
-            raise
-        await self._wait_ready(timeout)
+    async def start(self, timeout: float = 60.0, attempts: int = 3) -> None:
+        """Start and wait until ready; an early exit is retried.
+
+        The CLI reserves its internal ports by binding port 0 and letting go,
+        so on a busy machine one can be taken before the server binds it and
+        the server exits at once; a second try picks other ports.
+        """
+        for attempt in range(1, attempts + 1):
+            self.proc.start()
+            try:
+                try:
+                    await wait_port_async(self.port, timeout)
+                except TimeoutError:
+                    self.proc.assert_alive()
+                    raise
+                await self._wait_ready(timeout)
+                return
+            except RuntimeError:
+                if self.proc.running or attempt == attempts:
+                    raise
+                await asyncio.sleep(0.5 * attempt)
 
     async def _wait_ready(self, timeout: float) -> None:
         """Port open is not enough: wait until the default namespace answers."""
