@@ -31,7 +31,7 @@ from dispatcher.durable_models import (
 )
 from dispatcher.events import ToolEvent
 from dispatcher.models import TextBlock, ToolErrorClass, ToolResultBlock, input_hash, utcnow
-from dispatcher.store.records import CallStatus, CallUpdate
+from dispatcher.store.records import CallStatus, CallUpdate, status_for
 from dispatcher.verdicts import ToolRun
 
 log = logging.getLogger(__name__)
@@ -40,6 +40,8 @@ log = logging.getLogger(__name__)
 _ABANDON_MARGIN = 5.0
 #: Largest full output carried back through Temporal when the store is down.
 _CARRY_OUTPUT_BYTES = 256 * 1024
+#: A deferred tool.called is stored on its own once a read runs this long.
+CALLED_FLUSH_DELAY = 0.25
 
 
 def hash_mismatch(inp: ExecuteInput) -> bool:
@@ -47,6 +49,50 @@ def hash_mismatch(inp: ExecuteInput) -> bool:
     call = inp.prepared.call
     actual = input_hash(call.name, call.input)
     return actual != inp.approved_hash or inp.prepared.input_hash != inp.approved_hash
+
+
+class DeferredCalled:
+    """tool.called of one run: stored at once, or held to share the final write.
+
+    Held only for short local runs: if the tool is still running after
+    CALLED_FLUSH_DELAY (or emits a sub-call), the event and the running row
+    are stored on their own so live streams show the call running.
+    """
+
+    def __init__(self, owner: ExecuteActivities, pending: list[ToolEvent], *, defer: bool):
+        self.owner = owner
+        self.pending = pending
+        self.defer = defer
+        self.item: tuple[ToolEvent, CallUpdate] | None = None
+        self.timer: asyncio.Task[None] | None = None
+
+    async def hold(self, event: ToolEvent, row: CallUpdate) -> None:
+        self.item = (event, row)
+        if not self.defer:
+            await self.flush()
+        else:
+            self.timer = asyncio.create_task(self._flush_later())
+
+    async def _flush_later(self) -> None:
+        await asyncio.sleep(CALLED_FLUSH_DELAY)
+        await self.flush()
+
+    async def flush(self) -> None:
+        """Store the held event now (it joins `pending` if the store is down)."""
+        item, self.item = self.item, None
+        if item is not None:
+            await self.owner._emit(item[0], self.pending, item[1])
+
+    async def settle(self) -> list[ToolEvent]:
+        """The event still to be written with the outcome ([] if already stored)."""
+        timer, self.timer = self.timer, None
+        if timer is not None and not timer.done():
+            if self.item is not None:
+                timer.cancel()  # still sleeping: the event goes with the outcome
+            with contextlib.suppress(asyncio.CancelledError):
+                await timer  # or mid-write: let that write finish
+        item, self.item = self.item, None
+        return [item[0]] if item is not None else []
 
 
 class ExecuteActivities:
@@ -70,6 +116,10 @@ class ExecuteActivities:
             return await self._refuse(inp, pending)
         held: list[ToolEvent] = []
         parent_id = inp.prepared.call.id
+        # A read (local run) that records its own final row stores tool.called
+        # with the outcome, in one write, unless it is still running after a
+        # moment. At-most-once runs store tool.called before the tool starts.
+        called = DeferredCalled(self, pending, defer=inp.final is not None and not heartbeat)
 
         async def emit(event: ToolEvent) -> None:
             if event.tool_use_id != parent_id:
@@ -78,11 +128,12 @@ class ExecuteActivities:
                 # it joins `pending` in order and travels back like the rest. A sub-call
                 # asking for approval was just stored in its approval record, so the
                 # store is back: flush what is pending so humans and streams see it now.
+                await called.flush()
                 await self._emit(
                     event, pending, retry=event.type == "tool.confirmation_requested"
                 )
             elif event.type == "tool.called":
-                await self._emit(event, pending, self._running_row(inp, event))
+                await called.hold(event, self._running_row(inp, event))
             else:  # the final event is stored with the full output, in one transaction
                 held.append(event)
 
@@ -104,15 +155,10 @@ class ExecuteActivities:
                 with contextlib.suppress(asyncio.CancelledError):
                     await beat
         full = run.output.model_dump(mode="json") if run.output else None
-        row = CallUpdate(
-            session_id=inp.prepared.session.session_id,
-            tool_use_id=inp.prepared.call.id,
-            full_output=full,
-            started_at=run.started_at,
-            duration_ms=run.duration_ms,
-        )
+        row = self._final_row(inp, run, full)
         carried: dict[str, Any] | None = None
-        if not await self._store(held, row, pending):
+        stored = await self._store([*await called.settle(), *held], row, pending)
+        if not stored:
             log.warning("store unavailable; results of %s travel back", inp.prepared.call.id)
             if full is not None and len(json.dumps(full, default=str)) <= _CARRY_OUTPUT_BYTES:
                 carried = full
@@ -123,6 +169,29 @@ class ExecuteActivities:
             duration_ms=run.duration_ms,
             pending_events=pending,
             full_output=carried,
+            recorded=stored and inp.final is not None,
+        )
+
+    @staticmethod
+    def _final_row(inp: ExecuteInput, run: ToolRun, full: dict[str, Any] | None) -> CallUpdate:
+        """The row written with the final event: the whole final state when the
+        workflow asked for it (`inp.final`), else just the output and timings."""
+        timings: dict[str, Any] = {
+            "full_output": full,
+            "started_at": run.started_at,
+            "duration_ms": run.duration_ms or None,
+        }
+        if inp.final is None:
+            session_id = inp.prepared.session.session_id
+            return CallUpdate(session_id=session_id, tool_use_id=inp.prepared.call.id, **timings)
+        return inp.final.model_copy(
+            update={
+                **timings,
+                "status": status_for(run.error_class),
+                "error_class": run.error_class,
+                "result": run.result,
+                "finished_at": utcnow(),
+            }
         )
 
     def _approver(
@@ -188,11 +257,13 @@ class ExecuteActivities:
         update: CallUpdate | None = None,
         *,
         retry: bool = False,
-    ) -> None:
+    ) -> bool:
         """Store an event now (live streams see it); keep it for the workflow if the
         store is down, so the tool's run is never failed by a history outage."""
         if not await self._store([event], update, pending, retry=retry):
             log.warning("store unavailable; %s travels back to the workflow", event.type)
+            return False
+        return True
 
     async def _store(
         self,

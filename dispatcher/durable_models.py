@@ -258,6 +258,10 @@ class ExecuteInput(BaseModel):
     #: The call row as queued, written with tool.called in the same transaction
     #: (auto calls; saves a separate record step).
     initial: CallUpdate | None = None
+    #: The call row's fixed fields: when set, the activity also writes the
+    #: final row (status, result, timings, full output) with the final event,
+    #: in one transaction, and the workflow needs no record step afterwards.
+    final: CallUpdate | None = None
 
 
 class ExecuteOutput(BaseModel):
@@ -274,3 +278,5 @@ class ExecuteOutput(BaseModel):
     duration_ms: float = 0.0
     pending_events: list[ToolEvent] = Field(default_factory=list)
     full_output: dict[str, Any] | None = None
+    #: True when the final row and every event are stored (see ExecuteInput.final).
+    recorded: bool = False

@@ -70,7 +70,7 @@ with workflow.unsafe.imports_passed_through():
     from dispatcher.events import EventType, ToolEvent
     from dispatcher.models import TextBlock, ToolErrorClass, ToolResultBlock
     from dispatcher.schema import validate_input
-    from dispatcher.store.records import ApprovalRecord, CallStatus, CallUpdate
+    from dispatcher.store.records import ApprovalRecord, CallStatus, CallUpdate, status_for
     from dispatcher.verdicts import ApprovalInfo, Deny, Execute, PreparedCall
 
 #: Local activities (classify, record, revalidate) are fast and idempotent.
@@ -90,23 +90,14 @@ _NOTIFY_RETRY = RetryPolicy(maximum_attempts=6, maximum_interval=timedelta(minut
 #: replay its old branch; tests/histories keeps one file per branch.
 #: v1: auto calls no longer run a separate record step before executing.
 PATCH_ROW_WITH_EXECUTE = "auto-row-with-execute-v1"
+#: v2: the execute activity writes the final row with the final event (no
+#: record step after it unless the store was down).
+PATCH_FINAL_WITH_EXECUTE = "final-row-with-execute-v2"
 
 T = TypeVar("T")
 #: Margin added to the tool timeout: the pipeline enforces the tool timeout and
 #: the cancel grace itself; Temporal's start-to-close is the outer backstop.
 _EXECUTE_MARGIN = timedelta(seconds=45)
-
-
-def status_for(error_class: ToolErrorClass | None) -> CallStatus:
-    """The call-row status an outcome with this error class ends in."""
-    if error_class is None:
-        return CallStatus.SUCCEEDED
-    return {
-        ToolErrorClass.CANCELLED: CallStatus.CANCELLED,
-        ToolErrorClass.USER_DENIED: CallStatus.DENIED,
-        ToolErrorClass.PERMISSION_DENIED: CallStatus.DENIED,
-        ToolErrorClass.CONFIRMATION_TIMEOUT: CallStatus.EXPIRED,
-    }.get(error_class, CallStatus.FAILED)
 
 
 def error_result(tool_use_id: str, error_class: ToolErrorClass, text: str) -> ToolResultBlock:
@@ -155,6 +146,7 @@ class ToolCallWorkflow:
         #: A cancellation swallowed while a store write finished (see _record_raw).
         self._cancel_requested = False
         self._verdict: str | None = None
+        self._final_with_execute = False
 
     # ------------------------------------------------------------------ run
     @workflow.run
@@ -176,6 +168,7 @@ class ToolCallWorkflow:
         # task being replayed, and a local activity can resolve in an earlier
         # task than the one that recorded the marker (seen under load).
         row_with_execute = workflow.patched(PATCH_ROW_WITH_EXECUTE)
+        self._final_with_execute = workflow.patched(PATCH_FINAL_WITH_EXECUTE)
         try:
             classified = await workflow.execute_local_activity(
                 ACT_CLASSIFY,
@@ -506,6 +499,11 @@ class ToolCallWorkflow:
             approved_hash=approved_hash,
             workflow_id=workflow.info().workflow_id,
             initial=initial,
+            final=(
+                self._update(request_id=self._info.request_id if self._info else None)
+                if self._final_with_execute
+                else None
+            ),
         )
         start_to_close = timedelta(seconds=plan.start_to_close_seconds) + _EXECUTE_MARGIN
         try:
@@ -538,8 +536,14 @@ class ToolCallWorkflow:
             decision=self._decision,
             duration_ms=out.duration_ms,
         )
+        if out.recorded:
+            # The activity stored the final row with the final event.
+            self._status = outcome.status
+            self._outcome = outcome
+            return outcome
         # The activity already recorded tool.called/completed/failed and the
-        # full output; the workflow records the final row state.
+        # full output (or they travel back in `out`, the store being down);
+        # the workflow records the final row state.
         return await self._finish(
             outcome,
             event=None,

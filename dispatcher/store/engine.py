@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import event
-from sqlalchemy.engine import URL, Connection
+from sqlalchemy import create_engine, event
+from sqlalchemy.engine import URL, Connection, Engine
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import StaticPool
 
@@ -30,15 +30,33 @@ def make_engine(url: str | URL, **kwargs: Any) -> AsyncEngine:
         if memory:
             kwargs.setdefault("poolclass", StaticPool)
         engine = create_async_engine(parsed, pool_pre_ping=True, **kwargs)
-        _configure_sqlite(engine, wal=not memory)
+        _configure_sqlite(engine.sync_engine, wal=not memory)
         return engine
     kwargs.setdefault("pool_size", 10)
     kwargs.setdefault("max_overflow", 20)
     return create_async_engine(parsed, pool_pre_ping=True, **kwargs)
 
 
-def _configure_sqlite(engine: AsyncEngine, *, wal: bool) -> None:
-    @event.listens_for(engine.sync_engine, "connect")
+def sqlite_sync_twin(engine: AsyncEngine) -> Engine | None:
+    """A plain (pysqlite) engine on the same SQLite file as `engine`, or None.
+
+    The repository runs whole write transactions on it in a worker thread
+    (see Repository._in_write); in-memory databases have no twin.
+    """
+    url = engine.url
+    if url.get_backend_name() != "sqlite" or not url.database or url.database == ":memory:":
+        return None
+    twin = create_engine(
+        url.set(drivername="sqlite"),
+        pool_pre_ping=True,
+        connect_args={"check_same_thread": False},
+    )
+    _configure_sqlite(twin, wal=True)
+    return twin
+
+
+def _configure_sqlite(engine: Engine, *, wal: bool) -> None:
+    @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
         # Let us issue BEGIN ourselves (pysqlite's implicit transactions defer locking).
         dbapi_connection.isolation_level = None
@@ -51,7 +69,7 @@ def _configure_sqlite(engine: AsyncEngine, *, wal: bool) -> None:
         finally:
             cursor.close()
 
-    @event.listens_for(engine.sync_engine, "begin")
+    @event.listens_for(engine, "begin")
     def _on_begin(conn: Connection) -> None:
         write = bool(conn.get_execution_options().get(WRITE))
         conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")

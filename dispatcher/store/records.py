@@ -33,6 +33,18 @@ class CallStatus(StrEnum):
         return self not in (CallStatus.QUEUED, CallStatus.PARKED, CallStatus.RUNNING)
 
 
+def status_for(error_class: ToolErrorClass | None) -> CallStatus:
+    """The call-row status an outcome with this error class ends in."""
+    if error_class is None:
+        return CallStatus.SUCCEEDED
+    return {
+        ToolErrorClass.CANCELLED: CallStatus.CANCELLED,
+        ToolErrorClass.USER_DENIED: CallStatus.DENIED,
+        ToolErrorClass.PERMISSION_DENIED: CallStatus.DENIED,
+        ToolErrorClass.CONFIRMATION_TIMEOUT: CallStatus.EXPIRED,
+    }.get(error_class, CallStatus.FAILED)
+
+
 class CallUpdate(BaseModel):
     """A partial update of one `tool_calls` row; None fields are left unchanged."""
 

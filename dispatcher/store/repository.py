@@ -10,16 +10,17 @@ misses an event that commits later with a smaller number.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import hashlib
 import json
 import secrets
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime, timedelta
 from enum import Enum
-from typing import IO, Any, Literal
+from typing import IO, Any, Literal, TypeVar
 
 from sqlalchemy import (
     ColumnElement,
@@ -34,7 +35,7 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.engine import URL, RowMapping
+from sqlalchemy.engine import URL, Connection, Engine, RowMapping
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
@@ -43,7 +44,7 @@ from dispatcher.models import utcnow
 from dispatcher.store import audit_export
 from dispatcher.store.canonical import clean_text, event_hash, normalize_json, redact
 from dispatcher.store.chain import GENESIS, check_chain
-from dispatcher.store.engine import WRITE, make_engine
+from dispatcher.store.engine import WRITE, make_engine, sqlite_sync_twin
 from dispatcher.store.errors import (
     ApiKeyNameTakenError,
     ApiKeyNotFoundError,
@@ -77,6 +78,7 @@ TERMINAL = [s.value for s in CallStatus if s.terminal]
 API_KEY_PREFIX = "pgk_"
 _LAST_USED_GRANULARITY = timedelta(seconds=60)
 _BATCH = 500
+T = TypeVar("T")
 
 ExportFormat = Literal["jsonl", "csv"]
 
@@ -119,6 +121,8 @@ class Repository:
     def __init__(self, engine: AsyncEngine) -> None:
         self.engine = engine
         self.dialect = engine.dialect.name
+        #: File SQLite only: the same database through plain pysqlite, for writes.
+        self._sync_engine: Engine | None = sqlite_sync_twin(engine)
 
     # ------------------------------------------------------------------ setup
     @classmethod
@@ -140,6 +144,8 @@ class Repository:
         return repo
 
     async def close(self) -> None:
+        if self._sync_engine is not None:
+            self._sync_engine.dispose()
         await self.engine.dispose()
 
     async def __aenter__(self) -> Repository:
@@ -174,11 +180,31 @@ class Repository:
             return postgresql.insert(table)
         return sqlite.insert(table)
 
-    async def _lock_sessions(self, conn: AsyncConnection, session_ids: Iterable[str]) -> None:
+    def _lock_sessions(self, conn: Connection, session_ids: Iterable[str]) -> None:
         if self.dialect != "postgresql":
             return  # SQLite: BEGIN IMMEDIATE already serializes writers
         for sid in sorted(set(session_ids)):
-            await conn.execute(select(func.pg_advisory_xact_lock(_lock_key(sid))))
+            conn.execute(select(func.pg_advisory_xact_lock(_lock_key(sid))))
+
+    async def _in_write(self, work: Callable[..., T], *args: Any) -> T:
+        """Run `work(conn, *args)` (plain, blocking SQLAlchemy) in one write transaction.
+
+        A file SQLite database runs the whole transaction in a worker thread
+        on a plain pysqlite engine: one hop to a thread per transaction
+        instead of one per statement (aiosqlite), which is most of the CPU a
+        small write costs. Everything else runs it through the async engine.
+        """
+        if self._sync_engine is not None:
+            return await asyncio.to_thread(self._in_sync_write, work, *args)
+        async with self._write() as conn:
+            return await conn.run_sync(work, *args)
+
+    def _in_sync_write(self, work: Callable[..., T], *args: Any) -> T:
+        assert self._sync_engine is not None
+        with self._sync_engine.connect() as conn:
+            conn = conn.execution_options(**{WRITE: True})
+            with conn.begin():
+                return work(conn, *args)
 
     # ------------------------------------------------------------------ writes
     async def apply(self, events: Sequence[ToolEvent], update: CallUpdate | None = None) -> None:
@@ -194,14 +220,18 @@ class Repository:
         """`apply`, returning how many events were newly stored."""
         if not events and update is None:
             return 0
-        async with self._write() as conn:
-            sessions = {e.session_id for e in events}
-            if update is not None:
-                sessions.add(update.session_id)
-            await self._lock_sessions(conn, sessions)
-            added = await self._append(conn, events) if events else 0
-            if update is not None:
-                await self._upsert_call(conn, update)
+        return await self._in_write(self._record_in, events, update)
+
+    def _record_in(
+        self, conn: Connection, events: Sequence[ToolEvent], update: CallUpdate | None
+    ) -> int:
+        sessions = {e.session_id for e in events}
+        if update is not None:
+            sessions.add(update.session_id)
+        self._lock_sessions(conn, sessions)
+        added = self._append(conn, events) if events else 0
+        if update is not None:
+            self._upsert_call(conn, update)
         return added
 
     @staticmethod
@@ -227,7 +257,7 @@ class Repository:
             },
         )
 
-    async def _append(self, conn: AsyncConnection, events: Sequence[ToolEvent]) -> int:
+    def _append(self, conn: Connection, events: Sequence[ToolEvent]) -> int:
         unique: dict[str, dict[str, Any]] = {}
         for ev in events:
             fields = self._event_fields(ev)
@@ -236,7 +266,7 @@ class Repository:
         stored: set[str] = set()
         for start in range(0, len(ids), _BATCH):
             chunk = ids[start : start + _BATCH]
-            rows = await conn.execute(select(EVENTS.c.event_id).where(EVENTS.c.event_id.in_(chunk)))
+            rows = conn.execute(select(EVENTS.c.event_id).where(EVENTS.c.event_id.in_(chunk)))
             stored.update(rows.scalars())
         new = [fields for eid, fields in unique.items() if eid not in stored]
         if not new:
@@ -244,7 +274,7 @@ class Repository:
 
         keys = sorted({(f["session_id"], f["chain_id"]) for f in new})
         heads: dict[tuple[str, str], tuple[int, str]] = {}
-        head_rows = await conn.execute(
+        head_rows = conn.execute(
             select(CHAINS.c.session_id, CHAINS.c.chain_id, CHAINS.c.length, CHAINS.c.head_hash)
             .where(or_(*[and_(CHAINS.c.session_id == s, CHAINS.c.chain_id == c) for s, c in keys]))
             .with_for_update()
@@ -262,7 +292,7 @@ class Repository:
             rows_out.append({**fields, "prev_hash": prev, "hash": digest, "recorded_at": now})
             heads[key] = (length + 1, digest)
 
-        await conn.execute(
+        conn.execute(
             self._insert(EVENTS).on_conflict_do_nothing(index_elements=["event_id"]), rows_out
         )
         touched = {(r["session_id"], r["chain_id"]) for r in rows_out}
@@ -285,7 +315,7 @@ class Repository:
                 "updated_at": stmt.excluded.updated_at,
             },
         )
-        await conn.execute(stmt, head_values)
+        conn.execute(stmt, head_values)
         return len(rows_out)
 
     @staticmethod
@@ -310,7 +340,7 @@ class Repository:
             values[name] = _enum_value(value)
         return values
 
-    async def _upsert_call(self, conn: AsyncConnection, update: CallUpdate) -> None:
+    def _upsert_call(self, conn: Connection, update: CallUpdate) -> None:
         values = _fit(CALLS, self._call_values(update))
         now = utcnow()
         insert_values = {
@@ -332,7 +362,7 @@ class Repository:
         stmt = stmt.on_conflict_do_update(
             index_elements=["session_id", "tool_use_id"], set_=refresh
         )
-        await conn.execute(stmt)
+        conn.execute(stmt)
 
     async def update_call(self, update: CallUpdate) -> None:
         """Upsert just the call row (no events)."""
@@ -560,23 +590,24 @@ class Repository:
             "expires_at": as_utc(approval.expires_at) if approval.expires_at else None,
             "info": normalize_json(redact(approval.info)),
         }
-        values = _fit(APPROVALS, values)
-        async with self._write() as conn:
-            stmt = self._insert(APPROVALS).values(**values)
-            refresh = {k: v for k, v in values.items() if k != "request_id"}
-            await conn.execute(
-                stmt.on_conflict_do_update(index_elements=["request_id"], set_=refresh)
+        await self._in_write(self._save_approval_in, _fit(APPROVALS, values), approval)
+
+    def _save_approval_in(
+        self, conn: Connection, values: dict[str, Any], approval: ApprovalRecord
+    ) -> None:
+        stmt = self._insert(APPROVALS).values(**values)
+        refresh = {k: v for k, v in values.items() if k != "request_id"}
+        conn.execute(stmt.on_conflict_do_update(index_elements=["request_id"], set_=refresh))
+        if approval.decision is not None:
+            self._decide(
+                conn,
+                approval.request_id,
+                approval.decision,
+                approval.decided_by,
+                approval.via,
+                approval.reason,
+                approval.decided_at,
             )
-            if approval.decision is not None:
-                await self._decide(
-                    conn,
-                    approval.request_id,
-                    approval.decision,
-                    approval.decided_by,
-                    approval.via,
-                    approval.reason,
-                    approval.decided_at,
-                )
 
     @staticmethod
     def _approval(row: RowMapping | None) -> ApprovalRecord | None:
@@ -610,9 +641,9 @@ class Repository:
             rows = (await conn.execute(query)).mappings().all()
         return [ApprovalRecord.model_validate(dict(r)) for r in rows]
 
-    async def _decide(
-        self,
-        conn: AsyncConnection,
+    @staticmethod
+    def _decide(
+        conn: Connection,
         request_id: str,
         decision: str,
         decided_by: str | None,
@@ -620,7 +651,7 @@ class Repository:
         reason: str | None,
         decided_at: datetime | None,
     ) -> bool:
-        result = await conn.execute(
+        result = conn.execute(
             update(APPROVALS)
             .where(APPROVALS.c.request_id == request_id, APPROVALS.c.decision.is_(None))
             .values(
@@ -653,15 +684,12 @@ class Repository:
         Returns (won, the stored record — the winner's decision when lost).
         Raises ApprovalNotFoundError for an unknown request id.
         """
-        async with self._write() as conn:
-            won = await self._decide(
-                conn, request_id, decision, decided_by, via, reason, decided_at
-            )
-            row = (
-                (await conn.execute(select(APPROVALS).where(APPROVALS.c.request_id == request_id)))
-                .mappings()
-                .first()
-            )
+        def decide(conn: Connection) -> tuple[bool, RowMapping | None]:
+            won = self._decide(conn, request_id, decision, decided_by, via, reason, decided_at)
+            query = select(APPROVALS).where(APPROVALS.c.request_id == request_id)
+            return won, conn.execute(query).mappings().first()
+
+        won, row = await self._in_write(decide)
         record = self._approval(row)
         if record is None:
             raise ApprovalNotFoundError(request_id)
@@ -871,7 +899,7 @@ class Repository:
                 victims = [(r.session_id, r.tool_use_id) for r in await conn.execute(victims_q)]
                 if not victims:
                     return total
-                await self._lock_sessions(conn, {s for s, _ in victims})
+                await conn.run_sync(self._lock_sessions, {s for s, _ in victims})
                 for sid, tid in victims:
                     await conn.execute(
                         delete(EVENTS).where(EVENTS.c.session_id == sid, EVENTS.c.chain_id == tid)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, cast
@@ -13,6 +14,7 @@ from activities.deps import Deps
 from activities.execute import ExecuteActivities
 from activities.plan import approval_expiry, plan_for
 from activities.record import RecordActivities
+from dispatcher import ToolContext
 from dispatcher.durable_models import (
     ApprovalRequest,
     ClassifyInput,
@@ -22,8 +24,16 @@ from dispatcher.durable_models import (
 )
 from dispatcher.events import ToolEvent
 from dispatcher.links import token_hash, verify_token
-from dispatcher.models import Session, SideEffects, ToolDefinition, ToolErrorClass, ToolUseBlock
-from dispatcher.store.records import HistoryStore
+from dispatcher.models import (
+    Session,
+    SideEffects,
+    TextBlock,
+    ToolDefinition,
+    ToolErrorClass,
+    ToolOutput,
+    ToolUseBlock,
+)
+from dispatcher.store.records import CallStatus, CallUpdate, HistoryStore
 from dispatcher.verdicts import NeedsApproval
 from tests.fixtures.temporal import make_pipeline, make_settings
 
@@ -209,3 +219,116 @@ async def test_store_outage_during_execution_carries_events_back(
         await ActivityEnvironment().run(acts.record, RecordInput(events=out.pending_events))
     events = await sqlite_repo.timeline("s-o", "tu")
     assert [e.event.type for e in events] == ["tool.called", "tool.completed"]
+
+
+class CountingStore:
+    """The real store, counting its write transactions."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.applies = 0
+
+    async def apply(self, events: Any, update: Any = None) -> None:
+        self.applies += 1
+        await self.inner.apply(events, update)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+class SlowRead:
+    """A READ tool that takes `seconds` (test tool)."""
+
+    definition = ToolDefinition(
+        name="slow_read",
+        description="Read slowly (test tool).",
+        input_schema={"type": "object", "properties": {"seconds": {"type": "number"}}},
+        side_effects=SideEffects.READ,
+    )
+
+    async def execute(self, input: dict[str, Any], context: ToolContext) -> ToolOutput:
+        await asyncio.sleep(float(input.get("seconds", 0)))
+        return ToolOutput(content=[TextBlock(text="slow done")])
+
+    async def cancel(self) -> bool:
+        return False
+
+
+def final_base(prepared: Any) -> CallUpdate:
+    return CallUpdate(
+        session_id=prepared.session.session_id,
+        tool_use_id=prepared.call.id,
+        turn_id=prepared.session.turn_id,
+        tool_name=prepared.call.name,
+        input=prepared.call.input,
+        input_hash=prepared.input_hash,
+        side_effects=prepared.definition.side_effects,
+        verdict="execute",
+    )
+
+
+async def test_local_read_records_final_row_in_one_write(
+    sqlite_repo: Any, tmp_path: Path
+) -> None:
+    store = CountingStore(sqlite_repo)
+    deps = deps_for(store, tmp_path)
+    workspace = deps.settings.workspace_roots[0]
+    (workspace / "r.txt").write_text("hello")
+    session = Session(session_id="s-1w", turn_id="t", workspace_path=str(workspace))
+    call = ToolUseBlock(id="tu", name="read_file", input={"path": "r.txt"})
+    verdict = await ClassifyActivities(deps).classify(ClassifyInput(call=call, session=session))
+    prepared = verdict.verdict.prepared  # type: ignore[union-attr]
+    out = await ActivityEnvironment().run(
+        ExecuteActivities(deps).execute_local,
+        ExecuteInput(
+            prepared=prepared, approved_hash=prepared.input_hash, final=final_base(prepared)
+        ),
+    )
+    assert out.recorded and out.error_class is None and "hello" in out.result.text
+    assert store.applies == 1
+    row = await sqlite_repo.get_call("s-1w", "tu")
+    assert row.status == CallStatus.SUCCEEDED
+    assert row.result is not None and "hello" in row.result.text
+    assert row.full_output is not None and row.finished_at is not None
+    events = await sqlite_repo.timeline("s-1w", "tu")
+    assert [e.event.type for e in events] == ["tool.called", "tool.completed"]
+
+
+async def test_slow_read_shows_running_before_it_finishes(
+    sqlite_repo: Any, tmp_path: Path
+) -> None:
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    settings = make_settings(tmp_path / "data", workspace)
+    deps = Deps(
+        settings=settings,
+        pipeline=make_pipeline(settings, extra_tools=[SlowRead]),
+        store=cast(HistoryStore, sqlite_repo),
+    )
+    session = Session(session_id="s-slow", turn_id="t", workspace_path=str(workspace))
+    call = ToolUseBlock(id="tu", name="slow_read", input={"seconds": 1.5})
+    verdict = await ClassifyActivities(deps).classify(ClassifyInput(call=call, session=session))
+    prepared = verdict.verdict.prepared  # type: ignore[union-attr]
+    run = asyncio.create_task(
+        ActivityEnvironment().run(
+            ExecuteActivities(deps).execute_local,
+            ExecuteInput(
+                prepared=prepared, approved_hash=prepared.input_hash, final=final_base(prepared)
+            ),
+        )
+    )
+    seen_running = False
+    while not run.done():
+        row = await sqlite_repo.get_call("s-slow", "tu")
+        if row is not None and row.status == CallStatus.RUNNING:
+            seen_running = True
+            events = await sqlite_repo.timeline("s-slow", "tu")
+            assert [e.event.type for e in events] == ["tool.called"]
+            break
+        await asyncio.sleep(0.05)
+    out = await run
+    assert seen_running, "tool.called was held until the end of a 1.5 s read"
+    assert out.recorded
+    events = await sqlite_repo.timeline("s-slow", "tu")
+    assert [e.event.type for e in events] == ["tool.called", "tool.completed"]
+    assert (await sqlite_repo.get_call("s-slow", "tu")).status == CallStatus.SUCCEEDED
