@@ -1,11 +1,34 @@
 """Temporal workflow definitions (deterministic code only; no I/O imports).
 
 `ALL` is the one list every worker registers (production, tests, replay).
+
+The names are resolved lazily: the workflow sandbox re-imports a workflow's
+module, and with it this package, for every new workflow run, so importing
+`workflows.call` must not also execute `workflows.turn` (and re-apply its
+decorators) each time a tool call starts.
 """
 
-from workflows.call import ToolCallWorkflow
-from workflows.turn import TurnWorkflow
+from __future__ import annotations
 
-ALL: list[type] = [ToolCallWorkflow, TurnWorkflow]
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from workflows.call import ToolCallWorkflow
+    from workflows.turn import TurnWorkflow
+
+    ALL: list[type]
 
 __all__ = ["ALL", "ToolCallWorkflow", "TurnWorkflow"]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in __all__:
+        raise AttributeError(f"module 'workflows' has no attribute {name!r}")
+    from workflows.call import ToolCallWorkflow
+    from workflows.turn import TurnWorkflow
+
+    return {
+        "ALL": [ToolCallWorkflow, TurnWorkflow],
+        "ToolCallWorkflow": ToolCallWorkflow,
+        "TurnWorkflow": TurnWorkflow,
+    }[name]
