@@ -18,9 +18,9 @@ def build(deps: Deps) -> list[Callable[..., Any]]:
     """Every parkgate activity, bound to `deps`."""
     from activities.notify import NotifyActivities
 
-    classify = ClassifyActivities(deps)
-    record = RecordActivities(deps.store, deps.settings)
     execute = ExecuteActivities(deps)
+    classify = ClassifyActivities(deps, runner=execute)
+    record = RecordActivities(deps.store, deps.settings)
     notify = NotifyActivities(deps.settings)
     return [
         classify.classify,

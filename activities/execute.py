@@ -107,6 +107,10 @@ class ExecuteActivities:
 
     @activity.defn(name=ACT_EXECUTE_LOCAL)
     async def execute_local(self, inp: ExecuteInput) -> ExecuteOutput:
+        return await self.run_local(inp)
+
+    async def run_local(self, inp: ExecuteInput) -> ExecuteOutput:
+        """Run a NONE/READ call without heartbeats (also used by classify)."""
         return await self._run(inp, heartbeat=False)
 
     # ------------------------------------------------------------------

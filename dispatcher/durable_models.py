@@ -177,6 +177,10 @@ class ExecPlan(BaseModel):
 class ClassifyInput(BaseModel):
     call: ToolUseBlock
     session: Session
+    #: The call row as the workflow knows it: when set, an auto-approved local
+    #: (NONE/READ) call runs right away in the same activity and is recorded
+    #: with this row (plus what classification learned, see `with_prepared`).
+    run_row: CallUpdate | None = None
 
 
 VerdictModel = Annotated[Execute | Deny | NeedsApproval, Field(discriminator="kind")]
@@ -185,6 +189,21 @@ VerdictModel = Annotated[Execute | Deny | NeedsApproval, Field(discriminator="ki
 class ClassifyOutput(BaseModel):
     verdict: VerdictModel
     plan: ExecPlan
+    #: The run of an auto-approved local call (ClassifyInput.run_row).
+    executed: ExecuteOutput | None = None
+
+
+def with_prepared(row: CallUpdate, prepared: PreparedCall) -> CallUpdate:
+    """The call row with what classification decided (normalized input, hash, class, rule)."""
+    return row.model_copy(
+        update={
+            "tool_name": prepared.call.name,
+            "input": prepared.call.input,
+            "input_hash": prepared.input_hash,
+            "side_effects": prepared.definition.side_effects,
+            "rule": prepared.rule,
+        }
+    )
 
 
 class RecordInput(BaseModel):
@@ -280,3 +299,5 @@ class ExecuteOutput(BaseModel):
     full_output: dict[str, Any] | None = None
     #: True when the final row and every event are stored (see ExecuteInput.final).
     recorded: bool = False
+
+ClassifyOutput.model_rebuild()

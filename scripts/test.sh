@@ -9,11 +9,17 @@ fi
 .venv/bin/python -m pip install --quiet --upgrade pip >/dev/null
 .venv/bin/python -m pip install --quiet -e '.[dev]'
 
-# Headless Chromium for the browser tests (Debian's package; never downloaded by Playwright).
-if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
-    echo "installing chromium for browser tests..."
-    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
-        || echo "warning: could not install chromium; browser tests will fail under CI" >&2
+# System tools the suite uses, from Debian's packages when missing (root only):
+# headless Chromium for the browser tests (never downloaded by Playwright) and
+# docker-compose, which checks docker-compose.yml without a Docker engine.
+missing=()
+command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+{ docker compose version >/dev/null 2>&1 || command -v docker-compose >/dev/null 2>&1; } \
+    || missing+=(docker-compose)
+if [ "${#missing[@]}" -gt 0 ] && [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
+    echo "installing ${missing[*]} for the tests..."
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null) \
+        || echo "warning: could not install ${missing[*]}; tests that need them will fail under CI" >&2
 fi
 
 # Workflow code is re-imported for every workflow instance in the sandbox;

@@ -131,6 +131,8 @@ def _compose_cli() -> list[str] | None:
 def test_docker_compose_config_accepts_the_file(tmp_path: Path) -> None:
     cli = _compose_cli()
     if cli is None:
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+            pytest.fail("no docker compose plugin or docker-compose (scripts/test.sh installs it)")
         pytest.skip("no docker compose plugin or docker-compose installed")
     env = {**os.environ, "PARKGATE_LINK_SECRET": "test-secret", "COMPOSE_PROJECT_NAME": "parkgate"}
     ok = subprocess.run(
@@ -162,3 +164,18 @@ def test_docker_compose_config_accepts_the_file(tmp_path: Path) -> None:
     )
     assert missing.returncode != 0
     assert "PARKGATE_LINK_SECRET" in missing.stderr
+
+
+def test_temporal_gets_the_embedded_servers_dynamic_config(compose: dict[str, Any]) -> None:
+    """The compose Temporal runs with the same dynamic config as `parkgate serve`."""
+    from dispatcher.devserver import DYNAMIC_CONFIG
+
+    temporal = compose["services"]["temporal"]
+    path = temporal["environment"]["DYNAMIC_CONFIG_FILE_PATH"]
+    mounts = {
+        v.split(":")[1]: ROOT / v.split(":")[0] for v in temporal["volumes"]
+    }
+    host_file = mounts[f"/etc/temporal/{path}"]
+    data = yaml.safe_load(host_file.read_text())
+    values = {key: str(entries[0]["value"]).lower() for key, entries in data.items()}
+    assert values == {key: value.lower() for key, value in DYNAMIC_CONFIG.items()}

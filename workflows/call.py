@@ -86,13 +86,9 @@ _STORE_RETRY = RetryPolicy(maximum_interval=timedelta(seconds=30))
 _STORE_TIMEOUT = timedelta(seconds=10)
 _NOTIFY_SCHEDULE_TO_CLOSE = timedelta(minutes=15)
 _NOTIFY_RETRY = RetryPolicy(maximum_attempts=6, maximum_interval=timedelta(minutes=2))
-#: workflow.patched ids (see docs/DURABLE.md). Histories recorded before a patch
-#: replay its old branch; tests/histories keeps one file per branch.
-#: v1: auto calls no longer run a separate record step before executing.
-PATCH_ROW_WITH_EXECUTE = "auto-row-with-execute-v1"
-#: v2: the execute activity writes the final row with the final event (no
-#: record step after it unless the store was down).
-PATCH_FINAL_WITH_EXECUTE = "final-row-with-execute-v2"
+#: classify runs an auto-approved local (NONE/READ) tool in the same local
+#: activity when the tool's time limit fits in this one (see ClassifyInput.run_row).
+_CLASSIFY_TIMEOUT = timedelta(minutes=3)
 
 T = TypeVar("T")
 #: Margin added to the tool timeout: the pipeline enforces the tool timeout and
@@ -146,7 +142,6 @@ class ToolCallWorkflow:
         #: A cancellation swallowed while a store write finished (see _record_raw).
         self._cancel_requested = False
         self._verdict: str | None = None
-        self._final_with_execute = False
 
     # ------------------------------------------------------------------ run
     @workflow.run
@@ -163,21 +158,21 @@ class ToolCallWorkflow:
         return outcome
 
     async def _run(self, inp: CallInput) -> CallOutcome:
-        # Patch checks happen in the first activation, before any local
-        # activity: on replay, `patched()` only sees markers of the workflow
-        # task being replayed, and a local activity can resolve in an earlier
-        # task than the one that recorded the marker (seen under load).
-        row_with_execute = workflow.patched(PATCH_ROW_WITH_EXECUTE)
-        self._final_with_execute = workflow.patched(PATCH_FINAL_WITH_EXECUTE)
+        # An auto-approved read runs inside classify (one local activity, one
+        # history write); anything else comes back as a verdict to act on.
+        queued = self._update(status=CallStatus.QUEUED, verdict="execute")
         try:
             classified = await workflow.execute_local_activity(
                 ACT_CLASSIFY,
-                ClassifyInput(call=inp.call, session=inp.session),
+                ClassifyInput(call=inp.call, session=inp.session, run_row=queued),
                 result_type=ClassifyOutput,
-                start_to_close_timeout=_LOCAL_TIMEOUT,
+                start_to_close_timeout=_CLASSIFY_TIMEOUT,
                 retry_policy=_LOCAL_RETRY,
+                cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
             )
         except ActivityError as exc:
+            if isinstance(exc.cause, CancelledError):
+                raise asyncio.CancelledError("cancelled while classifying") from exc
             workflow.logger.error("classify failed: %s", exc.cause)
             return await self._finish(
                 self._error(
@@ -192,16 +187,14 @@ class ToolCallWorkflow:
             return await self._deny(verdict)
         self._prepared = verdict.prepared
         if isinstance(verdict, Execute):
-            prepared = verdict.prepared
-            if row_with_execute:
-                # The queued row is written by the execute activity with tool.called.
-                initial = self._update(status=CallStatus.QUEUED, verdict="execute")
-                return await self._execute(
-                    prepared, prepared.input_hash, classified.plan, initial=initial
-                )
-            await self._record(status=CallStatus.QUEUED, verdict="execute")
-            self._raise_if_cancelled()
-            return await self._execute(prepared, prepared.input_hash, classified.plan)
+            if classified.executed is not None:
+                self._status = CallStatus.RUNNING
+                return await self._conclude(classified.executed)
+            # The queued row is written by the execute activity with tool.called.
+            initial = self._update(status=CallStatus.QUEUED, verdict="execute")
+            return await self._execute(
+                verdict.prepared, verdict.prepared.input_hash, classified.plan, initial=initial
+            )
         # NeedsApproval
         self._info = verdict.info
         decision = await self._park(verdict.info, classified.plan)
@@ -499,11 +492,7 @@ class ToolCallWorkflow:
             approved_hash=approved_hash,
             workflow_id=workflow.info().workflow_id,
             initial=initial,
-            final=(
-                self._update(request_id=self._info.request_id if self._info else None)
-                if self._final_with_execute
-                else None
-            ),
+            final=self._update(request_id=self._info.request_id if self._info else None),
         )
         start_to_close = timedelta(seconds=plan.start_to_close_seconds) + _EXECUTE_MARGIN
         try:
@@ -528,6 +517,10 @@ class ToolCallWorkflow:
                 )
         except ActivityError as exc:
             return await self._finish(self._activity_failure(exc), event="tool.failed")
+        return await self._conclude(out)
+
+    async def _conclude(self, out: ExecuteOutput) -> CallOutcome:
+        """The outcome of a run; recorded here only if the activity could not."""
         outcome = CallOutcome(
             result=out.result,
             status=status_for(out.error_class),
@@ -541,9 +534,9 @@ class ToolCallWorkflow:
             self._status = outcome.status
             self._outcome = outcome
             return outcome
-        # The activity already recorded tool.called/completed/failed and the
-        # full output (or they travel back in `out`, the store being down);
-        # the workflow records the final row state.
+        # The activity recorded tool.called/completed/failed and the full
+        # output, or they travel back in `out` (the store was down); the
+        # workflow records them and the final row.
         return await self._finish(
             outcome,
             event=None,
