@@ -21,6 +21,7 @@ from dispatcher.durable_models import (
     ExecuteInput,
     RecordInput,
     RevalidateInput,
+    with_prepared,
 )
 from dispatcher.events import ToolEvent
 from dispatcher.links import token_hash, verify_token
@@ -255,16 +256,14 @@ class SlowRead:
 
 
 def final_base(prepared: Any) -> CallUpdate:
-    return CallUpdate(
+    """The row a workflow hands the execute activity, as classify would complete it."""
+    row = CallUpdate(
         session_id=prepared.session.session_id,
         tool_use_id=prepared.call.id,
         turn_id=prepared.session.turn_id,
-        tool_name=prepared.call.name,
-        input=prepared.call.input,
-        input_hash=prepared.input_hash,
-        side_effects=prepared.definition.side_effects,
         verdict="execute",
     )
+    return with_prepared(row, prepared)
 
 
 async def test_local_read_records_final_row_in_one_write(

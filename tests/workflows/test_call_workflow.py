@@ -43,6 +43,12 @@ async def test_auto_read_file_runs_and_records(
         assert row.workflow_id == f"call/{session.session_id}/tu_read"
         types = [e.event.type for e in await repo.timeline(session.session_id, "tu_read")]
         assert types == ["tool.called", "tool.completed"]
+        assert row.full_output is not None and row.finished_at is not None
+        # An auto-approved read runs inside classify: one local activity, one task.
+        handle = temporal_env.client.get_workflow_handle(row.workflow_id)
+        kinds = [e.WhichOneof("attributes") for e in (await handle.fetch_history()).events]
+        assert kinds.count("marker_recorded_event_attributes") == 1
+        assert kinds.count("workflow_task_completed_event_attributes") == 1
 
         # Resubmitting the same id attaches: same outcome, no second execution.
         again = await rig.dispatcher.dispatch_outcome(call, session)
