@@ -610,10 +610,6 @@ class ToolCallWorkflow:
         base.update({k: v for k, v in kw.items() if v is not None})
         return CallUpdate.model_validate(base)
 
-    async def _record(self, **kw: object) -> None:
-        self._status = kw.get("status", self._status)  # type: ignore[assignment]
-        await self._record_raw([], self._update(**kw))
-
     async def _record_raw(
         self,
         events: list[ToolEvent],
