@@ -9,7 +9,15 @@ from typing import Any
 import psutil
 from temporalio.testing import WorkflowEnvironment
 
-from dispatcher.models import ToolErrorClass, ToolUseBlock
+from dispatcher import ToolContext
+from dispatcher.models import (
+    SideEffects,
+    TextBlock,
+    ToolDefinition,
+    ToolErrorClass,
+    ToolOutput,
+    ToolUseBlock,
+)
 from dispatcher.store.records import CallStatus
 from tests.fixtures.temporal import AUTO_ALL, durable_rig
 
@@ -55,3 +63,53 @@ async def test_cancel_running_shell_kills_group_and_returns_partial_output(
         assert row.status == CallStatus.CANCELLED
         types = [e.event.type for e in await sqlite_repo.timeline(session.session_id, "tu_sh")]
         assert types == ["tool.called", "tool.failed"]
+
+
+class SlowRead:
+    """A READ tool that waits until cancelled (test tool); auto-approved by default."""
+
+    definition = ToolDefinition(
+        name="slow_read",
+        description="Read slowly (test tool).",
+        input_schema={"type": "object"},
+        side_effects=SideEffects.READ,
+    )
+
+    async def execute(self, input: dict[str, Any], context: ToolContext) -> ToolOutput:
+        while not (context.cancel_event is not None and context.cancel_event.is_set()):
+            await asyncio.sleep(0.02)
+        return ToolOutput(content=[TextBlock(text="stopped early")], success=False)
+
+    async def cancel(self) -> bool:
+        return True
+
+
+async def test_cancel_auto_read_running_inside_classify(
+    temporal_env: WorkflowEnvironment, sqlite_repo: Any, tmp_path: Path
+) -> None:
+    """An auto read runs inside the classify activity; cancelling the call stops it
+    and the call ends `cancelled`, row and outcome agreeing."""
+    async with durable_rig(
+        temporal_env.client, sqlite_repo, tmp_path, extra_tools=[SlowRead]
+    ) as rig:
+        session = rig.session()
+        handle = await rig.dispatcher.start(
+            ToolUseBlock(id="tu_slow", name="slow_read", input={}), session
+        )
+
+        async def running() -> bool:
+            row = await sqlite_repo.get_call(session.session_id, "tu_slow")
+            return row is not None and row.status == CallStatus.RUNNING
+
+        deadline = asyncio.get_running_loop().time() + 20
+        while not await running():
+            assert asyncio.get_running_loop().time() < deadline, "never shown running"
+            await asyncio.sleep(0.05)
+        await rig.dispatcher.cancel(session.session_id, "tu_slow")
+        outcome = await handle.result()
+        assert outcome.status == CallStatus.CANCELLED, outcome.result.text
+        assert outcome.error_class == ToolErrorClass.CANCELLED
+        row = await sqlite_repo.get_call(session.session_id, "tu_slow")
+        assert row.status == CallStatus.CANCELLED
+        types = [e.event.type for e in await sqlite_repo.timeline(session.session_id, "tu_slow")]
+        assert types[0] == "tool.called" and types[-1] == "tool.failed"
