@@ -27,7 +27,6 @@ from sqlalchemy import (
     Select,
     Table,
     and_,
-    case,
     delete,
     func,
     or_,
@@ -41,7 +40,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from dispatcher.events import ToolEvent
 from dispatcher.models import utcnow
-from dispatcher.store import audit_export
+from dispatcher.store import audit_export, statements
 from dispatcher.store.canonical import clean_text, event_hash, normalize_json, redact
 from dispatcher.store.chain import GENESIS, check_chain
 from dispatcher.store.engine import WRITE, make_engine, sqlite_sync_twin
@@ -65,16 +64,13 @@ from dispatcher.store.results import (
     TimelineEntry,
     VerifyReport,
 )
+from dispatcher.store.statements import CALLS, CHAINS, EVENTS, TERMINAL
 from dispatcher.store.types import as_utc
 
-CALLS: Table = Base.metadata.tables["tool_calls"]
-EVENTS: Table = Base.metadata.tables["tool_events"]
-CHAINS: Table = Base.metadata.tables["tool_event_chains"]
 APPROVALS: Table = Base.metadata.tables["approvals"]
 SESSIONS: Table = Base.metadata.tables["sessions"]
 API_KEYS: Table = Base.metadata.tables["api_keys"]
 
-TERMINAL = [s.value for s in CallStatus if s.terminal]
 API_KEY_PREFIX = "pgk_"
 _LAST_USED_GRANULARITY = timedelta(seconds=60)
 _BATCH = 500
@@ -184,7 +180,7 @@ class Repository:
         if self.dialect != "postgresql":
             return  # SQLite: BEGIN IMMEDIATE already serializes writers
         for sid in sorted(set(session_ids)):
-            conn.execute(select(func.pg_advisory_xact_lock(_lock_key(sid))))
+            conn.execute(statements.SESSION_LOCK, {"key": _lock_key(sid)})
 
     async def _in_write(self, work: Callable[..., T], *args: Any) -> T:
         """Run `work(conn, *args)` (plain, blocking SQLAlchemy) in one write transaction.
@@ -266,7 +262,7 @@ class Repository:
         stored: set[str] = set()
         for start in range(0, len(ids), _BATCH):
             chunk = ids[start : start + _BATCH]
-            rows = conn.execute(select(EVENTS.c.event_id).where(EVENTS.c.event_id.in_(chunk)))
+            rows = conn.execute(statements.STORED_EVENT_IDS, {"ids": chunk})
             stored.update(rows.scalars())
         new = [fields for eid, fields in unique.items() if eid not in stored]
         if not new:
@@ -274,11 +270,7 @@ class Repository:
 
         keys = sorted({(f["session_id"], f["chain_id"]) for f in new})
         heads: dict[tuple[str, str], tuple[int, str]] = {}
-        head_rows = conn.execute(
-            select(CHAINS.c.session_id, CHAINS.c.chain_id, CHAINS.c.length, CHAINS.c.head_hash)
-            .where(or_(*[and_(CHAINS.c.session_id == s, CHAINS.c.chain_id == c) for s, c in keys]))
-            .with_for_update()
-        )
+        head_rows = conn.execute(statements.CHAIN_HEADS, {"keys": keys})
         for row in head_rows:
             heads[(row.session_id, row.chain_id)] = (row.length, row.head_hash)
 
@@ -292,9 +284,7 @@ class Repository:
             rows_out.append({**fields, "prev_hash": prev, "hash": digest, "recorded_at": now})
             heads[key] = (length + 1, digest)
 
-        conn.execute(
-            self._insert(EVENTS).on_conflict_do_nothing(index_elements=["event_id"]), rows_out
-        )
+        conn.execute(statements.insert_events(self.dialect), rows_out)
         touched = {(r["session_id"], r["chain_id"]) for r in rows_out}
         head_values = [
             {
@@ -306,16 +296,7 @@ class Repository:
             }
             for s, c in sorted(touched)
         ]
-        stmt = self._insert(CHAINS)
-        stmt = stmt.on_conflict_do_update(
-            index_elements=["session_id", "chain_id"],
-            set_={
-                "length": stmt.excluded.length,
-                "head_hash": stmt.excluded.head_hash,
-                "updated_at": stmt.excluded.updated_at,
-            },
-        )
-        conn.execute(stmt, head_values)
+        conn.execute(statements.upsert_chain_heads(self.dialect), head_values)
         return len(rows_out)
 
     @staticmethod
@@ -343,7 +324,7 @@ class Repository:
     def _upsert_call(self, conn: Connection, update: CallUpdate) -> None:
         values = _fit(CALLS, self._call_values(update))
         now = utcnow()
-        insert_values = {
+        params = {
             "session_id": update.session_id,
             "tool_use_id": update.tool_use_id,
             "status": CallStatus.QUEUED.value,
@@ -351,18 +332,8 @@ class Repository:
             **values,
             "updated_at": now,
         }
-        stmt = self._insert(CALLS).values(**insert_values)
-        refresh: dict[str, Any] = {**values, "updated_at": now}
-        if "status" in values and values["status"] not in TERMINAL:
-            # A finished call never goes back to queued/parked/running (a late or
-            # retried write from a lost worker must not resurrect it).
-            refresh["status"] = case(
-                (CALLS.c.status.in_(TERMINAL), CALLS.c.status), else_=stmt.excluded.status
-            )
-        stmt = stmt.on_conflict_do_update(
-            index_elements=["session_id", "tool_use_id"], set_=refresh
-        )
-        conn.execute(stmt)
+        guard = "status" in values and values["status"] not in TERMINAL
+        conn.execute(statements.upsert_call(self.dialect, frozenset(values), guard), params)
 
     async def update_call(self, update: CallUpdate) -> None:
         """Upsert just the call row (no events)."""

@@ -1,0 +1,85 @@
+"""The write path's statements, built once per dialect and executed with parameters.
+
+`Repository.apply` runs for every step of every call. Building its statements
+anew each time (literal values coerced into bind parameters, `ON CONFLICT`
+clauses, cache keys) cost more CPU than executing them; built once with bind
+parameters, each execution only binds values, and SQLAlchemy's compiled cache
+does the rest.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Any
+
+from sqlalchemy import Table, bindparam, case, func, select, tuple_
+from sqlalchemy.dialects import postgresql, sqlite
+
+from dispatcher.store.models import Base
+from dispatcher.store.records import CallStatus
+
+CALLS: Table = Base.metadata.tables["tool_calls"]
+EVENTS: Table = Base.metadata.tables["tool_events"]
+CHAINS: Table = Base.metadata.tables["tool_event_chains"]
+TERMINAL = [s.value for s in CallStatus if s.terminal]
+
+
+def insert(dialect: str, table: Table) -> Any:
+    """INSERT with the dialect's ON CONFLICT support."""
+    return (postgresql if dialect == "postgresql" else sqlite).insert(table)
+
+
+#: Event ids already stored, of those in `ids` (expanding IN).
+STORED_EVENT_IDS = select(EVENTS.c.event_id).where(
+    EVENTS.c.event_id.in_(bindparam("ids", expanding=True))
+)
+
+#: Heads of the chains in `keys`, a list of (session_id, chain_id).
+CHAIN_HEADS = (
+    select(CHAINS.c.session_id, CHAINS.c.chain_id, CHAINS.c.length, CHAINS.c.head_hash)
+    .where(tuple_(CHAINS.c.session_id, CHAINS.c.chain_id).in_(bindparam("keys", expanding=True)))
+    .with_for_update()
+)
+
+#: PostgreSQL: the transaction-scoped lock serializing one session's appends.
+SESSION_LOCK = select(func.pg_advisory_xact_lock(bindparam("key")))
+
+
+@lru_cache(maxsize=4)
+def insert_events(dialect: str) -> Any:
+    """Insert event rows, skipping ids already stored."""
+    return insert(dialect, EVENTS).on_conflict_do_nothing(index_elements=["event_id"])
+
+
+@lru_cache(maxsize=4)
+def upsert_chain_heads(dialect: str) -> Any:
+    """Insert or move the heads of chains."""
+    stmt = insert(dialect, CHAINS)
+    return stmt.on_conflict_do_update(
+        index_elements=["session_id", "chain_id"],
+        set_={
+            "length": stmt.excluded.length,
+            "head_hash": stmt.excluded.head_hash,
+            "updated_at": stmt.excluded.updated_at,
+        },
+    )
+
+
+@lru_cache(maxsize=256)
+def upsert_call(dialect: str, columns: frozenset[str], guard_status: bool) -> Any:
+    """Insert a call row, or refresh the given columns of the existing one.
+
+    `columns` are the columns the update sets (besides the key and
+    `updated_at`); executed with a value for each of them and for the
+    insert-only ones (session_id, tool_use_id, status, created_at). With
+    `guard_status`, a non-terminal status never replaces a terminal one: a
+    late or retried write from a lost worker must not resurrect a finished call.
+    """
+    stmt = insert(dialect, CALLS)
+    refresh: dict[str, Any] = {name: stmt.excluded[name] for name in columns}
+    refresh["updated_at"] = stmt.excluded.updated_at
+    if guard_status and "status" in columns:
+        refresh["status"] = case(
+            (CALLS.c.status.in_(TERMINAL), CALLS.c.status), else_=stmt.excluded.status
+        )
+    return stmt.on_conflict_do_update(index_elements=["session_id", "tool_use_id"], set_=refresh)
