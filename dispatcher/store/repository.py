@@ -64,10 +64,9 @@ from dispatcher.store.results import (
     TimelineEntry,
     VerifyReport,
 )
-from dispatcher.store.statements import CALLS, CHAINS, EVENTS, TERMINAL
+from dispatcher.store.statements import APPROVALS, CALLS, CHAINS, EVENTS, TERMINAL
 from dispatcher.store.types import as_utc
 
-APPROVALS: Table = Base.metadata.tables["approvals"]
 SESSIONS: Table = Base.metadata.tables["sessions"]
 API_KEYS: Table = Base.metadata.tables["api_keys"]
 
@@ -566,9 +565,7 @@ class Repository:
     def _save_approval_in(
         self, conn: Connection, values: dict[str, Any], approval: ApprovalRecord
     ) -> None:
-        stmt = self._insert(APPROVALS).values(**values)
-        refresh = {k: v for k, v in values.items() if k != "request_id"}
-        conn.execute(stmt.on_conflict_do_update(index_elements=["request_id"], set_=refresh))
+        conn.execute(statements.upsert_approval(self.dialect, frozenset(values)), values)
         if approval.decision is not None:
             self._decide(
                 conn,

@@ -21,6 +21,7 @@ from dispatcher.store.records import CallStatus
 CALLS: Table = Base.metadata.tables["tool_calls"]
 EVENTS: Table = Base.metadata.tables["tool_events"]
 CHAINS: Table = Base.metadata.tables["tool_event_chains"]
+APPROVALS: Table = Base.metadata.tables["approvals"]
 TERMINAL = [s.value for s in CallStatus if s.terminal]
 
 
@@ -83,3 +84,12 @@ def upsert_call(dialect: str, columns: frozenset[str], guard_status: bool) -> An
             (CALLS.c.status.in_(TERMINAL), CALLS.c.status), else_=stmt.excluded.status
         )
     return stmt.on_conflict_do_update(index_elements=["session_id", "tool_use_id"], set_=refresh)
+
+
+@lru_cache(maxsize=16)
+def upsert_approval(dialect: str, columns: frozenset[str]) -> Any:
+    """Insert an approval request, or refresh its columns (never its decision:
+    decisions go through a first-write-wins update)."""
+    stmt = insert(dialect, APPROVALS)
+    refresh = {name: stmt.excluded[name] for name in columns if name != "request_id"}
+    return stmt.on_conflict_do_update(index_elements=["request_id"], set_=refresh)
