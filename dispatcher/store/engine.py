@@ -8,6 +8,7 @@ PostgreSQL: asyncpg with pool pre-ping.
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from sqlalchemy import create_engine, event
@@ -53,6 +54,20 @@ def sqlite_sync_twin(engine: AsyncEngine) -> Engine | None:
     )
     _configure_sqlite(twin, wal=True)
     return twin
+
+
+_WRITER_LOCKS: dict[str, threading.Lock] = {}
+_WRITER_LOCKS_GUARD = threading.Lock()
+
+
+def sqlite_writer_lock(engine: Engine) -> threading.Lock:
+    """One lock per SQLite file in this process, shared by every engine on it.
+
+    Other processes on the same file still wait in SQLite's busy handler.
+    """
+    key = str(engine.url.database)
+    with _WRITER_LOCKS_GUARD:
+        return _WRITER_LOCKS.setdefault(key, threading.Lock())
 
 
 def _configure_sqlite(engine: Engine, *, wal: bool) -> None:

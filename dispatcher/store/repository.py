@@ -43,7 +43,7 @@ from dispatcher.models import utcnow
 from dispatcher.store import audit_export, statements
 from dispatcher.store.canonical import clean_text, event_hash, normalize_json, redact
 from dispatcher.store.chain import GENESIS, check_chain
-from dispatcher.store.engine import WRITE, make_engine, sqlite_sync_twin
+from dispatcher.store.engine import WRITE, make_engine, sqlite_sync_twin, sqlite_writer_lock
 from dispatcher.store.errors import (
     ApiKeyNameTakenError,
     ApiKeyNotFoundError,
@@ -196,7 +196,10 @@ class Repository:
 
     def _in_sync_write(self, work: Callable[..., T], *args: Any) -> T:
         assert self._sync_engine is not None
-        with self._sync_engine.connect() as conn:
+        # Writers of this process queue on a lock rather than on SQLite's busy
+        # handler, which polls with sleeps of up to 100 ms: under 32 concurrent
+        # calls that made a 1 ms write take 190 ms at p99.
+        with sqlite_writer_lock(self._sync_engine), self._sync_engine.connect() as conn:
             conn = conn.execution_options(**{WRITE: True})
             with conn.begin():
                 return work(conn, *args)
