@@ -1,4 +1,5 @@
-"""Many concurrent apply() calls on PostgreSQL: no fork, no duplicate, no gap."""
+"""Many concurrent apply() calls (PostgreSQL; SQLite from two repositories): no fork,
+no duplicate, no gap."""
 
 from __future__ import annotations
 
@@ -79,3 +80,42 @@ async def test_sse_reader_sees_every_event_once_while_writers_run(pg_repo: Repos
     stored = [e.seq for e in await pg_repo.events_after(sid, 0, limit=1000)]
     assert len(stored) == 60
     assert seen == stored
+
+
+async def test_concurrent_apply_on_one_sqlite_file_from_two_repositories(
+    sqlite_url: str,
+) -> None:
+    """Two repositories of one process on one SQLite file (as API and worker in
+    `parkgate serve`): writers queue on one lock, chains stay linear, nothing is
+    written twice."""
+    from dispatcher.store.engine import sqlite_writer_lock
+
+    first = await Repository.connect(sqlite_url)
+    second = await Repository.connect(sqlite_url)
+    try:
+        assert first._sync_engine is not None and second._sync_engine is not None
+        assert sqlite_writer_lock(first._sync_engine) is sqlite_writer_lock(second._sync_engine)
+        sid = uid("s")
+        calls = [uid("c") for _ in range(6)]
+        per_call = 8
+        batches = [
+            [event(sid, cid, "tool.called", seq=i, n=i)] for cid in calls for i in range(per_call)
+        ]
+        work = batches + batches
+        random.Random(11).shuffle(work)
+
+        async def one(i: int, evs: list) -> int:
+            repo = first if i % 2 else second
+            return await repo.record(evs, finished(sid, evs[0].tool_use_id))
+
+        added = await asyncio.gather(*(one(i, b) for i, b in enumerate(work)))
+        assert sum(added) == len(calls) * per_call
+        stored = await first.events_after(sid, 0, limit=1000)
+        for cid in calls:
+            chain = [e for e in stored if e.chain_id == cid]
+            assert [e.chain_index for e in chain] == list(range(per_call))
+        report = await second.verify_chain(sid)
+        assert report.ok, report.problems
+    finally:
+        await first.close()
+        await second.close()
