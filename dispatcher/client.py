@@ -15,8 +15,10 @@ from typing import Any, Protocol, cast
 
 from temporalio.client import (
     Client,
+    RPCTimeoutOrCancelledError,
     WorkflowExecutionStatus,
     WorkflowHandle,
+    WorkflowQueryFailedError,
     WorkflowUpdateFailedError,
 )
 from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
@@ -324,7 +326,9 @@ class DurableDispatcher:
             winner = None
             try:
                 winner = (await self.status(session_id, tool_use_id)).decision
-            except UnknownCallError:
+            except _NO_ANSWER:
+                # The winner is a courtesy: without a worker to answer the query
+                # the caller still learns it lost (the store has the winner).
                 pass
             return DecideResult(accepted=False, winner=winner, message=message)
         except RPCError as exc:
@@ -341,6 +345,10 @@ class DurableDispatcher:
                 winner=view.decision,
                 message=f"the call is no longer waiting for approval (status {view.status})",
             )
+
+
+#: A status query that could not be answered (no call, no worker, no time).
+_NO_ANSWER = (UnknownCallError, RPCError, RPCTimeoutOrCancelledError, WorkflowQueryFailedError)
 
 
 def _quote(value: str) -> str:

@@ -15,6 +15,7 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, Field
 from sqlalchemy.exc import SQLAlchemyError
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from temporalio.client import RPCTimeoutOrCancelledError, WorkflowQueryFailedError
 from temporalio.service import RPCError
 
 log = logging.getLogger("parkgate.api")
@@ -125,6 +126,26 @@ def install_error_handlers(app: FastAPI) -> None:
             503, "temporal_unavailable", "the workflow service did not answer; retry shortly",
             {"status": exc.status.name if exc.status is not None else None},
             {"Retry-After": "5"},
+        )
+
+    @app.exception_handler(RPCTimeoutOrCancelledError)
+    async def _temporal_timeout(request: Request, exc: RPCTimeoutOrCancelledError) -> Response:
+        # An update or query whose RPC ran out of time: no worker answered
+        # (workers restarting, all busy); the decision may still be applied.
+        log.warning("temporal call timed out on %s %s: %s", request.method, request.url.path, exc)
+        return error_response(
+            503, "temporal_unavailable", "no worker answered in time; retry shortly",
+            None, {"Retry-After": "5"},
+        )
+
+    @app.exception_handler(WorkflowQueryFailedError)
+    async def _query_failed(request: Request, exc: WorkflowQueryFailedError) -> Response:
+        # The call's workflow could not answer (e.g. its worker died mid-task
+        # and the replacement is still replaying); the call itself is intact.
+        log.warning("workflow query failed on %s %s: %s", request.method, request.url.path, exc)
+        return error_response(
+            503, "temporal_unavailable", "the call's workflow could not answer yet; retry shortly",
+            None, {"Retry-After": "5"},
         )
 
     @app.exception_handler(SQLAlchemyError)

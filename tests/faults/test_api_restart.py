@@ -87,4 +87,6 @@ async def test_api_restart_during_long_polls(make_stack: StackFactory, kill: boo
         verdict.problems() + "\n" + stack.logs()
     )
     assert verdict.outcome_unknown == 0  # the worker never died here
-    assert not client.errors.unexpected, client.errors.unexpected[:5]
+    assert not client.errors.unexpected, (
+        f"{client.errors.unexpected[:5]}\n{stack.api_tracebacks()}"
+    )

@@ -112,4 +112,6 @@ async def test_database_outage_mid_run(make_stack: StackFactory,
     assert not missing, missing[:5]
     assert not dupes, dupes[:5]
     assert audit.returncode == 0, f"audit verify: {audit.stdout}\n{audit.stderr}"
-    assert not client.errors.unexpected, client.errors.unexpected[:5]
+    assert not client.errors.unexpected, (
+        f"{client.errors.unexpected[:5]}\n{stack.api_tracebacks()}"
+    )

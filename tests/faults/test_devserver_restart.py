@@ -68,4 +68,6 @@ async def test_devserver_restart_with_parked_calls(
     assert not verdict.lost and not verdict.duplicates and not verdict.wrong, (
         verdict.problems() + "\n" + stack.logs()
     )
-    assert not client.errors.unexpected, client.errors.unexpected[:5]
+    assert not client.errors.unexpected, (
+        f"{client.errors.unexpected[:5]}\n{stack.api_tracebacks()}"
+    )

@@ -50,7 +50,9 @@ async def test_parked_is_decidable_immediately(make_stack: StackFactory) -> None
         f"{client.decide_not_found} decisions got 404 for a request id that a "
         f"`parked` call resource had already shown"
     )
-    assert not client.errors.unexpected, client.errors.unexpected[:5]
+    assert not client.errors.unexpected, (
+        f"{client.errors.unexpected[:5]}\n{stack.api_tracebacks()}"
+    )
 
 
 async def test_cancel_right_after_parking_ends_cancelled(make_stack: StackFactory) -> None:

@@ -93,7 +93,9 @@ async def test_sigkill_workers_during_mixed_calls(make_stack: StackFactory) -> N
     assert not verdict.lost and not verdict.duplicates and not verdict.wrong, (
         verdict.problems() + "\n" + stack.logs()
     )
-    assert not client.errors.unexpected, client.errors.unexpected[:5]
+    assert not client.errors.unexpected, (
+        f"{client.errors.unexpected[:5]}\n{stack.api_tracebacks()}"
+    )
     # The history's hash chains survived the crashes intact.
     assert audit.returncode == 0, f"audit verify: {audit.stdout}\n{audit.stderr}"
     # Parked calls survived: every call planned to park was seen parked and decided.

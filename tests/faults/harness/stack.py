@@ -228,6 +228,17 @@ class Stack:
         procs = [*self.workers, *([self.api] if self.api else [])]
         return "\n".join(f"--- {p.name}\n{p.log_tail(lines)}" for p in procs)
 
+    def api_tracebacks(self, limit: int = 3) -> str:
+        """The API's logged unhandled errors with their tracebacks, for 5xx failures."""
+        if self.api is None:
+            return ""
+        try:
+            text = self.api.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+        blocks = text.split("unhandled error")[1 : limit + 1]
+        return "\n".join("unhandled error" + "\n".join(b.splitlines()[:60]) for b in blocks)
+
 
 _KEY_RE = re.compile(r"[A-Za-z0-9_\-\.]{24,}")
 
