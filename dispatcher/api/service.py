@@ -12,7 +12,12 @@ import asyncio
 import contextlib
 from typing import Any
 
-from temporalio.client import WorkflowFailureError, WorkflowHandle
+from temporalio.client import (
+    RPCTimeoutOrCancelledError,
+    WorkflowFailureError,
+    WorkflowHandle,
+    WorkflowQueryFailedError,
+)
 from temporalio.service import RPCError, RPCStatusCode
 
 from dispatcher.api.approval_links import link_for
@@ -82,7 +87,14 @@ class CallService:
             if parked is not None:
                 return self._build(session_id, tool_use_id, row, parked, turn_id)
         if row is None or not row.status.terminal:
-            view = await self.query(session_id, tool_use_id)
+            try:
+                view = await self.query(session_id, tool_use_id)
+            except (RPCError, RPCTimeoutOrCancelledError, WorkflowQueryFailedError):
+                if row is None:
+                    raise  # nothing to answer from: 503, retry
+                # No worker (or no Temporal) answered: the stored row still
+                # says where the call is, so answer from it.
+                view = None
             if row is None and view is None:
                 return None
         return self._build(session_id, tool_use_id, row, view, turn_id)
