@@ -128,25 +128,19 @@ def install_error_handlers(app: FastAPI) -> None:
             {"Retry-After": "5"},
         )
 
-    @app.exception_handler(RPCTimeoutOrCancelledError)
-    async def _temporal_timeout(request: Request, exc: RPCTimeoutOrCancelledError) -> Response:
-        # An update or query whose RPC ran out of time: no worker answered
-        # (workers restarting, all busy); the decision may still be applied.
-        log.warning("temporal call timed out on %s %s: %s", request.method, request.url.path, exc)
+    async def _no_answer(request: Request, exc: Exception) -> Response:
+        # An update or query that no worker answered in time, or a query the
+        # call's workflow could not answer yet (its worker died mid-task and
+        # the replacement is replaying): the call is intact; retry.
+        log.warning("temporal did not answer on %s %s: %s: %s", request.method,
+                    request.url.path, type(exc).__name__, exc)
         return error_response(
             503, "temporal_unavailable", "no worker answered in time; retry shortly",
             None, {"Retry-After": "5"},
         )
 
-    @app.exception_handler(WorkflowQueryFailedError)
-    async def _query_failed(request: Request, exc: WorkflowQueryFailedError) -> Response:
-        # The call's workflow could not answer (e.g. its worker died mid-task
-        # and the replacement is still replaying); the call itself is intact.
-        log.warning("workflow query failed on %s %s: %s", request.method, request.url.path, exc)
-        return error_response(
-            503, "temporal_unavailable", "the call's workflow could not answer yet; retry shortly",
-            None, {"Retry-After": "5"},
-        )
+    for no_answer in (RPCTimeoutOrCancelledError, WorkflowQueryFailedError):
+        app.add_exception_handler(no_answer, _no_answer)
 
     @app.exception_handler(SQLAlchemyError)
     async def _database(request: Request, exc: SQLAlchemyError) -> Response:
