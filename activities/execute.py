@@ -261,13 +261,11 @@ class ExecuteActivities:
         update: CallUpdate | None = None,
         *,
         retry: bool = False,
-    ) -> bool:
+    ) -> None:
         """Store an event now (live streams see it); keep it for the workflow if the
         store is down, so the tool's run is never failed by a history outage."""
         if not await self._store([event], update, pending, retry=retry):
             log.warning("store unavailable; %s travels back to the workflow", event.type)
-            return False
-        return True
 
     async def _store(
         self,

@@ -347,8 +347,11 @@ class DurableDispatcher:
             )
 
 
-#: A status query that could not be answered (no call, no worker, no time).
-_NO_ANSWER = (UnknownCallError, RPCError, RPCTimeoutOrCancelledError, WorkflowQueryFailedError)
+#: Temporal could not answer a query or update: unreachable, no worker in time,
+#: or the workflow could not answer yet. The call itself is intact.
+TEMPORAL_NO_ANSWER = (RPCError, RPCTimeoutOrCancelledError, WorkflowQueryFailedError)
+#: A status query that could not be answered (no call, or no answer).
+_NO_ANSWER = (UnknownCallError, *TEMPORAL_NO_ANSWER)
 
 
 def _quote(value: str) -> str:

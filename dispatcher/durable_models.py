@@ -193,17 +193,20 @@ class ClassifyOutput(BaseModel):
     executed: ExecuteOutput | None = None
 
 
+def prepared_fields(prepared: PreparedCall) -> dict[str, Any]:
+    """The call-row fields classification decides (normalized input, hash, class, rule)."""
+    return {
+        "tool_name": prepared.call.name,
+        "input": prepared.call.input,
+        "input_hash": prepared.input_hash,
+        "side_effects": prepared.definition.side_effects,
+        "rule": prepared.rule,
+    }
+
+
 def with_prepared(row: CallUpdate, prepared: PreparedCall) -> CallUpdate:
-    """The call row with what classification decided (normalized input, hash, class, rule)."""
-    return row.model_copy(
-        update={
-            "tool_name": prepared.call.name,
-            "input": prepared.call.input,
-            "input_hash": prepared.input_hash,
-            "side_effects": prepared.definition.side_effects,
-            "rule": prepared.rule,
-        }
-    )
+    """The call row with what classification decided."""
+    return row.model_copy(update=prepared_fields(prepared))
 
 
 class RecordInput(BaseModel):

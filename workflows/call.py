@@ -66,6 +66,8 @@ with workflow.unsafe.imports_passed_through():
         RevalidateInput,
         RevalidateOutput,
         StatusRequest,
+        prepared_fields,
+        with_prepared,
     )
     from dispatcher.events import EventType, ToolEvent
     from dispatcher.models import TextBlock, ToolErrorClass, ToolResultBlock
@@ -191,7 +193,7 @@ class ToolCallWorkflow:
                 self._status = CallStatus.RUNNING
                 return await self._conclude(classified.executed)
             # The queued row is written by the execute activity with tool.called.
-            initial = self._update(status=CallStatus.QUEUED, verdict="execute")
+            initial = with_prepared(queued, verdict.prepared)
             return await self._execute(
                 verdict.prepared, verdict.prepared.input_hash, classified.plan, initial=initial
             )
@@ -598,15 +600,14 @@ class ToolCallWorkflow:
             "tool_use_id": call.id,
             "turn_id": session.turn_id,
             "tool_name": call.name,
-            "input": prepared.call.input if prepared else call.input,
-            "input_hash": prepared.input_hash if prepared else None,
-            "side_effects": prepared.definition.side_effects if prepared else None,
-            "rule": prepared.rule if prepared else None,
+            "input": call.input,
             "verdict": self._verdict,
             "workflow_id": info.workflow_id,
             "run_id": info.run_id,
             "created_at": info.start_time,
         }
+        if prepared is not None:
+            base.update(prepared_fields(prepared))
         base.update({k: v for k, v in kw.items() if v is not None})
         return CallUpdate.model_validate(base)
 

@@ -24,8 +24,9 @@ with workflow.unsafe.imports_passed_through():
         call_workflow_id,
     )
     from dispatcher.models import ToolErrorClass, ToolUseBlock
+    from dispatcher.store.records import status_for
 
-from workflows.call import ToolCallWorkflow, error_result, status_for
+from workflows.call import ToolCallWorkflow, error_result
 
 
 def _failed(call: ToolUseBlock, error_class: ToolErrorClass, text: str) -> CallOutcome:

@@ -12,18 +12,13 @@ import asyncio
 import contextlib
 from typing import Any
 
-from temporalio.client import (
-    RPCTimeoutOrCancelledError,
-    WorkflowFailureError,
-    WorkflowHandle,
-    WorkflowQueryFailedError,
-)
+from temporalio.client import WorkflowFailureError, WorkflowHandle
 from temporalio.service import RPCError, RPCStatusCode
 
 from dispatcher.api.approval_links import link_for
 from dispatcher.api.errors import ApiError
 from dispatcher.api.schemas import CallLinks, CallResource, DecisionOut
-from dispatcher.client import DurableDispatcher, UnknownCallError
+from dispatcher.client import TEMPORAL_NO_ANSWER, DurableDispatcher, UnknownCallError
 from dispatcher.durable_models import (
     CallStatusView,
     DecideInput,
@@ -89,7 +84,7 @@ class CallService:
         if row is None or not row.status.terminal:
             try:
                 view = await self.query(session_id, tool_use_id)
-            except (RPCError, RPCTimeoutOrCancelledError, WorkflowQueryFailedError):
+            except TEMPORAL_NO_ANSWER:
                 if row is None:
                     raise  # nothing to answer from: 503, retry
                 # No worker (or no Temporal) answered: the stored row still

@@ -33,7 +33,6 @@ from sqlalchemy import (
     select,
     update,
 )
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import URL, Connection, Engine, RowMapping
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
@@ -169,11 +168,6 @@ class Repository:
     async def _read(self) -> AsyncIterator[AsyncConnection]:
         async with self.engine.connect() as conn, conn.begin():
             yield conn
-
-    def _insert(self, table: Table) -> Any:
-        if self.dialect == "postgresql":
-            return postgresql.insert(table)
-        return sqlite.insert(table)
 
     def _lock_sessions(self, conn: Connection, session_ids: Iterable[str]) -> None:
         if self.dialect != "postgresql":
@@ -677,7 +671,7 @@ class Repository:
         """
         async with self._write() as conn:
             result = await conn.execute(
-                self._insert(SESSIONS)
+                statements.insert(self.dialect, SESSIONS)
                 .values(
                     session_id=session_id,
                     workspace_path=workspace_path,
