@@ -26,6 +26,7 @@ def build(deps: Deps) -> list[Callable[..., Any]]:
         classify.classify,
         classify.revalidate,
         record.record,
+        record.record_committed,
         record.create_approval,
         execute.execute,
         execute.execute_local,

@@ -22,6 +22,7 @@ from typing import Any
 from temporalio import activity
 
 from activities.deps import Deps
+from activities.record import write_approval
 from activities.subcalls import SubCallApprover
 from dispatcher.durable_models import (
     ACT_EXECUTE,
@@ -116,8 +117,12 @@ class ExecuteActivities:
     # ------------------------------------------------------------------
     async def _run(self, inp: ExecuteInput, *, heartbeat: bool) -> ExecuteOutput:
         pending: list[ToolEvent] = []
+        # The decision that lets this call run is stored before it runs; when the
+        # store is down it travels back like the other events (see ExecuteOutput).
+        resolved_recorded = await self._store_resolved(inp, pending)
         if hash_mismatch(inp):
-            return await self._refuse(inp, pending)
+            out = await self._refuse(inp, pending)
+            return out.model_copy(update={"resolved_recorded": resolved_recorded})
         held: list[ToolEvent] = []
         parent_id = inp.prepared.call.id
         # A read (local run) that records its own final row stores tool.called
@@ -174,7 +179,23 @@ class ExecuteActivities:
             pending_events=pending,
             full_output=carried,
             recorded=stored and inp.final is not None,
+            resolved_recorded=resolved_recorded,
         )
+
+    async def _store_resolved(self, inp: ExecuteInput, pending: list[ToolEvent]) -> bool:
+        """Write ExecuteInput.resolved (approval row, event, call row); False when
+        the store is down (its events then lead `pending`)."""
+        res = inp.resolved
+        if res is None:
+            return True
+        try:
+            await write_approval(self.deps.store, res)
+            await self.deps.store.apply(res.events, res.update)
+        except Exception:
+            log.warning("store unavailable; the decision of %s travels back", inp.prepared.call.id)
+            pending.extend(res.events)
+            return False
+        return True
 
     @staticmethod
     def _final_row(inp: ExecuteInput, run: ToolRun, full: dict[str, Any] | None) -> CallUpdate:

@@ -8,11 +8,14 @@ it, so a dead webhook never holds or loses a call.
 
 from __future__ import annotations
 
+from typing import Any
+
 import httpx
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from dispatcher.durable_models import ACT_NOTIFY, NotifyInput, NotifyOutput
+from dispatcher.links import approval_url, sign_personal_token
 from dispatcher.notify import WebhookError, deliver
 from dispatcher.settings import Settings
 
@@ -27,17 +30,23 @@ class NotifyActivities:
     @activity.defn(name=ACT_NOTIFY)
     async def notify(self, req: NotifyInput) -> NotifyOutput:
         hooks = self.settings.webhooks
+        if req.approval_url is None:  # derived here: no token in workflow history
+            req = req.model_copy(update={"approval_url": approval_url(
+                self.settings.public_base_url, self.settings.signing_secret(),
+                req.info.request_id, req.expires_at,
+            )})
         delivered: set[int] = set()
         details = activity.info().heartbeat_details
         if details and isinstance(details[0], list):
             delivered = {int(i) for i in details[0]}
         failures: list[str] = []
+        approvers = self._approvers(req)
         async with httpx.AsyncClient() as client:
             for index, hook in enumerate(hooks):
                 if index in delivered:
                     continue
                 try:
-                    await deliver(client, hook, req, timeout=self.timeout)
+                    await deliver(client, hook, req, timeout=self.timeout, approvers=approvers)
                 except WebhookError as exc:
                     failures.append(f"webhook[{index}] ({hook.kind}): {exc}")
                     continue
@@ -47,3 +56,16 @@ class NotifyActivities:
             # Retryable: Temporal tries again with the workflow's retry policy.
             raise ApplicationError("; ".join(failures), type="WebhookError")
         return NotifyOutput(delivered=len(delivered), failed=0)
+
+    def _approvers(self, req: NotifyInput) -> list[dict[str, Any]]:
+        """Each named approver with their personal link, derived here from the
+        secret (links never travel through workflow history)."""
+        base = self.settings.public_base_url.rstrip("/") + "/approve/"
+        secret = self.settings.signing_secret()
+        out: list[dict[str, Any]] = []
+        for name in req.info.approvers:
+            entry = self.settings.approvers.get(name)
+            token = sign_personal_token(secret, req.info.request_id, req.expires_at, name)
+            out.append({"name": name, "email": entry.email if entry else None,
+                        "approval_url": base + token})
+        return out

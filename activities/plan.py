@@ -6,21 +6,19 @@ configurable knob through history (workflows may not read settings).
 
 from __future__ import annotations
 
+from dispatcher import models
 from dispatcher.durable_models import ExecPlan
 from dispatcher.models import SideEffects, ToolDefinition
 from dispatcher.settings import Settings
 
 
 def tool_timeout(definition: ToolDefinition | None, settings: Settings) -> float:
-    """Per-tool timeout, else the class default (EXECUTE/NETWORK get the long one)."""
-    if definition is not None and definition.timeout_seconds:
-        return definition.timeout_seconds
-    if definition is not None and definition.side_effects in (
-        SideEffects.EXECUTE,
-        SideEffects.NETWORK,
-    ):
-        return settings.execute_timeout_seconds
-    return settings.default_timeout_seconds
+    """Per-tool timeout, else the class default (see `dispatcher.models.tool_timeout`)."""
+    return models.tool_timeout(
+        definition,
+        default_seconds=settings.default_timeout_seconds,
+        execute_seconds=settings.execute_timeout_seconds,
+    )
 
 
 def approval_expiry(definition: ToolDefinition | None, settings: Settings) -> float | None:

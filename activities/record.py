@@ -1,4 +1,4 @@
-"""`parkgate.record` (local) and `parkgate.create_approval`: writes to the history store.
+"""`parkgate.record` (local), `parkgate.record_committed` and `parkgate.create_approval`.
 
 Both are idempotent (events on their deterministic id, rows on their keys), so
 Temporal may retry them freely.
@@ -11,6 +11,7 @@ from temporalio import activity
 from dispatcher.durable_models import (
     ACT_CREATE_APPROVAL,
     ACT_RECORD,
+    ACT_RECORD_COMMITTED,
     ApprovalCreated,
     ApprovalRequest,
     RecordInput,
@@ -23,8 +24,33 @@ from dispatcher.store.records import ApprovalRecord, HistoryStore
 
 
 def approval_url(settings: Settings, token: str) -> str:
-    """The link a human opens: public_base_url + /approve/<token>."""
+    """The link for an already signed token (in-process sub-calls only)."""
     return f"{settings.public_base_url.rstrip('/')}/approve/{token}"
+
+
+async def write_approval(store: HistoryStore, inp: RecordInput) -> None:
+    """Store `inp.approval`: the whole request, or only its decision (first write wins)."""
+    approval = inp.approval
+    if approval is None:
+        return
+    decide = getattr(store, "decide_approval", None)
+    if inp.approval_decision_only and approval.decision is not None and decide is not None:
+        await decide(
+            approval.request_id,
+            approval.decision,
+            approval.decided_by,
+            approval.via,
+            approval.reason,
+            decided_at=approval.decided_at,
+            principal={
+                "principal_id": approval.principal_id,
+                "claimed_name": approval.claimed_name,
+                "self_approved": approval.self_approved,
+                "votes": approval.votes,
+            },
+        )
+        return
+    await store.save_approval(approval)
 
 
 class RecordActivities:
@@ -36,11 +62,20 @@ class RecordActivities:
 
     @activity.defn(name=ACT_RECORD)
     async def record(self, inp: RecordInput) -> RecordOutput:
-        if inp.approval is not None:
-            await self.store.save_approval(inp.approval)
+        await write_approval(self.store, inp)
+        conditional = getattr(self.store, "record_unless_finished", None)
+        if inp.unless_finished and inp.update is not None and conditional is not None:
+            finished = await conditional(inp.events, inp.update)
+            return RecordOutput(events=len(inp.events), finished=finished)
         if inp.events or inp.update is not None:
             await self.store.apply(inp.events, inp.update)
         return RecordOutput(events=len(inp.events))
+
+    @activity.defn(name=ACT_RECORD_COMMITTED)
+    async def record_committed(self, inp: RecordInput) -> RecordOutput:
+        """The same write as a regular activity: it runs only once the workflow
+        task that decided it is committed (decision-dependent writes)."""
+        return await self.record(inp)
 
     @activity.defn(name=ACT_CREATE_APPROVAL)
     async def create_approval(self, req: ApprovalRequest) -> ApprovalCreated:
@@ -51,7 +86,6 @@ class RecordActivities:
         """
         info = req.info
         token = sign_token(self.settings.signing_secret(), info.request_id, req.expires_at)
-        url = approval_url(self.settings, token)
         record = ApprovalRecord(
             request_id=info.request_id,
             session_id=req.session.session_id,
@@ -87,6 +121,5 @@ class RecordActivities:
             },
         )
         await self.store.apply([event], req.update)
-        return ApprovalCreated(
-            approval=record, approval_url=url, notify=bool(self.settings.webhooks)
-        )
+        # No link in the result either: it would be written to workflow history.
+        return ApprovalCreated(approval=record, notify=bool(self.settings.webhooks))

@@ -53,7 +53,7 @@ async def round_trip(api: Api, sid: str, turn: str, cid: str) -> tuple[float, fl
     if poll.done():
         raise RuntimeError(f"long-poll returned before the decision: {poll.result().text}")
     t0 = time.perf_counter()
-    decided = await api.http.post(
+    decided = await api.approver.post(
         f"/v1/sessions/{sid}/turns/{turn}/confirmations/{parked['request_id']}",
         json={"decision": "allow", "decided_by": "bench"},
     )

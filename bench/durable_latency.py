@@ -23,11 +23,11 @@ from pathlib import Path
 from pydantic import BaseModel
 from temporalio import workflow
 from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
 
 import workflows
 from activities.deps import Deps
 from dispatcher.client import DurableDispatcher
+from dispatcher.codec import data_converter
 from dispatcher.devserver import DevServer
 from dispatcher.models import Session, ToolUseBlock
 from dispatcher.pipeline import Pipeline
@@ -83,7 +83,7 @@ async def main(n: int) -> None:
         pipeline = Pipeline(registry, ConfirmationPolicy.from_mapping(settings.tool_confirmation))
         deps = Deps(settings=settings, pipeline=pipeline, store=store)  # type: ignore[arg-type]
         async with DevServer(tmp / "temporal") as server:
-            client = await Client.connect(server.address, data_converter=pydantic_data_converter)
+            client = await Client.connect(server.address, data_converter=data_converter(settings))
             worker = build_worker(
                 client, settings, deps, workflows=[*workflows.ALL, EmptyWorkflow]
             )

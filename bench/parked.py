@@ -147,12 +147,12 @@ class Retries:
 
 
 async def _post(api: Api, url: str, body: dict[str, object], ok: Callable[[httpx.Response], bool],
-                retries: Retries) -> float:
+                retries: Retries, *, client: httpx.AsyncClient | None = None) -> float:
     """POST with an agent's retry; returns the latency of the attempt that succeeded (ms)."""
     for attempt in range(ATTEMPTS):
         t0 = time.perf_counter()
         try:
-            r = await api.http.post(url, json=body)
+            r = await (client or api.http).post(url, json=body)
         except httpx.TransportError as exc:
             problem = f"{type(exc).__name__}: {exc}"
         else:
@@ -185,7 +185,8 @@ def _decided_by_us(r: httpx.Response) -> bool:
     if r.status_code != 409:
         return False
     winner = r.json().get("error", {}).get("details", {}).get("winner") or {}
-    return bool(winner.get("decision") == "allow" and winner.get("decided_by") == "bench")
+    return bool(winner.get("decision") == "allow"
+                and str(winner.get("decided_by", "")).startswith("bench-approver-"))
 
 
 async def _approve(api: Api, sid: str, request_id: str, retries: Retries) -> float:
@@ -195,6 +196,7 @@ async def _approve(api: Api, sid: str, request_id: str, retries: Retries) -> flo
         {"decision": "allow", "decided_by": "bench"},
         _decided_by_us,
         retries,
+        client=api.approver,
     )
 
 

@@ -20,7 +20,6 @@ from typing import Any, cast
 import httpx
 import uvicorn
 from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Worker
 
 import workflows
@@ -28,6 +27,7 @@ from activities.deps import Deps
 from bench.floor import FloorWorkflow
 from dispatcher.api import ApiDeps, create_app
 from dispatcher.client import DurableDispatcher
+from dispatcher.codec import data_converter
 from dispatcher.devserver import DevServer
 from dispatcher.embedded import ApiServer
 from dispatcher.pipeline import Pipeline
@@ -121,7 +121,9 @@ async def open_stack(
                             dynamic_config=dynamic_config, sqlite_pragmas=sqlite_pragmas)
     try:
         await server.start()
-        client = await Client.connect(server.address, data_converter=pydantic_data_converter)
+        # The production converter over the stack's data-dir key (settings(...) share it).
+        converter = data_converter(Settings(data_dir=root / "data"))
+        client = await Client.connect(server.address, data_converter=converter)
         yield Stack(root, server, client, store, url, workspace, uuid.uuid4().hex[:6])
     finally:
         await server.stop()
@@ -153,6 +155,8 @@ class Api:
     base_url: str
     http: httpx.AsyncClient
     key: str
+    #: A second principal with the approver role: the agent's key may not decide its calls.
+    approver: httpx.AsyncClient
 
     async def register(self, session_id: str, workspace: Path) -> None:
         r = await self.http.post(
@@ -193,14 +197,22 @@ async def serve_api(
                 raise RuntimeError("the API server stopped during startup")
             await asyncio.sleep(0.02)
         key, _ = await stack.store.create_api_key(f"bench-{uuid.uuid4().hex[:8]}")
+        approver_key, _ = await stack.store.create_api_key(
+            f"bench-approver-{uuid.uuid4().hex[:8]}", roles=("approver",)
+        )
         limits = httpx.Limits(max_connections=connections, max_keepalive_connections=connections)
         async with httpx.AsyncClient(
             base_url=base,
             headers={"Authorization": f"Bearer {key}"},
             timeout=httpx.Timeout(120.0),
             limits=limits,
-        ) as http:
-            yield Api(base, http, key)
+        ) as http, httpx.AsyncClient(
+            base_url=base,
+            headers={"Authorization": f"Bearer {approver_key}"},
+            timeout=httpx.Timeout(120.0),
+            limits=limits,
+        ) as approver:
+            yield Api(base, http, key, approver)
     finally:
         server.should_exit = True
         await asyncio.wait({task}, timeout=15)

@@ -38,6 +38,7 @@ from dispatcher.durable_models import (
     CallStatusView,
     DecideInput,
     DecideResult,
+    DecisionRecord,
     StatusRequest,
     TurnInput,
     TurnOutcome,
@@ -45,9 +46,10 @@ from dispatcher.durable_models import (
     session_call_prefix,
     turn_workflow_id,
 )
-from dispatcher.models import Session, ToolDefinition, ToolResultBlock, ToolUseBlock
+from dispatcher.links import approval_url
+from dispatcher.models import Session, ToolDefinition, ToolResultBlock, ToolUseBlock, input_hash
 from dispatcher.settings import Settings
-from dispatcher.store.records import ApprovalRecord
+from dispatcher.store.records import ApprovalRecord, CallStatus
 
 
 class ApprovalLookup(Protocol):
@@ -62,6 +64,26 @@ class DefinitionSource(Protocol):
 
 class UnknownCallError(KeyError):
     """No call workflow with this id (or no approval request with this id)."""
+
+
+class IdempotencyConflictError(ValueError):
+    """A tool_use_id reused for another call (other tool name or other input).
+
+    Resubmitting the same call attaches to it; a different call under the same
+    id would silently get the first call's result, so it is refused instead.
+    """
+
+    def __init__(
+        self, tool_use_id: str, existing: tuple[str, str], submitted: tuple[str, str]
+    ) -> None:
+        self.tool_use_id = tool_use_id
+        self.existing_tool, self.existing_hash = existing
+        self.submitted_tool, self.submitted_hash = submitted
+        super().__init__(
+            f"tool_use_id {tool_use_id!r} was already used for another call "
+            f"({self.existing_tool}, input hash {self.existing_hash}); this one is "
+            f"{self.submitted_tool} with input hash {self.submitted_hash}"
+        )
 
 
 def turn_key(session: Session, tool_uses: Sequence[ToolUseBlock]) -> str:
@@ -101,7 +123,7 @@ class DurableDispatcher:
         """Start the call's workflow, or attach to it when it already exists."""
         workflow_id = call_workflow_id(session.session_id, tool_use.id)
         try:
-            return await self.client.start_workflow(
+            handle: WorkflowHandle[Any, CallOutcome] = await self.client.start_workflow(
                 CALL_WORKFLOW,
                 CallInput(call=tool_use, session=session),
                 id=workflow_id,
@@ -113,7 +135,27 @@ class DurableDispatcher:
             )
         except WorkflowAlreadyStartedError:
             # Closed already: attach to the finished run and read its outcome.
-            return self.client.get_workflow_handle(workflow_id, result_type=CallOutcome)
+            handle = self.client.get_workflow_handle(workflow_id, result_type=CallOutcome)
+        if not _newly_started(handle):
+            await self._check_same_call(handle, tool_use)
+        return handle
+
+    async def _check_same_call(
+        self, handle: WorkflowHandle[Any, Any], tool_use: ToolUseBlock
+    ) -> None:
+        """Attaching: the existing call must be this call (same tool, same input)."""
+        submitted = (tool_use.name, input_hash(tool_use.name, tool_use.input))
+        async for event in handle.fetch_history_events(page_size=1):
+            attrs = event.workflow_execution_started_event_attributes
+            payloads = attrs.input.payloads
+            if not payloads:
+                return
+            [first] = await self.client.data_converter.decode(payloads[:1], [CallInput])
+            call = first.call
+            existing = (call.name, input_hash(call.name, call.input))
+            if existing != submitted:
+                raise IdempotencyConflictError(tool_use.id, existing, submitted)
+            return
 
     async def start_turn(
         self, tool_uses: Sequence[ToolUseBlock], session: Session
@@ -226,11 +268,23 @@ class DurableDispatcher:
     async def status(self, session_id: str, tool_use_id: str) -> CallStatusView:
         """Where a call is now (works for running and finished calls)."""
         try:
-            return await self.handle(session_id, tool_use_id).query(
+            view: CallStatusView = await self.handle(session_id, tool_use_id).query(
                 QUERY_STATUS, StatusRequest(), result_type=CallStatusView
             )
         except RPCError as exc:
             raise _unknown(exc, session_id, tool_use_id) from exc
+        return self._with_link(view)
+
+    def _with_link(self, view: CallStatusView) -> CallStatusView:
+        """Add the approval link to a parked view: the workflow does not hold it
+        (no token in history), so it is derived here, when read."""
+        if view.status != CallStatus.PARKED or view.approval_url or view.request is None:
+            return view
+        url = approval_url(
+            self.settings.public_base_url, self.settings.signing_secret(),
+            view.request.request_id, view.expires_at,
+        )
+        return view.model_copy(update={"approval_url": url})
 
     async def cancel(self, session_id: str, tool_use_id: str) -> None:
         """Request cancellation of one call (parked: ends cancelled; running: tool stops)."""
@@ -295,11 +349,17 @@ class DurableDispatcher:
         session_id: str | None = None,
         tool_use_id: str | None = None,
         wait: bool = True,
+        principal_id: str | None = None,
+        claimed_name: str | None = None,
+        self_approved: bool = False,
+        approver: str | None = None,
     ) -> DecideResult:
         """Send a decision as the `decide` update (or signal with wait=False).
 
         A rejected decision (already decided, unknown request, invalid edit)
         comes back as accepted=False with the message and the standing winner.
+        `principal_id` / `claimed_name` / `approver` say who decides (see
+        DecideInput); the caller has authenticated them.
         """
         inp = DecideInput(
             request_id=request_id,
@@ -308,6 +368,10 @@ class DurableDispatcher:
             decided_by=decided_by,
             via=via,
             edited_input=edited_input,
+            principal_id=principal_id,
+            claimed_name=claimed_name,
+            self_approved=self_approved,
+            approver=approver,
         )
         if session_id is None or tool_use_id is None:
             record = await self._approval(request_id)
@@ -323,7 +387,9 @@ class DurableDispatcher:
         except WorkflowUpdateFailedError as exc:
             cause = exc.cause
             message = cause.message if isinstance(cause, ApplicationError) else str(cause)
-            winner = None
+            winner = _rejected_winner(cause)
+            if winner is not None:
+                return DecideResult(accepted=False, winner=winner, message=message)
             try:
                 winner = (await self.status(session_id, tool_use_id)).decision
             except _NO_ANSWER:
@@ -352,6 +418,22 @@ class DurableDispatcher:
 TEMPORAL_NO_ANSWER = (RPCError, RPCTimeoutOrCancelledError, WorkflowQueryFailedError)
 #: A status query that could not be answered (no call, or no answer).
 _NO_ANSWER = (UnknownCallError, *TEMPORAL_NO_ANSWER)
+
+
+def _rejected_winner(cause: BaseException | None) -> DecisionRecord | None:
+    """The standing winner the validator sent with its rejection, if any."""
+    if not isinstance(cause, ApplicationError) or not cause.details:
+        return None
+    try:
+        return DecisionRecord.model_validate(cause.details[0])
+    except ValueError:
+        return None
+
+
+def _newly_started(handle: WorkflowHandle[Any, Any]) -> bool:
+    """True when start_workflow created the run (not attached to an existing one)."""
+    resp = getattr(handle, "_start_workflow_response", None)
+    return bool(getattr(resp, "started", False))
 
 
 def _quote(value: str) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import os
 import signal
 import socket
@@ -53,6 +54,48 @@ class DevServerError(RuntimeError):
 
 class DevServerExitedError(DevServerError):
     """The server process ended before it became ready (often a port race)."""
+
+
+#: prctl(2) option: the signal the kernel sends this process when its parent dies.
+PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent(parent: int) -> None:
+    """In the forked child, before exec: ask Linux to SIGTERM the server when the
+    process that started it dies, even by SIGKILL (no handler of ours runs then).
+    A parent already gone by now (the race before prctl) means exit at once."""
+    if not sys.platform.startswith("linux"):
+        return
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    if os.getppid() != parent:
+        os._exit(1)
+
+
+def stop_leftovers(db_path: Path, timeout: float = 15.0) -> list[int]:
+    """Stop every dev server still running on ``db_path`` (left by a crashed or
+    SIGKILLed owner); returns their pids. Only processes whose command line
+    names this exact state file are touched."""
+    import psutil
+
+    target = str(db_path)
+    found: list[psutil.Process] = []
+    for proc in psutil.process_iter(["pid", "cmdline"]):
+        cmdline = proc.info.get("cmdline") or []
+        if proc.pid == os.getpid() or "start-dev" not in cmdline:
+            continue
+        with contextlib.suppress(ValueError, IndexError):
+            if cmdline[cmdline.index("--db-filename") + 1] == target:
+                found.append(proc)
+    for proc in found:
+        with contextlib.suppress(psutil.Error):
+            proc.terminate()
+    _gone, alive = psutil.wait_procs(found, timeout=timeout)
+    for proc in alive:
+        with contextlib.suppress(psutil.Error):
+            proc.kill()
+    psutil.wait_procs(alive, timeout=5)
+    return [proc.pid for proc in found]
 
 
 START_ATTEMPTS = 3
@@ -104,6 +147,9 @@ class DevServer:
     namespace: str = "default"
     search_attributes: dict[str, str] = field(default_factory=lambda: dict(SEARCH_ATTRIBUTES))
     startup_timeout: float = 60.0
+    #: Linux: the server gets SIGTERM when the process that started it dies,
+    #: so a SIGKILLed `parkgate serve` leaves no server behind.
+    die_with_parent: bool = False
     process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -193,6 +239,8 @@ class DevServer:
         return " ".join(text.split())[-limit:] or "(log empty)"
 
     def _spawn(self) -> subprocess.Popen[bytes]:
+        parent = os.getpid()
+        preexec = (lambda: _die_with_parent(parent)) if self.die_with_parent else None
         with open(self.log_path, "ab") as log:
             return subprocess.Popen(
                 self.command(),
@@ -200,6 +248,7 @@ class DevServer:
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,
+                preexec_fn=preexec,
             )
 
     async def wait_ready(self) -> None:

@@ -15,7 +15,7 @@ from pydantic import BaseModel, Field
 
 from dispatcher.events import ToolEvent
 from dispatcher.models import Session, ToolErrorClass, ToolResultBlock, ToolUseBlock
-from dispatcher.store.records import ApprovalRecord, CallStatus, CallUpdate
+from dispatcher.store.records import ApprovalRecord, CallStatus, CallUpdate, RecordedFinish
 from dispatcher.verdicts import ApprovalInfo, Deny, Execute, NeedsApproval, PreparedCall
 
 #: Stable names: they are written into Temporal history.
@@ -23,6 +23,9 @@ CALL_WORKFLOW = "parkgate.ToolCall"
 TURN_WORKFLOW = "parkgate.Turn"
 ACT_CLASSIFY = "parkgate.classify"
 ACT_RECORD = "parkgate.record"
+#: The same write as ACT_RECORD as a regular activity: scheduled only when the
+#: workflow task that decided it is committed (decision-dependent writes).
+ACT_RECORD_COMMITTED = "parkgate.record_committed"
 ACT_CREATE_APPROVAL = "parkgate.create_approval"
 ACT_NOTIFY = "parkgate.notify"
 ACT_REVALIDATE = "parkgate.revalidate"
@@ -77,6 +80,14 @@ class DecisionRecord(BaseModel):
     decided_at: datetime
     #: Hash of the input that runs (the edited input for allow_with_edits).
     approved_hash: str | None = None
+    #: The authenticated decider ("key:<id>", "approver:<name>"); None for a
+    #: generic link, whose typed name is only `claimed_name`.
+    principal_id: str | None = None
+    claimed_name: str | None = None
+    #: The submitting key decided under a rule with `self_approval: true`.
+    self_approved: bool = False
+    #: Quorum requests: the distinct named approvers who allowed, in order.
+    votes: list[str] = Field(default_factory=list)
 
 
 class CallOutcome(BaseModel):
@@ -128,6 +139,12 @@ class DecideInput(BaseModel):
     via: str | None = None
     #: Required for allow_with_edits: the complete replacement input.
     edited_input: dict[str, Any] | None = None
+    #: Who decides, as authenticated by the API (see DecisionRecord).
+    principal_id: str | None = None
+    claimed_name: str | None = None
+    self_approved: bool = False
+    #: The named approver this decision counts for (quorum requests).
+    approver: str | None = None
 
 
 class DecideResult(BaseModel):
@@ -136,6 +153,9 @@ class DecideResult(BaseModel):
     accepted: bool
     winner: DecisionRecord | None = None
     message: str = ""
+    #: Quorum requests: approvers who have allowed so far, and how many must.
+    votes: list[str] = Field(default_factory=list)
+    quorum: int = 1
 
 
 class StatusRequest(BaseModel):
@@ -156,6 +176,8 @@ class CallStatusView(BaseModel):
     expires_at: datetime | None = None
     decision: DecisionRecord | None = None
     outcome: CallOutcome | None = None
+    #: Quorum requests: the named approvers who have allowed so far.
+    votes: list[str] = Field(default_factory=list)
 
 
 # ---------------------------------------------------------------------------
@@ -215,10 +237,20 @@ class RecordInput(BaseModel):
     events: list[ToolEvent] = Field(default_factory=list)
     update: CallUpdate | None = None
     approval: ApprovalRecord | None = None
+    #: `approval` carries only the decision (no request `info`): store it with a
+    #: first-write-wins decision update, leaving the stored request as it is.
+    #: Keeps decision payloads small (they are in history as activity inputs).
+    approval_decision_only: bool = False
+    #: An outcome the workflow could not observe (its execute activity was lost):
+    #: when the call's final event is already stored, the activity did finish and
+    #: recorded it; keep that record and report it back instead of contradicting it.
+    unless_finished: bool = False
 
 
 class RecordOutput(BaseModel):
     events: int
+    #: Set (with unless_finished) when the call had already finished in the store.
+    finished: RecordedFinish | None = None
 
 
 class ApprovalRequest(BaseModel):
@@ -239,7 +271,9 @@ class ApprovalCreated(BaseModel):
     """create_approval output."""
 
     approval: ApprovalRecord
-    approval_url: str
+    #: Never set any more (links are derived when read, so no token reaches
+    #: Temporal history); kept optional so older histories still decode.
+    approval_url: str | None = None
     #: True when webhooks are configured, so the workflow starts parkgate.notify.
     notify: bool = False
 
@@ -249,7 +283,8 @@ class NotifyInput(BaseModel):
 
     info: ApprovalInfo
     session: Session
-    approval_url: str
+    #: Only in older histories: the notify activity derives the link itself.
+    approval_url: str | None = None
     requested_at: datetime
     expires_at: datetime | None = None
 
@@ -284,6 +319,11 @@ class ExecuteInput(BaseModel):
     #: final row (status, result, timings, full output) with the final event,
     #: in one transaction, and the workflow needs no record step afterwards.
     final: CallUpdate | None = None
+    #: The human decision that lets this call run (tool.confirmation_resolved,
+    #: the decided approval row and call row): written by the activity before
+    #: the tool starts. It travels here, not through a local activity, because
+    #: the activity is scheduled only once the accepting workflow task commits.
+    resolved: RecordInput | None = None
 
 
 class ExecuteOutput(BaseModel):
@@ -298,6 +338,9 @@ class ExecuteOutput(BaseModel):
     error_class: ToolErrorClass | None = None
     started_at: datetime | None = None
     duration_ms: float = 0.0
+    #: False when ExecuteInput.resolved could not be stored (it is among
+    #: pending_events; the workflow writes it, with the approval row, itself).
+    resolved_recorded: bool = True
     pending_events: list[ToolEvent] = Field(default_factory=list)
     full_output: dict[str, Any] | None = None
     #: True when the final row and every event are stored (see ExecuteInput.final).

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import uvicorn
 
+from dispatcher.datadir import secure_data_dir
 from dispatcher.settings import Settings
 
 if TYPE_CHECKING:
@@ -281,6 +282,7 @@ def write_runtime(data_dir: Path, banner: Banner) -> Path:
     }
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(info))
+    tmp.chmod(0o600)
     tmp.replace(path)
     return path
 
@@ -303,6 +305,28 @@ def read_runtime(data_dir: Path) -> dict[str, Any] | None:
     if "serve" not in cmdline:
         return None  # the pid was reused by something else
     return info
+
+
+LOCK_FILE = "serve.lock"
+
+
+def lock_data_dir(data_dir: Path) -> int:
+    """An exclusive lock on ``data_dir`` for this process's lifetime (the kernel
+    drops it when the process dies, however it dies); StartupError naming the
+    running owner when another `parkgate serve` holds it."""
+    import fcntl
+
+    fd = os.open(data_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        other = read_runtime(data_dir) or {}
+        raise StartupError(
+            f"parkgate serve is already running on {data_dir} "
+            f"(pid {other.get('pid', '?')}, {other.get('api_url', 'starting')})"
+        ) from None
+    return fd
 
 
 def temporal_address_for(settings: Settings) -> str:
@@ -399,6 +423,9 @@ class Banner:
     api_key_name: str
     data_dir: Path
     database: str
+    #: A human's key (approver + auditor): the audit pages and decisions. The
+    #: agent's key (`api_key`) never decides its own calls.
+    approver_key: str = ""
 
 
 @dataclass
@@ -425,22 +452,35 @@ class EmbeddedStack:
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[tuple[Banner, ApiServer]]:
         """Start everything; yields the banner and the (not yet served) API server."""
-        from dispatcher.devserver import DevServer, DevServerError
+        settings = self.effective_settings()
+        host = settings.api_host
+        settings.data_dir.mkdir(parents=True, exist_ok=True)
+        lock = lock_data_dir(settings.data_dir)
+        try:
+            async with self._locked(settings, host, lock) as started:
+                yield started
+        finally:
+            os.close(lock)
+
+    @contextlib.asynccontextmanager
+    async def _locked(
+        self, settings: Settings, host: str, lock: int
+    ) -> AsyncIterator[tuple[Banner, ApiServer]]:
+        """The start-up once this process holds the data directory's lock: whatever
+        a previous owner left (serve.json, a dev server) is stale and goes first."""
+        from dispatcher.devserver import DevServer, DevServerError, stop_leftovers
         from dispatcher.store import ApiKeyNameTakenError
         from dispatcher.store.urls import display_url
         from dispatcher.worker import build_worker
 
-        settings = self.effective_settings()
-        host = settings.api_host
-        other = read_runtime(settings.data_dir)
-        if other is not None and other.get("pid") != os.getpid():
-            raise StartupError(
-                f"parkgate serve is already running on {settings.data_dir} "
-                f"(pid {other.get('pid')}, {other.get('api_url')})"
-            )
+        (settings.data_dir / RUNTIME_FILE).unlink(missing_ok=True)
+        leftovers = await asyncio.to_thread(stop_leftovers, settings.data_dir / "temporal.db")
+        if leftovers:
+            log.warning("stopped a leftover temporal dev server on %s (pid %s)",
+                        settings.data_dir, ", ".join(map(str, leftovers)))
         if port_in_use(host, settings.api_port):
             raise StartupError(f"port {settings.api_port} on {host} is already in use (use --port)")
-        settings.data_dir.mkdir(parents=True, exist_ok=True)
+        secure_data_dir(settings.data_dir)
         settings.signing_secret()  # generate and keep it before anything signs a link
         repo = await migrated_repository(settings, upgrade=True)
         dev = DevServer(
@@ -449,6 +489,7 @@ class EmbeddedStack:
             ui_port=pick_port(host, self.ui_port),
             headless=False,
             namespace=settings.temporal_namespace,
+            die_with_parent=True,
         )
         try:
             try:
@@ -467,10 +508,15 @@ class EmbeddedStack:
                 }
             )
             client = await connect_temporal(settings, timeout=30)
+            # Temporal's and the store's files exist now: make them private too.
+            secure_data_dir(settings.data_dir)
             deps = await worker_deps(settings, repo)
             name = self.key_name or f"serve-{datetime.now().strftime('%Y%m%d-%H%M%S-%f')}"
             try:
-                key, _record = await repo.create_api_key(name)
+                key, _record = await repo.create_api_key(name, roles=["agent"])
+                approver_key, _record = await repo.create_api_key(
+                    f"{name}-approver", roles=["approver", "auditor"]
+                )
             except ApiKeyNameTakenError as exc:
                 raise StartupError(
                     f"an active API key is already named {name!r}: pick another --key-name"
@@ -489,6 +535,7 @@ class EmbeddedStack:
                 temporal_address=dev.address,
                 api_key=key,
                 api_key_name=name,
+                approver_key=approver_key,
                 data_dir=settings.data_dir,
                 database=display_url(settings.effective_database_url),
             )

@@ -1,7 +1,9 @@
 """Signed approval links: one token per approval request, bound to its id and expiry.
 
 Signing uses itsdangerous (HMAC-SHA256, URL-safe). Only the token's SHA-256
-is stored, so a database leak does not leak working links.
+is stored, so a database leak does not leak working links; and no token is
+written to Temporal history either: signing is deterministic for (request id,
+expiry), so every reader derives the link with `approval_url` when it needs it.
 """
 
 from __future__ import annotations
@@ -26,6 +28,44 @@ def sign_token(secret: str, request_id: str, expires_at: datetime | None) -> str
     """A token naming one request and its expiry (None = never)."""
     payload = {"rid": request_id, "exp": int(expires_at.timestamp()) if expires_at else None}
     return str(_serializer(secret).dumps(payload))
+
+
+def approval_url(
+    public_base_url: str, secret: str, request_id: str, expires_at: datetime | None
+) -> str:
+    """The link a human opens for one approval request: <base>/approve/<token>.
+
+    The one place links are derived (API views, webhooks, the status query's
+    readers); never stored, never put into workflow history.
+    """
+    token = sign_token(secret, request_id, expires_at)
+    return f"{public_base_url.rstrip('/')}/approve/{token}"
+
+
+def sign_personal_token(
+    secret: str, request_id: str, expires_at: datetime | None, approver: str
+) -> str:
+    """A named approver's own link: bound to the request, its expiry and the approver.
+
+    Derived (never stored): anyone holding the secret rebuilds it from the
+    request id, expiry and approver name, so it need not travel through history.
+    """
+    payload = {
+        "rid": request_id,
+        "exp": int(expires_at.timestamp()) if expires_at else None,
+        "apr": approver,
+    }
+    return str(_serializer(secret).dumps(payload))
+
+
+def token_approver(secret: str, token: str) -> str | None:
+    """The named approver a verified token is bound to (None for a generic link)."""
+    try:
+        payload = _serializer(secret).loads(token)
+    except BadSignature as exc:
+        raise LinkError("this approval link is not valid") from exc
+    approver = payload.get("apr") if isinstance(payload, dict) else None
+    return approver if isinstance(approver, str) else None
 
 
 def verify_token(secret: str, token: str) -> tuple[str, int | None]:

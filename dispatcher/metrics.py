@@ -9,7 +9,7 @@ A dedicated registry keeps several apps in one test process from colliding.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
@@ -55,6 +55,12 @@ TOOL_DURATION = Histogram(
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600),
     registry=REGISTRY,
 )
+INTEGRITY_ERRORS = Gauge(
+    "parkgate_store_integrity_errors",
+    "Event writes that contradicted a stored event of the same id (event_conflicts "
+    "rows; each one is also logged). Anything above 0 needs an operator.",
+    registry=REGISTRY,
+)
 API_SUBMISSIONS = Counter(
     "parkgate_api_tool_calls_submitted",
     "Tool calls submitted over the HTTP API (including re-attachments).",
@@ -68,6 +74,31 @@ DECISIONS = Counter(
     registry=REGISTRY,
 )
 
+#: Tool names that may appear as a `tool` label (the registries of the apps in
+#: this process); anything else is counted as UNKNOWN so a client cannot grow
+#: the series without bound by sending made-up names.
+_KNOWN_TOOLS: set[str] = set()
+UNKNOWN = "unknown"
+DECISION_LABELS = frozenset({"allow", "deny", "allow_with_edits"})
+VIA_LABELS = frozenset({"api", "link"})
+OUTCOME_LABELS = frozenset({"won", "lost", "counted"})
+_STATUS_LABELS = frozenset(s.value for s in CallStatus)
+
+
+def register_tool_names(names: Iterable[str]) -> None:
+    """Allow these registered tool names as `tool` label values."""
+    _KNOWN_TOOLS.update(names)
+
+
+def tool_label(name: str | None) -> str:
+    """`name` when it is a registered tool, else "unknown"."""
+    return name if name is not None and name in _KNOWN_TOOLS else UNKNOWN
+
+
+def bounded(value: str, allowed: frozenset[str]) -> str:
+    """`value` when it is one of the fixed label values, else "unknown"."""
+    return value if value in allowed else UNKNOWN
+
 
 def set_status_counts(counts: Mapping[str, int]) -> None:
     """Refresh the by-status gauges (every status gets a sample, zero when absent)."""
@@ -77,11 +108,25 @@ def set_status_counts(counts: Mapping[str, int]) -> None:
 
 
 def observe_approval_latency(decision: str, via: str, seconds: float) -> None:
-    APPROVAL_LATENCY.labels(decision=decision, via=via).observe(max(seconds, 0.0))
+    APPROVAL_LATENCY.labels(
+        decision=bounded(decision, DECISION_LABELS), via=bounded(via, VIA_LABELS)
+    ).observe(max(seconds, 0.0))
+
+
+def count_decision(decision: str, outcome: str) -> None:
+    DECISIONS.labels(
+        decision=bounded(decision, DECISION_LABELS), outcome=bounded(outcome, OUTCOME_LABELS)
+    ).inc()
+
+
+def count_submission(tool: str) -> None:
+    API_SUBMISSIONS.labels(tool=tool_label(tool)).inc()
 
 
 def observe_tool_duration(tool: str, status: str, seconds: float) -> None:
-    TOOL_DURATION.labels(tool=tool, status=status).observe(max(seconds, 0.0))
+    TOOL_DURATION.labels(tool=tool_label(tool), status=bounded(status, _STATUS_LABELS)).observe(
+        max(seconds, 0.0)
+    )
 
 
 def render() -> tuple[bytes, str]:
@@ -114,6 +159,10 @@ class StoreSampler:
                 await conn.execute(select(calls.c.status, func.count()).group_by(calls.c.status))
             ).all()
             set_status_counts({str(status): int(n) for status, n in rows})
+            conflicts = _conflicts_table()
+            INTEGRITY_ERRORS.set(
+                int((await conn.execute(select(func.count()).select_from(conflicts))).scalar_one())
+            )
             # The first scrape counts from process start; later ones overlap.
             window = self._since - self.overlap if self._scraped else self._since
             finished = (
@@ -146,6 +195,12 @@ def _calls_table() -> Table:
     from dispatcher.store.repository import CALLS
 
     return CALLS
+
+
+def _conflicts_table() -> Table:
+    from dispatcher.store.statements import CONFLICTS
+
+    return CONFLICTS
 
 
 def log_refresh_failure() -> None:

@@ -114,7 +114,8 @@ class ToolDefinition(BaseModel):
     #: Hidden from sessions of kind "worker" (routing-engine §6.2.1).
     hidden_from_workers: bool = False
     #: Per-tool execution timeout; None means the class default (60 s / 600 s).
-    timeout_seconds: float | None = None
+    #: A declared timeout is > 0 (see `tool_timeout`, the one reader).
+    timeout_seconds: float | None = Field(default=None, gt=0)
     #: Per-tool approval expiry in seconds; None = configured default; 0 = never.
     approval_expiry_seconds: float | None = None
     #: Composition (see tool-composition proposal): sub-tools this tool may call.
@@ -204,3 +205,21 @@ def input_hash(tool_name: str, tool_input: dict[str, Any]) -> str:
         default=str,
     )
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+def tool_timeout(
+    definition: ToolDefinition | None, *, default_seconds: float, execute_seconds: float
+) -> float:
+    """Execution timeout of a tool: its own `timeout_seconds`, else its class default.
+
+    EXECUTE and NETWORK tools get `execute_seconds`. One function, so the workflow's
+    plan (activity timeouts) and the pipeline's run (the tool's own deadline) agree.
+    """
+    if definition is not None and definition.timeout_seconds is not None:
+        return definition.timeout_seconds
+    if definition is not None and definition.side_effects in (
+        SideEffects.EXECUTE,
+        SideEffects.NETWORK,
+    ):
+        return execute_seconds
+    return default_seconds

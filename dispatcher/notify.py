@@ -33,9 +33,13 @@ def _expiry_text(notice: NotifyInput) -> str:
     return f"expires {notice.expires_at.strftime('%Y-%m-%d %H:%M UTC')}"
 
 
-def summary(notice: NotifyInput) -> dict[str, Any]:
-    """The flat facts every payload carries."""
+def summary(notice: NotifyInput, approvers: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """The flat facts every payload carries (plus, for a request with named
+    approvers, each approver's personal link: `approvers`, and `quorum`)."""
     info = notice.info
+    extra: dict[str, Any] = {}
+    if approvers:
+        extra = {"approvers": approvers, "quorum": info.quorum}
     return {
         "request_id": info.request_id,
         "session_id": notice.session.session_id,
@@ -49,10 +53,13 @@ def summary(notice: NotifyInput) -> dict[str, Any]:
         "approval_url": notice.approval_url,
         "requested_at": notice.requested_at.isoformat(),
         "expires_at": notice.expires_at.isoformat() if notice.expires_at else None,
+        **extra,
     }
 
 
-def slack_payload(notice: NotifyInput) -> dict[str, Any]:
+def slack_payload(
+    notice: NotifyInput, approvers: list[dict[str, Any]] | None = None
+) -> dict[str, Any]:
     """Slack incoming-webhook shape: `text` fallback plus Block Kit sections."""
     info = notice.info
     impact = "\n".join(f"• {line}" for line in info.projected_impact) or "—"
@@ -79,6 +86,15 @@ def slack_payload(notice: NotifyInput) -> dict[str, Any]:
                 "elements": [
                     {
                         "type": "button",
+                        "text": {"type": "plain_text", "text": f"Review as {a['name']}"},
+                        "url": a["approval_url"],
+                    }
+                    for a in approvers
+                ][:25]
+                if approvers
+                else [
+                    {
+                        "type": "button",
                         "text": {"type": "plain_text", "text": "Review"},
                         "url": notice.approval_url,
                     }
@@ -88,17 +104,24 @@ def slack_payload(notice: NotifyInput) -> dict[str, Any]:
     }
 
 
-def generic_payload(notice: NotifyInput) -> dict[str, Any]:
+def generic_payload(
+    notice: NotifyInput, approvers: list[dict[str, Any]] | None = None
+) -> dict[str, Any]:
     """Plain JSON: the event type plus the flat facts."""
-    return {"event": "tool.confirmation_requested", **summary(notice)}
+    return {"event": "tool.confirmation_requested", **summary(notice, approvers)}
 
 
-def payload_for(kind: str, notice: NotifyInput) -> dict[str, Any]:
-    return slack_payload(notice) if kind == "slack" else generic_payload(notice)
+def payload_for(
+    kind: str, notice: NotifyInput, approvers: list[dict[str, Any]] | None = None
+) -> dict[str, Any]:
+    if kind == "slack":
+        return slack_payload(notice, approvers)
+    return generic_payload(notice, approvers)
 
 
 async def deliver(
-    client: httpx.AsyncClient, webhook: Webhook, notice: NotifyInput, timeout: float = 10.0
+    client: httpx.AsyncClient, webhook: Webhook, notice: NotifyInput, timeout: float = 10.0,
+    approvers: list[dict[str, Any]] | None = None,
 ) -> None:
     """POST one notice; raise WebhookError unless the target answers 2xx."""
     import httpx
@@ -106,7 +129,7 @@ async def deliver(
     try:
         response = await client.post(
             webhook.url,
-            json=payload_for(webhook.kind, notice),
+            json=payload_for(webhook.kind, notice, approvers),
             headers=webhook.headers,
             timeout=timeout,
         )

@@ -34,6 +34,7 @@ from dispatcher.models import (
     ToolResultBlock,
     ToolUseBlock,
     input_hash,
+    tool_timeout,
     utcnow,
 )
 from dispatcher.policy import ConfirmationPolicy
@@ -231,6 +232,9 @@ class Pipeline:
             mode=decision.mode,
             files=preview.files,
             parent_tool_use_id=parent_tool_use_id,
+            approvers=decision.approvers,
+            quorum=decision.quorum,
+            self_approval=decision.self_approval,
         )
         return NeedsApproval(prepared=prepared, info=info)
 
@@ -239,7 +243,10 @@ class Pipeline:
     ) -> dict[str, str] | Deny:
         """Validation, tool-specific guards and the workspace scope check."""
         errors = validate_input(
-            definition.input_schema, call.input, max_bytes=self.limits.max_input_bytes
+            definition.input_schema,
+            call.input,
+            max_bytes=self.limits.max_input_bytes,
+            max_depth=self.limits.max_input_depth,
         )
         if not errors:
             try:
@@ -320,11 +327,11 @@ class Pipeline:
 
     # ================================================================ execute
     def timeout_for(self, definition: ToolDefinition) -> float:
-        if definition.timeout_seconds is not None:
-            return definition.timeout_seconds
-        if definition.side_effects.value in ("execute", "network"):
-            return self.limits.execute_timeout_seconds
-        return self.limits.default_timeout_seconds
+        return tool_timeout(
+            definition,
+            default_seconds=self.limits.default_timeout_seconds,
+            execute_seconds=self.limits.execute_timeout_seconds,
+        )
 
     def event(self, prepared: PreparedCall, type_: EventType, **fields: Any) -> ToolEvent:
         """A ToolEvent about ``prepared`` (tagged with its parent for sub-calls)."""
@@ -392,6 +399,7 @@ class Pipeline:
             if definition.composed_of:
                 ctx.registry = SubCalls(self, prepared, cancel_event, emit, approver)
             if cancel_event.is_set():
+                await _cancel_stopped(tool, definition.name)  # spec §7: in every case
                 error_class, message = (
                     ToolErrorClass.CANCELLED,
                     "Tool call cancelled before it started.",
@@ -458,8 +466,13 @@ class Pipeline:
             stopped = ToolErrorClass.CANCELLED if cancel_event.is_set() else ToolErrorClass.TIMEOUT
             cancel_event.set()  # tools polling the event stop as well
             abandoned = await self._stop(tool, task, name)
-        elif cancel_event.is_set() and not _succeeded(task):
-            stopped = ToolErrorClass.CANCELLED  # the tool noticed the event and stopped
+        elif cancel_event.is_set():
+            # Dispatcher spec §7: a cancellation sets cancel_event AND calls
+            # tool.cancel(), also when the tool already stopped on the event
+            # (cancel() then returns False: nothing left to stop).
+            await _cancel_stopped(tool, name)
+            if not _succeeded(task):
+                stopped = ToolErrorClass.CANCELLED  # the tool noticed the event and stopped
         stop_message = (
             "Tool call cancelled."
             if stopped == ToolErrorClass.CANCELLED
@@ -580,6 +593,12 @@ async def _call_cancel(tool: Any, name: str) -> None:
         await tool.cancel()
     except Exception:
         log.exception("cancel() of tool %s raised", name)
+
+
+async def _cancel_stopped(tool: Any, name: str) -> None:
+    """tool.cancel() for a tool that is not running (any more): bounded, never raises."""
+    with contextlib.suppress(asyncio.TimeoutError):
+        await asyncio.wait_for(_call_cancel(tool, name), timeout=1.0)
 
 
 class SubCalls:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -131,6 +132,13 @@ class ArgumentRule(BaseModel):
 
     tool: str
     mode: Mode
+    #: Who decides (prompt rules): approver names and `group:<name>` entries,
+    #: resolved against the settings' approvers by `with_approvers`.
+    approvers: list[str] = Field(default_factory=list)
+    #: How many distinct named approvers must allow (any deny denies).
+    quorum: int = Field(default=1, ge=1, le=20)
+    #: Let the key that submitted the call decide it (recorded in the audit).
+    self_approval: bool = False
 
     def conditions(self) -> dict[str, Any]:
         return dict(self.model_extra or {})
@@ -138,6 +146,14 @@ class ArgumentRule(BaseModel):
     def describe(self, index: int) -> str:
         conds = " ".join(f"{k} {v!r}" for k, v in self.conditions().items())
         return f"rules[{index}] ({self.tool}{' ' + conds if conds else ''} -> {self.mode})"
+
+    @field_validator("approvers", mode="after")
+    @classmethod
+    def _names(cls, value: list[str]) -> list[str]:
+        for name in value:
+            if not name or not isinstance(name, str):
+                raise ValueError("approver names must be non-empty strings")
+        return value
 
 
 def _class_key(value: Any) -> SideEffects:
@@ -165,6 +181,11 @@ class PolicyDecision(BaseModel):
 
     mode: Mode
     rule: str
+    #: From the deciding argument rule: named approvers (resolved), quorum and
+    #: whether the submitter may approve its own call.
+    approvers: list[str] = Field(default_factory=list)
+    quorum: int = 1
+    self_approval: bool = False
 
 
 class ConfirmationPolicy(BaseModel):
@@ -236,6 +257,39 @@ class ConfirmationPolicy(BaseModel):
             raise PolicyError(f"cannot read policy file {path}: {exc.strerror}") from None
         return cls.from_yaml(text)
 
+    def with_approvers(
+        self, approvers: Iterable[str], groups: Mapping[str, Iterable[str]]
+    ) -> ConfirmationPolicy:
+        """The policy with every rule's `approvers` resolved to known names.
+
+        `group:<name>` expands to its members; PolicyError for an unknown name or
+        group, or a quorum larger than the approvers a rule names.
+        """
+        known = set(approvers)
+        resolved: list[ArgumentRule] = []
+        for index, rule in enumerate(self.rules):
+            names: list[str] = []
+            for entry in rule.approvers:
+                if entry.startswith("group:"):
+                    group = entry.removeprefix("group:")
+                    if group not in groups:
+                        raise PolicyError(f"rules[{index}].approvers: unknown group {group!r}")
+                    members = list(groups[group])
+                else:
+                    members = [entry]
+                for name in members:
+                    if name not in known:
+                        raise PolicyError(f"rules[{index}].approvers: unknown approver {name!r}")
+                    if name not in names:
+                        names.append(name)
+            if rule.quorum > max(1, len(names)):
+                raise PolicyError(
+                    f"rules[{index}].quorum: {rule.quorum} is more than the "
+                    f"{len(names)} approvers the rule names"
+                )
+            resolved.append(rule.model_copy(update={"approvers": names}))
+        return self.model_copy(update={"rules": resolved})
+
     # ------------------------------------------------------------ deciding
     def trusted_workspace_for(self, workspace_path: str) -> str | None:
         """The configured trusted entry containing ``workspace_path``, if any."""
@@ -286,7 +340,10 @@ class ConfirmationPolicy(BaseModel):
             elif allow_rule is None and _matches(
                 rule, tool_input, relative_paths, any_segment=False
             ):
-                allow_rule = PolicyDecision(mode=rule.mode, rule=rule.describe(index))
+                allow_rule = PolicyDecision(
+                    mode=rule.mode, rule=rule.describe(index), approvers=list(rule.approvers),
+                    quorum=rule.quorum, self_approval=rule.self_approval,
+                )
         if deny_rule is not None:
             return PolicyDecision(mode="deny", rule=f"deny:{deny_rule.rule}")
         for cand in reversed(candidates):  # most specific first

@@ -92,10 +92,42 @@ def input_size(tool_input: Any) -> int:
     )
 
 
+#: Deepest JSON nesting accepted in a tool input (the root object is depth 1).
+#: Deeper values recurse through every serializer on the durable path (JSON,
+#: pydantic, Temporal payloads), so they are refused before anything starts.
+MAX_INPUT_DEPTH = 64
+
+
+def depth_error(value: Any, max_depth: int = MAX_INPUT_DEPTH, root: str = "$") -> str | None:
+    """``"<path>: ..."`` for the first place ``value`` nests deeper than
+    ``max_depth`` containers, else None. Iterative: deep input cannot make the
+    check itself overflow the stack."""
+    stack: list[tuple[Any, str, int]] = [(value, root, 1)]
+    while stack:
+        item, path, depth = stack.pop()
+        if isinstance(item, dict):
+            children: list[tuple[Any, str]] = [(v, _child(path, str(k))) for k, v in item.items()]
+        elif isinstance(item, list):
+            children = [(v, f"{path}[{i}]") for i, v in enumerate(item)]
+        else:
+            continue
+        if depth > max_depth:
+            return f"{path}: nested deeper than the {max_depth}-level limit"
+        stack.extend((child, child_path, depth + 1) for child, child_path in children)
+    return None
+
+
 def validate_input(
-    schema: dict[str, Any], tool_input: Any, *, max_bytes: int | None = None
+    schema: dict[str, Any],
+    tool_input: Any,
+    *,
+    max_bytes: int | None = None,
+    max_depth: int = MAX_INPUT_DEPTH,
 ) -> list[str]:
     """Validation errors for ``tool_input`` (each prefixed by its JSON path); [] if valid."""
+    too_deep = depth_error(tool_input, max_depth)
+    if too_deep is not None:
+        return [too_deep]
     if max_bytes is not None:
         size = input_size(tool_input)
         if size > max_bytes:

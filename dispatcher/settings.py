@@ -14,13 +14,15 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
     YamlConfigSettingsSource,
 )
+
+from dispatcher.mcp_source.config import McpServer
 
 
 def default_data_dir() -> Path:
@@ -43,6 +45,16 @@ class Webhook(BaseModel):
     headers: dict[str, str] = Field(default_factory=dict)
 
 
+class Approver(BaseModel):
+    """A named approver: who gets a personal link for requests that name them."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    email: str | None = None
+    #: The API key name that decides as this approver through the API.
+    key: str | None = None
+
+
 class Settings(BaseSettings):
     """All parkgate configuration in one place."""
 
@@ -62,27 +74,106 @@ class Settings(BaseSettings):
     #: Base URL put in approval links (what a phone can reach).
     public_base_url: str = "http://127.0.0.1:8420"
     api_host: str = "127.0.0.1"
-    api_port: int = 8420
+    api_port: int = Field(default=8420, ge=1, le=65535)
     #: Secret for signing approval links; generated under data_dir when unset.
     link_secret: str | None = None
     workspace_roots: list[Path] = Field(default_factory=lambda: [Path.home()])
     #: Confirmation policy in the spec's YAML shape (the `tool_confirmation` mapping).
     tool_confirmation: dict[str, Any] = Field(default_factory=dict)
     session_concurrency: int = Field(default=4, ge=1, le=64)
-    default_timeout_seconds: float = 60.0
-    execute_timeout_seconds: float = 600.0
-    cancel_grace_seconds: float = 30.0
+    default_timeout_seconds: float = Field(default=60.0, gt=0)
+    execute_timeout_seconds: float = Field(default=600.0, gt=0)
+    cancel_grace_seconds: float = Field(default=30.0, ge=0)
     #: Approval expiry; 0 means never.
-    approval_expiry_seconds: float = 24 * 3600.0
+    approval_expiry_seconds: float = Field(default=24 * 3600.0, ge=0)
     approval_expiry_by_class: dict[str, float] = Field(default_factory=dict)
     webhooks: list[Webhook] = Field(default_factory=list)
     max_cached_workflows: int = Field(default=500, ge=0)
     #: Heartbeat timeout of the at-most-once execute activity: how long a dead
     #: worker goes unnoticed before the call ends "outcome unknown".
     execute_heartbeat_timeout_seconds: float = Field(default=20.0, gt=0)
-    max_input_bytes: int = 1024 * 1024
-    max_request_bytes: int = 2 * 1024 * 1024
+    max_input_bytes: int = Field(default=1024 * 1024, ge=1)
+    max_request_bytes: int = Field(default=2 * 1024 * 1024, ge=1)
+    #: Deepest JSON nesting a tool input may have; deeper is refused (422)
+    #: before anything starts, so every accepted input can travel the durable path.
+    max_input_depth: int = Field(default=64, ge=1, le=256)
     audit_pages_enabled: bool = True
+    #: Environment names a tool's process gets besides PATH, LANG and HOME
+    #: (PARKGATE_* and known secret names are always dropped).
+    tool_env_passthrough: list[str] = Field(default_factory=list)
+    #: Temporal payload encryption keys: id -> urlsafe base64 of 32 bytes. Empty means
+    #: one key generated into `<data_dir>/payload-key` (embedded default).
+    payload_keys: dict[str, str] = Field(default_factory=dict)
+    #: The key id new payloads are encrypted with (default: the first of payload_keys).
+    payload_key_id: str | None = None
+    #: Origin of the Temporal UI allowed to call /codec/* (CORS); empty = no CORS.
+    codec_cors_origin: str = ""
+    #: Bearer token required on /metrics when set.
+    metrics_token: str | None = None
+
+    @field_validator("payload_keys", mode="after")
+    @classmethod
+    def _check_payload_keys(cls, value: dict[str, str]) -> dict[str, str]:
+        from dispatcher.codec import decode_key
+
+        for kid, text in value.items():
+            try:
+                decode_key(text)
+            except ValueError as exc:
+                raise ValueError(f"payload key {kid!r}: {exc}") from None
+        return value
+
+    @model_validator(mode="after")
+    def _check_payload_key_id(self) -> Settings:
+        if self.payload_key_id is not None and self.payload_key_id not in self.payload_keys:
+            raise ValueError(
+                f"payload_key_id {self.payload_key_id!r} is not a key of payload_keys"
+            )
+        return self
+    #: Named approvers (`approvers: {alice: {email: ...}}`) and groups of them
+    #: (`approver_groups: {oncall: [alice, bob]}`), referenced by confirmation
+    #: rules as `approvers: [alice, group:oncall]`.
+    approvers: dict[str, Approver] = Field(default_factory=dict)
+    approver_groups: dict[str, list[str]] = Field(default_factory=dict)
+    #: Requests per second each API key may make (token bucket); 0 = no limit.
+    rate_limit_per_second: float = Field(default=0.0, ge=0)
+    #: How many requests a key may make at once before the rate applies.
+    rate_limit_burst: int = Field(default=20, ge=1)
+    #: MCP endpoint: how long a tools/call holds a parked call (sending progress)
+    #: before answering with an error result that names its tool_use_id.
+    mcp_call_wait_seconds: float = Field(default=50.0, ge=0, le=3600)
+    #: MCP endpoint: seconds between progress notifications while a call waits.
+    mcp_progress_seconds: float = Field(default=5.0, gt=0, le=300)
+    #: MCP servers whose tools join the registry as `<name>__<tool>`, behind the gate.
+    mcp_servers: dict[str, McpServer] = Field(default_factory=dict)
+
+    @field_validator("approver_groups", mode="after")
+    @classmethod
+    def _known_members(
+        cls, value: dict[str, list[str]], info: ValidationInfo
+    ) -> dict[str, list[str]]:
+        known = set(info.data.get("approvers") or {})
+        for group, members in value.items():
+            unknown = [m for m in members if m not in known]
+            if unknown:
+                raise ValueError(f"approver_groups.{group}: unknown approvers {unknown}")
+        return value
+
+    @field_validator("approval_expiry_by_class", mode="after")
+    @classmethod
+    def _known_classes(cls, value: dict[str, float]) -> dict[str, float]:
+        """An expiry for a class that does not exist would silently never apply."""
+        from dispatcher.models import SideEffects
+
+        known = {c.value for c in SideEffects}
+        for key, seconds in value.items():
+            if key.lower() not in known:
+                raise ValueError(
+                    f"unknown side-effect class {key!r} (one of: {', '.join(sorted(known))})"
+                )
+            if seconds < 0:
+                raise ValueError(f"{key}: expiry must be >= 0 seconds (0 means never)")
+        return value
 
     @field_validator("workspace_roots", mode="after")
     @classmethod
@@ -119,6 +210,10 @@ class Settings(BaseSettings):
             env[f"PARKGATE_{name.upper()}"] = text
         return env
 
+    def approver_keys(self) -> dict[str, str]:
+        """API key name -> the named approver it decides as."""
+        return {a.key: name for name, a in self.approvers.items() if a.key}
+
     @property
     def effective_database_url(self) -> str:
         """The configured URL, or SQLite under the data directory."""
@@ -133,7 +228,7 @@ class Settings(BaseSettings):
         path = self.data_dir / "link-secret"
         if path.exists():
             return path.read_text().strip()
-        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         secret = secrets.token_urlsafe(48)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "w") as fh:

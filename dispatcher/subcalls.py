@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hashlib
 from datetime import UTC, datetime
-from typing import Protocol
+from typing import Any, Protocol
 
 from dispatcher.durable_models import DECISIONS, DecideInput, DecideResult, DecisionRecord
 from dispatcher.models import utcnow
@@ -45,6 +45,7 @@ class ApprovalDecisions(Protocol):
         reason: str | None = None,
         *,
         decided_at: datetime | None = None,
+        principal: dict[str, Any] | None = None,
     ) -> tuple[bool, ApprovalRecord]: ...
 
 
@@ -89,6 +90,9 @@ def decision_record(record: ApprovalRecord) -> DecisionRecord | None:
         via=record.via,
         decided_at=_aware(record.decided_at or record.requested_at),
         approved_hash=record.input_hash if record.decision != "deny" else None,
+        principal_id=record.principal_id,
+        claimed_name=record.claimed_name,
+        self_approved=bool(record.self_approved),
     )
 
 
@@ -110,6 +114,23 @@ def problem(record: ApprovalRecord, inp: DecideInput) -> str | None:
         return f"invalid decision {inp.decision!r}; expected one of {', '.join(DECISIONS)}"
     if inp.edited_input is not None:
         return "edited_input is only allowed with allow_with_edits"
+    return _named_problem(record, inp)
+
+
+def _named_problem(record: ApprovalRecord, inp: DecideInput) -> str | None:
+    """A step with named approvers takes one of them; a quorum above one is not
+    counted for steps (the decision is refused, so the step can only expire or
+    be denied: never run on fewer approvals than configured)."""
+    info = record.info or {}
+    named = [str(n) for n in info.get("approvers") or []]
+    if not named:
+        return None
+    if inp.approver not in named:
+        return "this request is decided by its named approvers: " + ", ".join(named)
+    quorum = info.get("quorum") or 1
+    if inp.decision != "deny" and isinstance(quorum, int) and quorum > 1:
+        return (f"a step of a composed tool cannot collect {quorum} approvals; "
+                "deny it, or let it expire")
     return None
 
 
@@ -121,7 +142,9 @@ async def decide(
     if reason is not None:
         return DecideResult(accepted=False, winner=decision_record(record), message=reason)
     won, stored = await store.decide_approval(
-        record.request_id, inp.decision, inp.decided_by, inp.via, inp.reason
+        record.request_id, inp.decision, inp.decided_by, inp.via, inp.reason,
+        principal={"principal_id": inp.principal_id, "claimed_name": inp.claimed_name,
+                   "self_approved": inp.self_approved or None},
     )
     if won:
         return DecideResult(

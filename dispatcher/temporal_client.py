@@ -1,15 +1,15 @@
 """Connect to Temporal the way Settings say: address, namespace, TLS or API key.
 
-Always with the pydantic data converter, so every payload is a pydantic model
-on both sides.
+Always with `dispatcher.codec.data_converter`: pydantic models, every payload
+encrypted.
 """
 
 from __future__ import annotations
 
 from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import TLSConfig
 
+from dispatcher.codec import data_converter
 from dispatcher.settings import Settings
 
 
@@ -34,5 +34,5 @@ async def connect(settings: Settings, *, address: str | None = None) -> Client:
         namespace=settings.temporal_namespace,
         api_key=settings.temporal_api_key,
         tls=tls_config(settings),
-        data_converter=pydantic_data_converter,
+        data_converter=data_converter(settings),
     )

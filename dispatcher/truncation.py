@@ -25,6 +25,8 @@ class Limits(BaseModel):
     shell_max_command_chars: int = Field(default=2_048, ge=1)
     #: Serialized tool input cap (bytes of compact JSON).
     max_input_bytes: int = Field(default=1024 * 1024, ge=1)
+    #: Deepest JSON nesting of a tool input (see dispatcher.schema.MAX_INPUT_DEPTH).
+    max_input_depth: int = Field(default=64, ge=1)
     #: Execution timeout for NONE/READ/WRITE tools.
     default_timeout_seconds: float = Field(default=60.0, gt=0)
     #: Execution timeout for EXECUTE/NETWORK tools.
@@ -35,6 +37,8 @@ class Limits(BaseModel):
     shell_kill_after_seconds: float = Field(default=3.0, ge=0)
     #: Shell: bytes of stdout/stderr kept in memory per stream.
     shell_capture_bytes: int = Field(default=8 * 1024 * 1024, ge=1)
+    #: Environment names passed to tools besides PATH, LANG and HOME (never PARKGATE_*).
+    tool_env_passthrough: tuple[str, ...] = ()
 
     @classmethod
     def from_settings(cls, settings: Any, **overrides: Any) -> Limits:
@@ -45,6 +49,8 @@ class Limits(BaseModel):
             "execute_timeout_seconds",
             "cancel_grace_seconds",
             "max_input_bytes",
+            "max_input_depth",
+            "tool_env_passthrough",
         ):
             value = getattr(settings, name, None)
             if value is not None:

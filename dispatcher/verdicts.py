@@ -57,6 +57,13 @@ class ApprovalInfo(BaseModel):
     files: list[str] = Field(default_factory=list)
     #: Set when the call is a sub-call of a composed tool.
     parent_tool_use_id: str | None = None
+    #: Named approvers who decide (each gets a personal link); empty = any
+    #: key with the approver role, or the generic link.
+    approvers: list[str] = Field(default_factory=list)
+    #: Distinct named approvers who must allow before the call runs.
+    quorum: int = 1
+    #: The rule lets the submitting key decide its own call.
+    self_approval: bool = False
 
 
 class Execute(BaseModel):

@@ -77,12 +77,15 @@ def build_pipeline(settings: Settings, *, extra_tools: Iterable[ToolFactory] = (
     from dispatcher.truncation import Limits
 
     registry = build_registry(extra_tools)
-    policy = ConfirmationPolicy.from_mapping(settings.tool_confirmation)
+    policy = ConfirmationPolicy.from_mapping(settings.tool_confirmation).with_approvers(
+        settings.approvers, settings.approver_groups
+    )
     limits = Limits(
         default_timeout_seconds=settings.default_timeout_seconds,
         execute_timeout_seconds=settings.execute_timeout_seconds,
         cancel_grace_seconds=settings.cancel_grace_seconds,
         max_input_bytes=settings.max_input_bytes,
+        tool_env_passthrough=tuple(settings.tool_env_passthrough),
     )
     return Pipeline(registry, policy, limits=limits)
 
@@ -95,7 +98,13 @@ async def build_deps(settings: Settings, *, store: HistoryStore | None = None) -
         repo = await Repository.connect(settings.effective_database_url, check_schema=True)
         # Repository.apply returns the number of new events; the protocol ignores it.
         store = cast(HistoryStore, repo)
-    return Deps(settings=settings, pipeline=build_pipeline(settings), store=store)
+    extra: list[ToolFactory] = []
+    if settings.mcp_servers:
+        from dispatcher.mcp_source.discover import discover
+
+        extra = (await discover(settings.mcp_servers)).factories
+    return Deps(settings=settings, pipeline=build_pipeline(settings, extra_tools=extra),
+                store=store)
 
 
 async def run_worker(settings: Settings, *, deps: Deps | None = None) -> None:

@@ -3,6 +3,13 @@
 Paths are resolved (``..`` and symlinks, file or any parent directory) before
 they are checked, so ``subdir/../../etc/passwd`` and a link pointing outside
 are both rejected with WorkspaceEscapeError (error class permission_denied).
+
+Hard links cannot be resolved: a second name of a file outside the workspace
+looks like any workspace file. Writes (write, append, patch) refuse a regular
+file with more than one link (st_nlink > 1), so a planted link cannot make a
+tool change a file elsewhere. Reads follow the path rule only and do read a
+hard-linked file: creating the link already required read access to it, and
+package managers (pnpm, `git clone --local`) fill workspaces with hard links.
 """
 
 from __future__ import annotations
@@ -108,14 +115,25 @@ class WorkspaceFileAPI:
             ) from None
         # Re-check after creating parents, and never follow a final symlink.
         self.resolve(path)
+        truncate = bool(flags & os.O_TRUNC)
         try:
-            fd = os.open(target, flags | os.O_NOFOLLOW, 0o644)
+            # Truncate only after the link-count check below.
+            fd = os.open(target, (flags & ~os.O_TRUNC) | os.O_NOFOLLOW, 0o644)
         except IsADirectoryError:
             raise ToolExecutionError(f"Is a directory, not a file: {path}") from None
         except PermissionError:
             raise ToolExecutionError(f"Permission denied writing {path}") from None
         except OSError as exc:  # ELOOP (final symlink), ENOTDIR, ...
             raise ToolExecutionError(f"Cannot write {path}: {exc.strerror}") from None
+        info = os.fstat(fd)
+        if info.st_nlink > 1:
+            os.close(fd)
+            raise WorkspaceEscapeError(
+                f"Refusing to write {path}: it has {info.st_nlink} hard links, so it may be "
+                "a file outside the workspace"
+            )
+        if truncate:
+            os.ftruncate(fd, 0)
         return target, fd
 
     def write_bytes(self, path: str, content: bytes) -> None:

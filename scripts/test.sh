@@ -30,5 +30,7 @@ echo "== ruff"
 .venv/bin/ruff check .
 echo "== mypy"
 .venv/bin/mypy
+echo "== import-linter (.importlinter: layers point down)"
+.venv/bin/lint-imports --no-cache
 echo "== pytest"
 exec .venv/bin/python -m pytest -q -p no:cacheprovider "$@"

@@ -95,6 +95,8 @@ def test_api_and_worker_share_one_configuration(compose: dict[str, Any]) -> None
     assert env["PARKGATE_TEMPORAL_ADDRESS"] == "temporal:7233"
     # One link secret for every replica, never generated per container.
     assert "PARKGATE_LINK_SECRET" in env
+    # One payload key set too: a worker must decrypt what the API encrypted.
+    assert "PARKGATE_PAYLOAD_KEYS" in env
     assert any(p.endswith(":8420") for p in api["ports"])
     assert "healthz" in " ".join(api["healthcheck"]["test"])
 
@@ -134,7 +136,8 @@ def test_docker_compose_config_accepts_the_file(tmp_path: Path) -> None:
         if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
             pytest.fail("no docker compose plugin or docker-compose (scripts/test.sh installs it)")
         pytest.skip("no docker compose plugin or docker-compose installed")
-    env = {**os.environ, "PARKGATE_LINK_SECRET": "test-secret", "COMPOSE_PROJECT_NAME": "parkgate"}
+    env = {**os.environ, "PARKGATE_LINK_SECRET": "test-secret", "COMPOSE_PROJECT_NAME": "parkgate",
+           "PARKGATE_PAYLOAD_KEYS": '{"k1": "dGVzdC1wYXlsb2FkLWtleS0zMi1ieXRlcy1sb25nISE="}'}
     ok = subprocess.run(
         [*cli, "-f", str(COMPOSE), "config", "--services"],
         capture_output=True,

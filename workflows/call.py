@@ -32,6 +32,7 @@ from temporalio.exceptions import (
 )
 
 with workflow.unsafe.imports_passed_through():
+    from dispatcher import quorum
     from dispatcher.durable_models import (
         ACT_CLASSIFY,
         ACT_CREATE_APPROVAL,
@@ -39,6 +40,7 @@ with workflow.unsafe.imports_passed_through():
         ACT_EXECUTE_LOCAL,
         ACT_NOTIFY,
         ACT_RECORD,
+        ACT_RECORD_COMMITTED,
         ACT_REVALIDATE,
         CALL_WORKFLOW,
         DECISIONS,
@@ -93,6 +95,12 @@ _NOTIFY_RETRY = RetryPolicy(maximum_attempts=6, maximum_interval=timedelta(minut
 _CLASSIFY_TIMEOUT = timedelta(minutes=3)
 
 T = TypeVar("T")
+#: workflow.patched id: from the first write after a call parks, every
+#: decision-dependent store write goes through a regular activity (scheduled
+#: only when the workflow task that accepted the decision is committed), and
+#: tool.confirmation_resolved travels with the write that follows the decision
+#: (the execute activity, or the final record of a deny/expiry/cancel).
+PATCH_COMMITTED_WRITES = "committed-decision-writes-v1"
 #: Margin added to the tool timeout: the pipeline enforces the tool timeout and
 #: the cancel grace itself; Temporal's start-to-close is the outer backstop.
 _EXECUTE_MARGIN = timedelta(seconds=45)
@@ -137,10 +145,22 @@ class ToolCallWorkflow:
         self._approval: ApprovalRecord | None = None
         self._approval_url: str | None = None
         self._decision: DecisionRecord | None = None
-        #: Set while an accepted update is revalidating edits (blocks rivals).
+        #: Quorum requests: named approvers who have allowed so far (see _tally).
+        self._votes: list[str] = []
+        #: Set while an accepted update is revalidating edits (old histories).
         self._deciding = False
+        #: Serializes applying decisions (an update may await revalidation).
+        self._decide_lock = asyncio.Lock()
+        #: Accepted decide updates/signals not finished yet: expiry waits for them.
+        self._pending_decisions = 0
+        #: PATCH_COMMITTED_WRITES, once asked (None before the call parks).
+        self._committed_writes: bool | None = None
+        #: The resolution not yet written (patched path): goes with the next write.
+        self._unwritten_resolution: RecordInput | None = None
         self._outcome: CallOutcome | None = None
         self._background: list[asyncio.Task[None]] = []
+        #: Patch "cancel-notify-on-end": a call's end cancels its pending webhook.
+        self._cancel_notify_on_end = False
         #: A cancellation swallowed while a store write finished (see _record_raw).
         self._cancel_requested = False
         self._verdict: str | None = None
@@ -152,12 +172,43 @@ class ToolCallWorkflow:
             outcome = await self._run(inp)
         except asyncio.CancelledError:
             # Cancelled before execution started (classifying or parked).
+            if self._info is not None and self._uses_committed_writes():
+                self._cancelled_while_parked()
             outcome = await self._finish(
                 self._error(ToolErrorClass.CANCELLED, "The call was cancelled before it ran."),
                 event="tool.failed",
             )
+        await self._stop_background()
         self._outcome = outcome
+        # Let a decide update still in flight answer its caller (Temporal's
+        # documented rule: never return while a handler is running).
+        await workflow.wait_condition(workflow.all_handlers_finished)
         return outcome
+
+    async def _stop_background(self) -> None:
+        """Cancel a webhook still retrying: the call has ended, its notice is moot.
+
+        Cancelling issues a command, so histories written before this change
+        (no "cancel-notify-on-end" marker) replay without it.
+        """
+        pending = [task for task in self._background if not task.done()]
+        if pending and self._cancel_notify_on_end:
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
+
+    def _uses_committed_writes(self) -> bool:
+        """PATCH_COMMITTED_WRITES, asked once, at the first write after parking."""
+        if self._committed_writes is None:
+            self._committed_writes = workflow.patched(PATCH_COMMITTED_WRITES)
+        return self._committed_writes
+
+    def _cancelled_while_parked(self) -> None:
+        """A cancellation ends the wait: no decision can be accepted any more; a
+        decision accepted before it is recorded with the cancellation."""
+        if self._decision is not None and self._unwritten_resolution is None:
+            self._unwritten_resolution = self._resolution(self._decision.decision)
+        self._status = CallStatus.CANCELLED
 
     async def _run(self, inp: CallInput) -> CallOutcome:
         # An auto-approved read runs inside classify (one local activity, one
@@ -285,6 +336,9 @@ class ToolCallWorkflow:
         # (through run()'s cancellation path, which records `cancelled`).
         self._raise_if_cancelled()
         if created.notify:
+            # Decided here, right after a (non-local) activity result, where replay
+            # sees the same marker (docs/DURABLE.md); only calls that notify pay it.
+            self._cancel_notify_on_end = workflow.patched("cancel-notify-on-end")
             self._background.append(asyncio.create_task(self._notify(created)))
         # The expiry is a point in time: time spent storing the request counts.
         timeout = max(expires_at - workflow.now(), timedelta(seconds=1)) if expires_at else None
@@ -295,12 +349,30 @@ class ToolCallWorkflow:
                 timeout_summary="approval expiry",
             )
         except TimeoutError:
+            # An update accepted before the expiry fired is still applied
+            # (e.g. revalidating edits): it wins over the expiry, or fails alone.
+            await workflow.wait_condition(
+                lambda: self._decision is not None or self._pending_decisions == 0
+            )
             if self._decision is None:
-                await self._resolved("expired", reason="no decision before expiry")
+                self._status = CallStatus.EXPIRED  # rejects every later decision
+                if self._uses_committed_writes():
+                    self._unwritten_resolution = self._resolution(
+                        "expired", reason="no decision before expiry"
+                    )
+                else:
+                    await self._resolved("expired", reason="no decision before expiry")
                 return None
         decision = self._decision
         assert decision is not None
-        await self._resolved(decision.decision)
+        if self._uses_committed_writes():
+            # Written by the next committed write (execute, or the deny record),
+            # never from this workflow task, which Temporal may still discard.
+            self._unwritten_resolution = self._resolution(decision.decision)
+            if decision.decision == "deny":
+                self._status = CallStatus.DENIED
+        else:
+            await self._resolved(decision.decision)
         return decision
 
     async def _notify(self, created: ApprovalCreated) -> None:
@@ -327,15 +399,28 @@ class ToolCallWorkflow:
             workflow.logger.warning("notify failed for %s: %s", info.request_id, exc)
 
     async def _resolved(self, decision: str, *, reason: str | None = None) -> None:
-        """Record tool.confirmation_resolved, the call row and the approval row."""
+        """Record tool.confirmation_resolved, the call row and the approval row
+        (histories from before PATCH_COMMITTED_WRITES: a local activity)."""
+        res = self._resolution(decision, reason=reason, light=False)
+        await self._record_raw(res.events, res.update, res.approval)
+
+    def _resolution(
+        self, decision: str, *, reason: str | None = None, light: bool = True
+    ) -> RecordInput:
+        """tool.confirmation_resolved, the call row and the approval row as decided.
+
+        `light`: the approval carries its decision only, not the request's `info`
+        (diff, summary): the resolution travels in history as an activity input.
+        """
         rec = self._decision
         if rec is None:
             self._status = CallStatus.EXPIRED
-        data = {
+        data: dict[str, Any] = {
             "decision": decision,
             "decided_by": rec.decided_by if rec else None,
             "via": rec.via if rec else None,
             "reason": rec.reason if rec else reason,
+            **self._principal_fields(rec),
         }
         approval = self._approval
         if approval is not None:
@@ -346,6 +431,7 @@ class ToolCallWorkflow:
                     "via": data["via"],
                     "reason": data["reason"],
                     "decided_at": rec.decided_at if rec else workflow.now(),
+                    **self._principal_fields(rec),
                 }
             )
             self._approval = approval
@@ -358,19 +444,25 @@ class ToolCallWorkflow:
             request_id=self._info.request_id if self._info else None,
             data={k: v for k, v in data.items() if v is not None},
         )
-        await self._record_raw(
-            [event],
-            self._update(
+        if light and approval is not None:
+            approval = approval.model_copy(update={"info": {}})
+        return RecordInput(
+            approval_decision_only=light,
+            events=[event],
+            update=self._update(
                 status=status,
                 request_id=self._info.request_id if self._info else None,
                 decision=decision,
                 decided_by=data["decided_by"],
                 via=data["via"],
                 reason=data["reason"],
+                principal_id=data.get("principal_id"),
+                claimed_name=data.get("claimed_name"),
+                self_approved=data.get("self_approved"),
                 input=self._prepared.call.input if self._prepared else None,
                 input_hash=rec.approved_hash if rec else None,
             ),
-            approval,
+            approval=approval,
         )
 
     # ------------------------------------------------------- decide handlers
@@ -399,18 +491,21 @@ class ToolCallWorkflow:
                 return "edited input is not valid: " + "; ".join(errors)
         elif inp.edited_input is not None:
             return "edited_input is only allowed with allow_with_edits"
-        return None
+        return self._vote_problem(inp)
 
     @workflow.update(name=UPDATE_DECIDE)
     async def decide(self, inp: DecideInput) -> DecideResult:
         """Apply a decision; the first one wins and every later caller learns it."""
-        return await self._apply_decision(inp)
+        return await self._decide_accepted(inp)
 
     @decide.validator
     def _validate_decide(self, inp: DecideInput) -> None:
         problem = self._decide_problem(inp)
         if problem is not None:
-            raise ApplicationError(problem, type="DecisionRejected", non_retryable=True)
+            # The standing winner travels with the rejection: the loser learns
+            # it without a status query (which may not be answered in time).
+            won = self._decision.model_dump(mode="json") if self._decision else None
+            raise ApplicationError(problem, won, type="DecisionRejected", non_retryable=True)
 
     @workflow.signal(name=SIGNAL_DECIDE)
     async def decide_signal(self, inp: DecideInput) -> None:
@@ -419,9 +514,77 @@ class ToolCallWorkflow:
         if problem is not None:
             workflow.logger.warning("decide signal ignored: %s", problem)
             return
-        await self._apply_decision(inp)
+        await self._decide_accepted(inp)
+
+    async def _decide_accepted(self, inp: DecideInput) -> DecideResult:
+        """An accepted decide (update or signal): counted while in flight, so an
+        expiry firing meanwhile waits for it instead of winning against it."""
+        self._pending_decisions += 1
+        try:
+            if workflow.patched(PATCH_COMMITTED_WRITES):
+                async with self._decide_lock:
+                    return await self._apply_decision_locked(inp)
+            return await self._apply_decision(inp)
+        finally:
+            self._pending_decisions -= 1
+
+    async def _apply_decision_locked(self, inp: DecideInput) -> DecideResult:
+        """Apply one decision while holding the decide lock.
+
+        State is re-checked on entry (a rival may have won while we waited for
+        the lock) and again after revalidation (the only await: an expiry or a
+        cancellation may have ended the wait meanwhile).
+        """
+        problem = self._decide_problem(inp)
+        if problem is not None:
+            return DecideResult(accepted=False, winner=self._decision, message=problem)
+        prepared = self._prepared
+        assert prepared is not None
+        if inp.decision == "allow_with_edits":
+            checked = await self._revalidate(prepared, inp)
+            problem = self._decide_problem(inp)
+            if problem is not None:
+                return DecideResult(accepted=False, winner=self._decision, message=problem)
+            if checked.prepared is None:
+                return DecideResult(
+                    accepted=False, message=f"edited input is not valid: {checked.error}"
+                )
+            prepared = checked.prepared
+            self._prepared = prepared
+        self._decision = self._tally(self._decision_record(inp, prepared), inp)
+        if self._decision is None:
+            return self._counted()  # a quorum vote that does not decide yet
+        return DecideResult(accepted=True, winner=self._decision, message="decision applied")
+
+    async def _revalidate(self, prepared: PreparedCall, inp: DecideInput) -> RevalidateOutput:
+        """Full re-scope of edited input (pure: no store writes, safe to discard)."""
+        assert inp.edited_input is not None
+        return await workflow.execute_local_activity(
+            ACT_REVALIDATE,
+            RevalidateInput(prepared=prepared, new_input=inp.edited_input),
+            result_type=RevalidateOutput,
+            start_to_close_timeout=_LOCAL_TIMEOUT,
+            retry_policy=_LOCAL_RETRY,
+        )
+
+    @staticmethod
+    def _decision_record(inp: DecideInput, prepared: PreparedCall) -> DecisionRecord:
+        """The winning decision as recorded."""
+        return DecisionRecord(
+            request_id=inp.request_id,
+            decision=inp.decision,  # type: ignore[arg-type]
+            reason=inp.reason,
+            decided_by=inp.decided_by,
+            via=inp.via,
+            decided_at=workflow.now(),
+            approved_hash=prepared.input_hash if inp.decision != "deny" else None,
+            principal_id=inp.principal_id,
+            claimed_name=inp.claimed_name,
+            self_approved=inp.self_approved,
+        )
 
     async def _apply_decision(self, inp: DecideInput) -> DecideResult:
+        """Histories from before PATCH_COMMITTED_WRITES (kept as they ran)."""
         # A rival accepted just before us may still be revalidating its edits.
         await workflow.wait_condition(lambda: not self._deciding)
         problem = self._decide_problem(inp)
@@ -447,7 +610,7 @@ class ToolCallWorkflow:
                     )
                 prepared = checked.prepared
                 self._prepared = prepared
-            self._decision = DecisionRecord(
+            record = DecisionRecord(
                 request_id=inp.request_id,
                 decision=inp.decision,  # type: ignore[arg-type]
                 reason=inp.reason,
@@ -455,7 +618,13 @@ class ToolCallWorkflow:
                 via=inp.via,
                 decided_at=workflow.now(),
                 approved_hash=prepared.input_hash if inp.decision != "deny" else None,
+                principal_id=inp.principal_id,
+                claimed_name=inp.claimed_name,
+                self_approved=inp.self_approved,
             )
+            self._decision = self._tally(record, inp)
+            if self._decision is None:
+                return self._counted()
             return DecideResult(accepted=True, winner=self._decision, message="decision applied")
         finally:
             self._deciding = False
@@ -477,7 +646,58 @@ class ToolCallWorkflow:
             expires_at=approval.expires_at if approval else None,
             decision=self._decision,
             outcome=self._outcome,
+            votes=list(self._votes),
         )
+
+    # ------------------------------------------------ named approvers, quorum
+    def _vote_problem(self, inp: DecideInput) -> str | None:
+        """Why this vote cannot count on a request with named approvers; pure."""
+        info = self._info
+        if info is None:
+            return None
+        return quorum.vote_problem(
+            info.approvers, info.quorum, self._votes, inp.approver, inp.decision
+        )
+
+    def _tally(self, record: DecisionRecord, inp: DecideInput) -> DecisionRecord | None:
+        """Count a vote: the decision when it decides the request, else None.
+
+        Without named approvers the first decision decides (as always); with
+        them, the quorum's last allow or any deny decides. Votes arrive as
+        updates or signals, so a replay recounts them identically.
+        """
+        info = self._info
+        assert info is not None
+        self._votes = quorum.count(self._votes, inp.approver, inp.decision)
+        if not quorum.decides(info.approvers, info.quorum, self._votes, inp.decision):
+            return None
+        if info.approvers:
+            return record.model_copy(update={"votes": list(self._votes)})
+        return record
+
+    def _counted(self) -> DecideResult:
+        info = self._info
+        assert info is not None
+        return DecideResult(
+            accepted=True,
+            message=f"approval {len(self._votes)} of {info.quorum} recorded; "
+            "the call waits for the others",
+            votes=list(self._votes),
+            quorum=info.quorum,
+        )
+
+    def _principal_fields(self, rec: DecisionRecord | None) -> dict[str, Any]:
+        """Who decided, beside `decided_by`: only the fields that are set (so a
+        call decided without them records exactly what it did before)."""
+        if rec is None:
+            return {"votes": list(self._votes)} if self._votes else {}
+        fields: dict[str, Any] = {
+            "principal_id": rec.principal_id,
+            "claimed_name": rec.claimed_name,
+            "self_approved": rec.self_approved or None,
+            "votes": list(rec.votes) or None,
+        }
+        return {k: v for k, v in fields.items() if v is not None}
 
     async def _execute(
         self,
@@ -489,16 +709,21 @@ class ToolCallWorkflow:
     ) -> CallOutcome:
         """Run the tool: local activity for NONE/READ, at-most-once activity otherwise."""
         self._status = CallStatus.RUNNING
+        # A decided call runs as a regular activity: it is scheduled only when
+        # the workflow task that accepted the decision commits, and it writes
+        # tool.confirmation_resolved before the tool starts (no extra step).
+        decided = self._committed_writes is True and self._info is not None
         inp = ExecuteInput(
             prepared=prepared,
             approved_hash=approved_hash,
             workflow_id=workflow.info().workflow_id,
             initial=initial,
             final=self._update(request_id=self._info.request_id if self._info else None),
+            resolved=self._unwritten_resolution if decided else None,
         )
         start_to_close = timedelta(seconds=plan.start_to_close_seconds) + _EXECUTE_MARGIN
         try:
-            if plan.local and not prepared.definition.side_effects.mutates:
+            if plan.local and not prepared.definition.side_effects.mutates and not decided:
                 out = await workflow.execute_local_activity(
                     ACT_EXECUTE_LOCAL,
                     inp,
@@ -518,7 +743,14 @@ class ToolCallWorkflow:
                     cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
                 )
         except ActivityError as exc:
-            return await self._finish(self._activity_failure(exc), event="tool.failed")
+            # The resolution may not be stored: _finish writes it (idempotently).
+            # The lost activity may have finished and recorded its outcome before
+            # it died: that record stands (never both tool.completed and failed).
+            return await self._finish(
+                self._activity_failure(exc), event="tool.failed", unless_finished=True
+            )
+        if out.resolved_recorded:
+            self._unwritten_resolution = None
         return await self._conclude(out)
 
     async def _conclude(self, out: ExecuteOutput) -> CallOutcome:
@@ -616,13 +848,39 @@ class ToolCallWorkflow:
         events: list[ToolEvent],
         update: CallUpdate | None,
         approval: ApprovalRecord | None = None,
-    ) -> None:
+        *,
+        unless_finished: bool = False,
+        approval_decision_only: bool = False,
+    ) -> RecordOutput | None:
         """Write to the store; a cancellation arriving meanwhile cannot abort the write
-        (it would leave the row behind the outcome) and is acted on afterwards."""
-        await self._shielded(
+        (it would leave the row behind the outcome) and is acted on afterwards.
+
+        Once a call has parked (PATCH_COMMITTED_WRITES) the write is a regular
+        activity: a local one runs inside the workflow task, before Temporal has
+        committed it, and a discarded task (a speculative update task, a lost
+        worker) would leave a write the committed run may contradict.
+        """
+        record = RecordInput(
+            events=events,
+            update=update,
+            approval=approval,
+            unless_finished=unless_finished,
+            approval_decision_only=approval_decision_only,
+        )
+        if self._committed_writes:
+            return await self._shielded(
+                workflow.execute_activity(
+                    ACT_RECORD_COMMITTED,
+                    record,
+                    result_type=RecordOutput,
+                    start_to_close_timeout=_STORE_TIMEOUT,
+                    retry_policy=_RECORD_RETRY,
+                )
+            )
+        return await self._shielded(
             workflow.execute_local_activity(
                 ACT_RECORD,
-                RecordInput(events=events, update=update, approval=approval),
+                record,
                 result_type=RecordOutput,
                 start_to_close_timeout=_LOCAL_TIMEOUT,
                 retry_policy=_RECORD_RETRY,
@@ -656,6 +914,7 @@ class ToolCallWorkflow:
         started_at: object = None,
         carried: list[ToolEvent] | None = None,
         full_output: dict[str, Any] | None = None,
+        unless_finished: bool = False,
     ) -> CallOutcome:
         """Record the final state of the call row (and the failure event, if any).
 
@@ -683,5 +942,45 @@ class ToolCallWorkflow:
         )
         self._status = outcome.status
         self._outcome = outcome
-        await self._record_raw(events, update)
+        approval: ApprovalRecord | None = None
+        decision_only = False
+        resolution = self._unwritten_resolution
+        if resolution is not None:
+            # The decision (deny, expiry, or one a cancellation overtook) is
+            # stored in the same committed write as the outcome it led to.
+            events = [*resolution.events, *events]
+            approval = resolution.approval
+            decision_only = resolution.approval_decision_only
+            if resolution.update is not None:
+                update = _merged(resolution.update, update)
+        recorded = await self._record_raw(
+            events,
+            update,
+            approval,
+            unless_finished=unless_finished,
+            approval_decision_only=decision_only,
+        )
+        self._unwritten_resolution = None
+        done = recorded.finished if recorded is not None else None
+        if done is not None:
+            outcome = outcome.model_copy(
+                update={
+                    "result": done.result,
+                    "status": done.status,
+                    "error_class": done.error_class,
+                    "duration_ms": done.duration_ms or 0.0,
+                }
+            )
+            self._status = outcome.status
+            self._outcome = outcome
         return outcome
+
+
+def _merged(base: CallUpdate, top: CallUpdate) -> CallUpdate:
+    """`base` with every field `top` sets (None fields of `top` leave `base`'s)."""
+    changes = {
+        name: getattr(top, name)
+        for name in CallUpdate.model_fields
+        if getattr(top, name) is not None
+    }
+    return base.model_copy(update=changes)

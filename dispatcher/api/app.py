@@ -6,14 +6,23 @@ from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 
 from dispatcher import metrics
-from dispatcher.api import routes_approve, routes_audit, routes_ops, routes_v1
+from dispatcher.api import (
+    mcp_gateway,
+    routes_approve,
+    routes_audit,
+    routes_codec,
+    routes_ops,
+    routes_v1,
+)
 from dispatcher.api.deps import ApiDeps
 from dispatcher.api.errors import install_error_handlers
 from dispatcher.api.limits import BodySizeLimitMiddleware
 from dispatcher.api.logredact import install_log_redaction
+from dispatcher.api.ratelimit import RateLimiter
 from dispatcher.api.service import CallService
 from dispatcher.api.views import STATIC_DIR, make_templates
 from dispatcher.client import DurableDispatcher
+from dispatcher.codec import EncryptionCodec, codec_for
 from dispatcher.settings import Settings
 
 API_DESCRIPTION = """\
@@ -39,6 +48,9 @@ def create_app(settings: Settings, deps: ApiDeps) -> FastAPI:
     app.state.settings = settings
     app.state.deps = deps
     app.state.secret = settings.signing_secret()
+    app.state.rate_limiter = RateLimiter(
+        settings.rate_limit_per_second, settings.rate_limit_burst
+    )
     dispatcher = deps.dispatcher or DurableDispatcher(
         deps.temporal, settings, registry=deps.registry, approvals=deps.repo
     )
@@ -46,11 +58,16 @@ def create_app(settings: Settings, deps: ApiDeps) -> FastAPI:
     app.state.templates = make_templates()
     app.state.static_url = "/static"
     app.state.sampler = metrics.StoreSampler()
+    metrics.register_tool_names(deps.registry.names())
+    codec = deps.temporal.data_converter.payload_codec
+    app.state.codec = codec if isinstance(codec, EncryptionCodec) else codec_for(settings)
     install_error_handlers(app)
     app.include_router(routes_v1.router)
     app.include_router(routes_ops.router)
     app.include_router(routes_approve.router)
     app.include_router(routes_audit.router)
+    app.include_router(routes_codec.router)
+    mcp_gateway.install(app, settings, deps, app.state.calls)
     app.mount("/static", StaticFiles(directory=str(STATIC_DIR)), name="static")
     app.add_middleware(BodySizeLimitMiddleware, max_bytes=settings.max_request_bytes)
     return app

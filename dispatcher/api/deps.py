@@ -14,7 +14,9 @@ from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from temporalio.client import Client
 
+from dispatcher.access import Principal, Role
 from dispatcher.api.errors import ApiError
+from dispatcher.api.ratelimit import RateLimiter
 from dispatcher.client import DurableDispatcher
 from dispatcher.registry import ToolRegistry
 from dispatcher.settings import Settings
@@ -66,6 +68,7 @@ _bearer = HTTPBearer(auto_error=False, description="An API key from `parkgate ke
 
 
 async def _api_key(
+    request: Request,
     repo: RepoDep,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> ApiKeyRecord:
@@ -74,7 +77,48 @@ async def _api_key(
     record = await repo.verify_api_key(credentials.credentials)
     if record is None:
         raise ApiError(401, "unauthorized", "invalid or revoked API key")
+    limiter: RateLimiter = request.app.state.rate_limiter
+    wait = limiter.check(record.id)
+    if wait is not None:
+        raise ApiError(
+            429, "rate_limited",
+            f"too many requests from API key {record.name!r}; retry after {wait:.1f} s",
+            {"retry_after_seconds": round(wait, 3)},
+            headers={"Retry-After": RateLimiter.retry_after(wait)},
+        )
     return record
 
 
 ApiKeyDep = Annotated[ApiKeyRecord, Depends(_api_key)]
+
+
+def principal_of(record: ApiKeyRecord) -> Principal:
+    return Principal(key_id=record.id, name=record.name, project=record.project,
+                     roles=list(record.roles))
+
+
+def _require(*roles: Role) -> object:
+    """A dependency: the request's principal, 403 unless it holds one of `roles`."""
+
+    async def dep(record: ApiKeyDep) -> Principal:
+        principal = principal_of(record)
+        if not principal.has(*roles):
+            names = " or ".join(r.value for r in roles)
+            raise ApiError(
+                403, "forbidden",
+                f"API key {record.name!r} lacks the {names} role for this request",
+                {"required_roles": [r.value for r in roles], "roles": principal.roles},
+            )
+        return principal
+
+    return Depends(dep)
+
+
+#: Register sessions, submit, cancel, list tools.
+AgentDep = Annotated[Principal, _require(Role.AGENT)]
+#: Read a project's sessions, calls and events (any role).
+ReaderDep = Annotated[Principal, _require(Role.AGENT, Role.APPROVER, Role.AUDITOR, Role.ADMIN)]
+#: Decide parked calls.
+ApproverDep = Annotated[Principal, _require(Role.APPROVER)]
+#: The audit query API.
+AuditorDep = Annotated[Principal, _require(Role.AUDITOR)]

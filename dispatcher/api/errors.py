@@ -39,13 +39,15 @@ class ApiError(Exception):
     """Raise anywhere in a handler to answer with the error shape."""
 
     def __init__(
-        self, status: int, code: str, message: str, details: Any = None
+        self, status: int, code: str, message: str, details: Any = None,
+        headers: dict[str, str] | None = None,
     ) -> None:
         super().__init__(message)
         self.status = status
         self.code = code
         self.message = message
         self.details = details
+        self.headers = headers
 
 
 def not_found(what: str, details: Any = None) -> ApiError:
@@ -97,7 +99,7 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(ApiError)
     async def _api_error(request: Request, exc: ApiError) -> Response:
-        headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
+        headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else exc.headers
         return error_response(exc.status, exc.code, exc.message, exc.details, headers)
 
     @app.exception_handler(RequestValidationError)

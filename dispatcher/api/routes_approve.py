@@ -18,10 +18,12 @@ from fastapi.responses import HTMLResponse, Response
 
 from dispatcher import metrics
 from dispatcher.api import csrf
+from dispatcher.api.approval_links import named_approvers, quorum_of
 from dispatcher.api.service import CallService
 from dispatcher.api.views import diff_lines, expires_text, fmt_dt, pretty_json
+from dispatcher.client import TEMPORAL_NO_ANSWER
 from dispatcher.durable_models import DecideInput
-from dispatcher.links import LinkError, token_hash, verify_token
+from dispatcher.links import LinkError, token_approver, token_hash, verify_token
 from dispatcher.models import utcnow
 from dispatcher.settings import Settings
 from dispatcher.store.records import ApprovalRecord, CallStatus
@@ -64,19 +66,55 @@ def _message(request: Request, status: int, title: str, text: str, detail: str =
                  kind=kind)
 
 
-async def _load(request: Request, token: str) -> ApprovalRecord | HTMLResponse:
-    """The approval a token names, or the error page to show instead."""
+async def _load(request: Request, token: str) -> tuple[ApprovalRecord, str | None] | HTMLResponse:
+    """The approval a token names and the named approver it is bound to (None
+    for the generic link), or the error page to show instead."""
+    secret: str = request.app.state.secret
     try:
-        request_id, _exp = verify_token(request.app.state.secret, token)
+        request_id, exp = verify_token(secret, token)
+        approver = token_approver(secret, token)
     except LinkError:
         return _message(request, 403, "Invalid link",
                         "This approval link is not valid. It may have been altered or truncated.")
     repo: Repository = request.app.state.deps.repo
-    approval = await repo.get_approval_by_token_hash(token_hash(token))
+    if approver is None:
+        approval = await repo.get_approval_by_token_hash(token_hash(token))
+    else:
+        # A personal link is derived, never stored: it is valid when signed for
+        # a named approver of this request and its expiry.
+        approval = await repo.get_approval(request_id)
+        if approval is not None and (
+            approver not in named_approvers(approval)
+            or exp != (int(approval.expires_at.timestamp()) if approval.expires_at else None)
+        ):
+            approval = None
     if approval is None or approval.request_id != request_id:
         return _message(request, 403, "Invalid link",
                         "This approval link does not match any approval request.")
-    return approval
+    return approval, approver
+
+
+def _who(approval: ApprovalRecord) -> str:
+    """The decider as the audit knows it: the authenticated name, else the claim."""
+    if approval.decided_by:
+        return approval.decided_by
+    if approval.claimed_name:
+        return f"{approval.claimed_name} (name given on the link, not verified)"
+    return "someone"
+
+
+async def _votes(request: Request, approval: ApprovalRecord) -> list[str]:
+    """Named approvers who have allowed so far (from the workflow while parked)."""
+    if approval.votes:
+        return list(approval.votes)
+    if not named_approvers(approval) or approval.decision is not None:
+        return []
+    service: CallService = request.app.state.calls
+    try:
+        view = await service.query(approval.session_id, approval.tool_use_id)
+    except TEMPORAL_NO_ANSWER:  # no worker answers: the page renders without the tally
+        return []
+    return list(view.votes) if view is not None else []
 
 
 def _expired(approval: ApprovalRecord, now: datetime) -> bool:
@@ -111,14 +149,16 @@ def _decided_block(approval: ApprovalRecord, *, you: bool = False) -> dict[str, 
     if approval.decision == "expired":
         text = f"No decision arrived before {fmt_dt(approval.decided_at)}; the call did not run."
     else:
-        who = "You" if you else (approval.decided_by or "someone")
+        who = "You" if you else _who(approval)
         via = f" via {approval.via}" if approval.via and not you else ""
         text = f"{who} {verb} this call{via} at {fmt_dt(approval.decided_at)}."
     return {"decision": approval.decision, "title": title, "text": text,
             "reason": approval.reason}
 
 
-async def _context(request: Request, approval: ApprovalRecord) -> dict[str, Any]:
+async def _context(
+    request: Request, approval: ApprovalRecord, approver: str | None = None
+) -> dict[str, Any]:
     repo: Repository = request.app.state.deps.repo
     info = approval.info or {}
     call = await repo.get_call(approval.session_id, approval.tool_use_id)
@@ -153,6 +193,10 @@ async def _context(request: Request, approval: ApprovalRecord) -> dict[str, Any]
             "parent_tool_name": call.tool_name if parent_id and call is not None else None,
         },
         "call_status": call.status if call else None,
+        "as_approver": approver,
+        "named": named_approvers(approval),
+        "quorum": quorum_of(approval),
+        "votes": await _votes(request, approval),
     }
 
 
@@ -183,10 +227,16 @@ def _form_page(
     purpose = f"approve:{approval.request_id}"
     nonce, token = csrf.issue(secret, purpose, request.cookies.get(csrf.cookie_name(purpose)))
     state, state_text = _state(approval, ctx["call_status"], utcnow())
+    approver = ctx["as_approver"]
+    # A request with named approvers is decided only through their own links;
+    # each link counts once.
+    personal_only = bool(ctx["named"]) and approver is None
+    used = approver is not None and approver in ctx["votes"]
     response = _page(
         request, "approve.html", status,
         state=state, state_text=state_text, decided=None,
-        can_decide=state == "pending", csrf=token, form_error=error,
+        can_decide=state == "pending" and not personal_only and not used,
+        personal_only=personal_only, used=used, csrf=token, form_error=error,
         form=form or {"approver": "", "reason": "", "edited_input": ""},
         **{k: v for k, v in ctx.items() if k != "call_status"},
     )
@@ -204,8 +254,13 @@ async def approval_page(token: str, request: Request) -> Response:
     loaded = await _load(request, token)
     if isinstance(loaded, Response):
         return loaded
-    approval = loaded
-    ctx = await _context(request, approval)
+    approval, approver = loaded
+    ctx = await _context(request, approval, approver)
+    if approval.decision is None and ctx["call_status"] not in (None, CallStatus.PARKED):
+        # The call moved on after the request was read: its decision is stored
+        # by now (it is written before the call runs or ends); show who decided.
+        repo: Repository = request.app.state.deps.repo
+        approval = await repo.get_approval(approval.request_id) or approval
     now = utcnow()
     if _is_expired(approval, now):
         return _expired_page(request, approval)
@@ -222,7 +277,7 @@ async def approval_decide(token: str, request: Request) -> Response:
     loaded = await _load(request, token)
     if isinstance(loaded, Response):
         return loaded
-    approval = loaded
+    approval, link_approver = loaded
     settings: Settings = request.app.state.settings
     if _is_expired(approval, utcnow()):
         return _expired_page(request, approval)
@@ -238,9 +293,17 @@ async def approval_decide(token: str, request: Request) -> Response:
     ):
         return _message(request, 403, "Form expired",
                         "This form could not be verified. Reload the approval page and try again.")
-    ctx = await _context(request, approval)
+    ctx = await _context(request, approval, link_approver)
+    if ctx["named"] and link_approver is None:
+        return _message(request, 403, "Personal links only",
+                        "This request is decided by its named approvers ("
+                        + ", ".join(ctx["named"]) + "), each through their own link.")
+    if link_approver is not None and link_approver in ctx["votes"]:
+        return _message(request, 409, "Already approved",
+                        f"{link_approver} has already approved this call "
+                        f"({len(ctx['votes'])} of {ctx['quorum']} approvals).", kind="info")
     decision = fields.get("decision", "")
-    approver = fields.get("approver", "").strip()[:200]
+    approver = link_approver or fields.get("approver", "").strip()[:200]
     reason = fields.get("reason", "").strip()[:4000] or None
     edited_raw = fields.get("edited_input", "")
     kept = {"approver": approver, "reason": reason or "",
@@ -266,15 +329,29 @@ async def approval_decide(token: str, request: Request) -> Response:
                               error="The edited arguments must be a JSON object.")
         edited = parsed
     service: CallService = request.app.state.calls
-    result = await service.decide(
-        approval.session_id,
-        approval.tool_use_id,
-        DecideInput(request_id=approval.request_id, decision=decision, reason=reason,
-                    decided_by=approver, via="link", edited_input=edited),
-    )
+    if link_approver is not None:
+        # A personal link authenticates its named approver.
+        who = DecideInput(request_id=approval.request_id, decision=decision, reason=reason,
+                          decided_by=link_approver, via="link", edited_input=edited,
+                          principal_id=f"approver:{link_approver}", approver=link_approver)
+    else:
+        # A generic link proves only that its holder has the link: the typed
+        # name is recorded as a claim, never as the decider.
+        who = DecideInput(request_id=approval.request_id, decision=decision, reason=reason,
+                          decided_by=None, via="link", edited_input=edited,
+                          claimed_name=approver)
+    result = await service.decide(approval.session_id, approval.tool_use_id, who)
     repo: Repository = request.app.state.deps.repo
+    if result.accepted and result.winner is None:
+        metrics.count_decision(decision, "counted")
+        return _message(
+            request, 202, "Approval recorded",
+            f"Your approval is counted ({len(result.votes)} of {result.quorum}: "
+            f"{', '.join(result.votes)}). The call runs when {result.quorum} approvers "
+            "have approved; any deny stops it.", kind="info",
+        )
     if result.accepted and result.winner is not None:
-        metrics.DECISIONS.labels(decision=decision, outcome="won").inc()
+        metrics.count_decision(decision, "won")
         metrics.observe_approval_latency(
             decision, "link", (result.winner.decided_at - approval.requested_at).total_seconds()
         )
@@ -282,6 +359,7 @@ async def approval_decide(token: str, request: Request) -> Response:
             "decision": result.winner.decision, "decided_by": result.winner.decided_by,
             "via": "link", "reason": result.winner.reason,
             "decided_at": result.winner.decided_at,
+            "claimed_name": result.winner.claimed_name,
         })
         after = "The call is running now." if decision != "deny" else \
             "The agent has been told, with your reason."
@@ -292,12 +370,13 @@ async def approval_decide(token: str, request: Request) -> Response:
         return _page(request, "approve.html", 200, state=state, state_text=state_text,
                      decided=block, can_decide=False,
                      **{k: v for k, v in ctx.items() if k != "call_status"})
-    metrics.DECISIONS.labels(decision=decision, outcome="lost").inc()
+    metrics.count_decision(decision, "lost")
     if result.winner is not None:
         shown = approval.model_copy(update={
             "decision": result.winner.decision, "decided_by": result.winner.decided_by,
             "via": result.winner.via, "reason": result.winner.reason,
             "decided_at": result.winner.decided_at,
+            "claimed_name": result.winner.claimed_name,
         })
         block = _decided_block(shown)
         assert block is not None

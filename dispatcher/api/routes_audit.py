@@ -15,17 +15,22 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from itsdangerous import BadSignature, URLSafeTimedSerializer
 from sqlalchemy import select
 
+from dispatcher.access import Role
 from dispatcher.api import csrf
+from dispatcher.api.approval_links import link_for_principal, links_for_admin, submitter_of
+from dispatcher.api.deps import principal_of
 from dispatcher.api.views import pretty_json
 from dispatcher.settings import Settings
 from dispatcher.store.errors import InvalidCursorError
 from dispatcher.store.records import CallStatus
 from dispatcher.store.repository import CALLS, Repository
-from dispatcher.store.results import ApiKeyRecord, CallFilters
+from dispatcher.store.results import ApiKeyRecord, CallFilters, CallRecord
 
 router = APIRouter(include_in_schema=False)
 
 COOKIE = "pg_audit"
+#: Where the session cookie is sent: the audit pages and the codec endpoints.
+COOKIE_PATHS = ("/audit", "/codec")
 _SALT = "parkgate.audit-session.v1"
 SESSION_SECONDS = 12 * 3600
 _HEADERS = {
@@ -63,7 +68,8 @@ def _serializer(request: Request) -> URLSafeTimedSerializer:
     return URLSafeTimedSerializer(request.app.state.secret, salt=_SALT)
 
 
-async def _current_key(request: Request) -> ApiKeyRecord | None:
+async def current_key(request: Request) -> ApiKeyRecord | None:
+    """The API key of a signed-in audit session (cookie), or None."""
     raw = request.cookies.get(COOKIE)
     if not raw:
         return None
@@ -75,7 +81,7 @@ async def _current_key(request: Request) -> ApiKeyRecord | None:
         return None
     repo: Repository = request.app.state.deps.repo
     for key in await repo.list_api_keys(include_revoked=False):
-        if key.id == data.get("kid"):
+        if key.id == data.get("kid") and Role.AUDITOR.value in key.roles:
             return key
     return None
 
@@ -132,9 +138,13 @@ async def login(request: Request) -> Response:
         request.cookies.get(csrf.cookie_name(_LOGIN_PURPOSE)),
     )
     key = None
+    error = "Invalid or revoked API key." if ok else "The form expired; try again."
     if ok:
         repo: Repository = request.app.state.deps.repo
         key = await repo.verify_api_key(fields.get("api_key", "").strip())
+        if key is not None and Role.AUDITOR.value not in key.roles:
+            key, ok = None, False
+            error = "This API key has no auditor role; the audit pages need one."
     if key is None:
         nonce, token = csrf.issue(
         request.app.state.secret, _LOGIN_PURPOSE,
@@ -142,16 +152,18 @@ async def login(request: Request) -> Response:
     )
         response = _page(
             request, "audit_login.html", 401 if ok else 403, csrf=token, next=next_url,
-            error="Invalid or revoked API key." if ok else "The form expired; try again.",
+            error=error,
         )
         _set_csrf(response, request, _LOGIN_PURPOSE, nonce)
         return response
     redirect = RedirectResponse(_root(request) + next_url, status_code=303)
-    redirect.set_cookie(
-        COOKIE, _serializer(request).dumps({"kid": key.id}), max_age=SESSION_SECONDS,
-        httponly=True, samesite="lax", secure=settings.public_base_url.startswith("https://"),
-        path="/audit",
-    )
+    session = _serializer(request).dumps({"kid": key.id})
+    # The same session also authenticates the Temporal UI's calls to /codec/*.
+    for path in COOKIE_PATHS:
+        redirect.set_cookie(
+            COOKIE, session, max_age=SESSION_SECONDS, httponly=True, samesite="lax",
+            secure=settings.public_base_url.startswith("https://"), path=path,
+        )
     return redirect
 
 
@@ -160,8 +172,23 @@ async def logout(request: Request) -> Response:
     settings: Settings = request.app.state.settings
     if not settings.audit_pages_enabled:
         return _not_found(request)
+    # A cross-site form must not sign the operator out: same CSRF check as login.
+    try:
+        form = await request.form(max_fields=10, max_files=0)
+    except Exception:
+        form = None
+    token = form.get("csrf") if form is not None else None
+    ok = form is not None and csrf.origin_ok(request, settings.public_base_url) and csrf.check(
+        request.app.state.secret, _LOGOUT_PURPOSE, token if isinstance(token, str) else None,
+        request.cookies.get(csrf.cookie_name(_LOGOUT_PURPOSE)),
+    )
+    if not ok:
+        return _page(request, "message.html", 403, title="Sign-out refused",
+                     text="This sign-out form is stale or came from another site.",
+                     detail="Reload the audit page and sign out from there.", kind="error")
     redirect = RedirectResponse(f"{_root(request)}/audit/login", status_code=303)
-    redirect.delete_cookie(COOKIE, path="/audit")
+    for path in COOKIE_PATHS:
+        redirect.delete_cookie(COOKIE, path=path)
     return redirect
 
 
@@ -177,14 +204,14 @@ async def audit_list(
 ) -> Response:
     if not request.app.state.settings.audit_pages_enabled:
         return _not_found(request)
-    key = await _current_key(request)
+    key = await current_key(request)
     if key is None:
         return _login_redirect(request)
     statuses = [s.value for s in CallStatus]
     chosen = CallStatus(status) if status in statuses else None
     filters = CallFilters(
         session_id=session_id or None, tool_name=tool_name or None, status=chosen,
-        decided_by=decided_by or None,
+        decided_by=decided_by or None, project=key.project,
     )
     repo: Repository = request.app.state.deps.repo
     try:
@@ -218,7 +245,8 @@ async def audit_list(
 async def audit_call(request: Request, call_id: str) -> Response:
     if not request.app.state.settings.audit_pages_enabled:
         return _not_found(request)
-    if await _current_key(request) is None:
+    key = await current_key(request)
+    if key is None:
         return _login_redirect(request)
     repo: Repository = request.app.state.deps.repo
     record = None
@@ -228,13 +256,36 @@ async def audit_call(request: Request, call_id: str) -> Response:
                 select(CALLS.c.session_id, CALLS.c.tool_use_id).where(CALLS.c.id == int(call_id))
             )).first()
         if row is not None:
-            record = await repo.get_call(row[0], row[1])
+            session = await repo.get_session(row[0])
+            if session is not None and session.project == key.project:
+                record = await repo.get_call(row[0], row[1])
     if record is None:
         return _page(request, "message.html", 404, title="Not found",
                      text=f"No tool call with id {call_id}.", detail="", kind="error")
     timeline = await repo.timeline(record.session_id, record.tool_use_id)
     result_text = record.result.text if record.result is not None else None
+    approval_url, approver_links = await _links(request, key, record)
     return _page(
         request, "audit_call.html", c=record, timeline=timeline,
         input_pretty=pretty_json(record.input or {}), result_text=result_text,
+        approval_url=approval_url, approver_links=approver_links,
     )
+
+
+async def _links(
+    request: Request, key: ApiKeyRecord, record: CallRecord
+) -> tuple[str | None, dict[str, str] | None]:
+    """A parked call's link for a key that may decide it, and named approvers'
+    personal links for an admin: how the link reaches approvers, never the agent."""
+    if record.status != CallStatus.PARKED or not record.request_id:
+        return None, None
+    repo: Repository = request.app.state.deps.repo
+    approval = await repo.get_approval(record.request_id)
+    if approval is None or approval.decision is not None:
+        return None, None
+    settings: Settings = request.app.state.settings
+    secret: str = request.app.state.secret
+    principal = principal_of(key)
+    url = link_for_principal(settings, secret, principal, approval,
+                             await submitter_of(repo, approval))
+    return url, links_for_admin(settings, secret, principal, approval)

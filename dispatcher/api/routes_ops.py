@@ -1,14 +1,19 @@
-"""Operations endpoints: liveness, readiness (database and Temporal), Prometheus metrics."""
+"""Operations endpoints: liveness, readiness (database and Temporal), Prometheus metrics.
+
+/metrics needs `Authorization: Bearer <metrics_token>` when that setting is set.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import hmac
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
 from dispatcher import metrics
-from dispatcher.api.deps import DepsDep
+from dispatcher.api.deps import DepsDep, SettingsDep
+from dispatcher.api.errors import ApiError
 from dispatcher.api.schemas import HealthOut
 
 router = APIRouter(tags=["operations"])
@@ -51,7 +56,13 @@ async def readyz(deps: DepsDep) -> Response:
                      "description": "Prometheus exposition format"}},
     summary="Prometheus metrics",
 )
-async def metrics_endpoint(request: Request, deps: DepsDep) -> Response:
+async def metrics_endpoint(request: Request, deps: DepsDep, settings: SettingsDep) -> Response:
+    if settings.metrics_token:
+        scheme, _, token = request.headers.get("authorization", "").partition(" ")
+        if scheme.lower() != "bearer" or not hmac.compare_digest(
+            token.strip().encode(), settings.metrics_token.encode()
+        ):
+            raise ApiError(401, "unauthorized", "send `Authorization: Bearer <metrics_token>`")
     sampler: metrics.StoreSampler = request.app.state.sampler
     try:
         await asyncio.wait_for(sampler.refresh(deps.repo), _CHECK_TIMEOUT)

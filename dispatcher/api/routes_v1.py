@@ -17,8 +17,27 @@ from fastapi import Path as PathParam
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from dispatcher import metrics
-from dispatcher.api.approval_links import approval_link
-from dispatcher.api.deps import ApiKeyDep, DepsDep, RepoDep, SecretDep, SettingsDep
+from dispatcher.access import Principal, approver_for, is_self
+from dispatcher.api.approval_links import (
+    link_for_principal,
+    links_for_admin,
+    named_approvers,
+    quorum_of,
+    refusal,
+    self_approval_of,
+    submitter_of,
+    visible_approval_link,
+)
+from dispatcher.api.deps import (
+    AgentDep,
+    ApproverDep,
+    AuditorDep,
+    DepsDep,
+    ReaderDep,
+    RepoDep,
+    SecretDep,
+    SettingsDep,
+)
 from dispatcher.api.errors import ApiError, ErrorResponse, error_responses, not_found
 from dispatcher.api.schemas import (
     BatchIn,
@@ -38,8 +57,10 @@ from dispatcher.api.schemas import (
     ToolsOut,
 )
 from dispatcher.api.service import CallService, decision_out
+from dispatcher.client import IdempotencyConflictError
 from dispatcher.durable_models import DecideInput
 from dispatcher.models import Session, ToolUseBlock
+from dispatcher.schema import MAX_INPUT_DEPTH, depth_error
 from dispatcher.settings import Settings
 from dispatcher.store.errors import InvalidCursorError, SessionConflictError
 from dispatcher.store.records import CallStatus
@@ -69,14 +90,57 @@ def _service(request: Request) -> CallService:
     return service
 
 
-async def _session(repo: Repository, session_id: str) -> SessionRecord:
+async def _session(repo: Repository, session_id: str, principal: Principal) -> SessionRecord:
+    """The session, or 404 when it does not exist or belongs to another project."""
     record = await repo.get_session(session_id)
-    if record is None:
+    if record is None or record.project != principal.project:
         raise not_found(f"session {session_id!r}")
     return record
 
 
-def _check_tool_use_id(call: ToolUseBlock) -> None:
+async def _for_principal(
+    request: Request, principal: Principal, resource: CallResource
+) -> CallResource:
+    """The resource as this key may see it: the approval link only for a key
+    that may decide, named approvers' personal links only for admins."""
+    if resource.request_id is None:
+        return resource
+    repo: Repository = request.app.state.deps.repo
+    approval = await repo.get_approval(resource.request_id)
+    if approval is None:
+        hidden = resource.links.model_copy(update={"approval": None})
+        return resource.model_copy(update={"approval_url": None, "links": hidden})
+    settings: Settings = request.app.state.settings
+    secret: str = request.app.state.secret
+    url = None
+    if resource.approval_url is not None:
+        url = link_for_principal(settings, secret, principal, approval,
+                                 await submitter_of(repo, approval))
+    update: dict[str, Any] = {
+        "approval_url": url,
+        "links": resource.links.model_copy(update={"approval": url}),
+    }
+    if resource.status == CallStatus.PARKED:
+        update["approver_links"] = links_for_admin(settings, secret, principal, approval)
+    if named_approvers(approval):
+        update["approvers"] = named_approvers(approval)
+        update["quorum"] = quorum_of(approval)
+        if resource.votes is None and approval.votes:
+            update["votes"] = approval.votes
+    return resource.model_copy(update=update)
+
+
+def _check_tool_use_id(call: ToolUseBlock, max_depth: int = MAX_INPUT_DEPTH) -> None:
+    too_deep = depth_error(call.input, max_depth, root="body.input")
+    if too_deep is not None:
+        path = too_deep.split(":", 1)[0]
+        raise ApiError(
+            422,
+            "input_too_deep",
+            too_deep,
+            [{"loc": path.split("."), "msg": f"nested deeper than {max_depth} levels",
+              "type": "too_deep", "max_depth": max_depth}],
+        )
     _reject_unencodable(call.name, ["body", "name"])
     _reject_unencodable(call.input, ["body", "input"])
     if not re.fullmatch(_ID_RE, call.id):
@@ -146,23 +210,24 @@ def _check_workspace(raw_path: str, settings: Settings) -> Path:
     response_model=SessionOut,
     status_code=201,
     responses={200: {"model": SessionOut, "description": "Already registered (same workspace)"},
-               **error_responses(401, 409, 413, 422)},
+               **error_responses(401, 403, 429, 409, 413, 422)},
     summary="Register a session and its workspace",
 )
 async def register_session(
-    body: SessionIn, repo: RepoDep, settings: SettingsDep, _key: ApiKeyDep, response: Response
+    body: SessionIn, repo: RepoDep, settings: SettingsDep, key: AgentDep, response: Response
 ) -> SessionOut:
     _reject_unencodable(body.workspace_path, ["body", "workspace_path"])
     resolved = await asyncio.to_thread(_check_workspace, body.workspace_path, settings)
     try:
-        record, created = await repo.register_session(body.session_id, str(resolved), body.kind)
+        record, created = await repo.register_session(
+            body.session_id, str(resolved), body.kind,
+            project=key.project, registered_by=key.key_id,
+        )
     except SessionConflictError as exc:
-        raise ApiError(
-            409,
-            "session_conflict",
-            str(exc),
-            {"session_id": exc.session_id, "workspace_path": exc.existing_workspace},
-        ) from exc
+        details: dict[str, Any] = {"session_id": exc.session_id}
+        if exc.existing_workspace is not None:  # never another project's workspace
+            details["workspace_path"] = exc.existing_workspace
+        raise ApiError(409, "session_conflict", str(exc), details) from exc
     if not created:
         response.status_code = 200
     return SessionOut(**record.model_dump())
@@ -171,11 +236,11 @@ async def register_session(
 @router.get(
     "/sessions/{session_id}",
     response_model=SessionOut,
-    responses=error_responses(401, 404, 422),
+    responses=error_responses(401, 403, 429, 404, 422),
     summary="A registered session",
 )
-async def get_session(session_id: SessionId, repo: RepoDep, _key: ApiKeyDep) -> SessionOut:
-    return SessionOut(**(await _session(repo, session_id)).model_dump())
+async def get_session(session_id: SessionId, repo: RepoDep, key: ReaderDep) -> SessionOut:
+    return SessionOut(**(await _session(repo, session_id, key)).model_dump())
 
 
 # -------------------------------------------------------------- tool calls
@@ -185,7 +250,7 @@ async def get_session(session_id: SessionId, repo: RepoDep, _key: ApiKeyDep) -> 
     status_code=202,
     responses={200: {"model": CallResource, "description": "The call has finished"},
                202: {"model": CallResource, "description": "Not finished yet"},
-               **error_responses(401, 404, 413, 422)},
+               **error_responses(401, 403, 429, 404, 409, 413, 422)},
     summary="Submit (or re-attach to) one tool call",
 )
 async def submit_call(
@@ -194,12 +259,14 @@ async def submit_call(
     call: ToolUseBlock,
     request: Request,
     repo: RepoDep,
-    _key: ApiKeyDep,
+    key: AgentDep,
+    settings: SettingsDep,
     response: Response,
     wait: Wait = 0,
 ) -> CallResource:
-    _check_tool_use_id(call)
-    record = await _session(repo, session_id)
+    _check_tool_use_id(call, settings.max_input_depth)
+    record = await _session(repo, session_id, key)
+    await repo.record_submission(session_id, [call.id], key.key_id, key.name)
     session = Session(
         session_id=session_id,
         turn_id=turn_id,
@@ -207,13 +274,25 @@ async def submit_call(
         kind=record.kind,  # type: ignore[arg-type]
     )
     service = _service(request)
-    await service.start_call(call, session)
-    metrics.API_SUBMISSIONS.labels(tool=call.name[:64]).inc()
+    try:
+        await service.start_call(call, session)
+    except IdempotencyConflictError as exc:
+        raise ApiError(
+            409,
+            "idempotency_conflict",
+            str(exc),
+            {
+                "tool_use_id": exc.tool_use_id,
+                "existing": {"tool": exc.existing_tool, "input_hash": exc.existing_hash},
+                "submitted": {"tool": exc.submitted_tool, "input_hash": exc.submitted_hash},
+            },
+        ) from None
+    metrics.count_submission(call.name)
     resource = await service.wait(session_id, call.id, wait, turn_id=turn_id)
     if resource is None:
         resource = _queued(session_id, turn_id, call)
     response.status_code = 200 if resource.finished else 202
-    return resource
+    return await _for_principal(request, key, resource)
 
 
 def _queued(session_id: str, turn_id: str, call: ToolUseBlock) -> CallResource:
@@ -234,7 +313,7 @@ def _queued(session_id: str, turn_id: str, call: ToolUseBlock) -> CallResource:
     status_code=202,
     responses={200: {"model": BatchOut, "description": "Every call has finished"},
                202: {"model": BatchOut, "description": "Some calls are not finished"},
-               **error_responses(401, 404, 413, 422)},
+               **error_responses(401, 403, 429, 404, 413, 422)},
     summary="Submit one assistant message's tool calls as a turn",
 )
 async def submit_batch(
@@ -243,17 +322,19 @@ async def submit_batch(
     body: BatchIn,
     request: Request,
     repo: RepoDep,
-    _key: ApiKeyDep,
+    key: AgentDep,
+    settings: SettingsDep,
     response: Response,
     wait: Wait = 0,
 ) -> BatchOut:
     seen: set[str] = set()
     for call in body.calls:
-        _check_tool_use_id(call)
+        _check_tool_use_id(call, settings.max_input_depth)
         if call.id in seen:
             raise ApiError(422, "duplicate_tool_use_id", f"tool_use id {call.id!r} appears twice")
         seen.add(call.id)
-    record = await _session(repo, session_id)
+    record = await _session(repo, session_id, key)
+    await repo.record_submission(session_id, [c.id for c in body.calls], key.key_id, key.name)
     session = Session(
         session_id=session_id,
         turn_id=turn_id,
@@ -263,13 +344,13 @@ async def submit_batch(
     service = _service(request)
     handle = await service.start_turn(body.calls, session)
     for call in body.calls:
-        metrics.API_SUBMISSIONS.labels(tool=call.name[:64]).inc()
+        metrics.count_submission(call.name)
     await service.wait_turn(handle, wait)
     resources = await asyncio.gather(
         *(service.resource(session_id, c.id, turn_id=turn_id) for c in body.calls)
     )
     calls = [
-        r if r is not None else _queued(session_id, turn_id, c)
+        await _for_principal(request, key, r) if r is not None else _queued(session_id, turn_id, c)
         for r, c in zip(resources, body.calls, strict=True)
     ]
     finished = all(c.finished for c in calls)
@@ -282,7 +363,7 @@ async def submit_batch(
     response_model=CallResource,
     responses={200: {"model": CallResource, "description": "The call has finished"},
                202: {"model": CallResource, "description": "Not finished yet"},
-               **error_responses(401, 404, 422)},
+               **error_responses(401, 403, 429, 404, 422)},
     summary="Status and result of one call (optionally long-polling)",
 )
 async def get_call(
@@ -290,11 +371,11 @@ async def get_call(
     tool_use_id: ToolUseId,
     request: Request,
     repo: RepoDep,
-    _key: ApiKeyDep,
+    key: ReaderDep,
     response: Response,
     wait: Wait = 0,
 ) -> CallResource:
-    await _session(repo, session_id)
+    await _session(repo, session_id, key)
     service = _service(request)
     resource = await service.resource(session_id, tool_use_id)
     if resource is not None and not resource.finished and wait > 0:
@@ -302,20 +383,20 @@ async def get_call(
     if resource is None:
         raise not_found(f"tool call {tool_use_id!r}")
     response.status_code = 200 if resource.finished else 202
-    return resource
+    return await _for_principal(request, key, resource)
 
 
 @router.post(
     "/sessions/{session_id}/tool-calls/{tool_use_id}/cancel",
     response_model=CancelOut,
-    responses=error_responses(401, 404, 422),
+    responses=error_responses(401, 403, 429, 404, 422),
     summary="Cancel one call (parked calls end without running)",
 )
 async def cancel_call(
     session_id: SessionId, tool_use_id: ToolUseId, request: Request, repo: RepoDep,
-    _key: ApiKeyDep,
+    key: AgentDep,
 ) -> CancelOut:
-    await _session(repo, session_id)
+    await _session(repo, session_id, key)
     service = _service(request)
     cancelled = await service.cancel(session_id, tool_use_id)
     resource = await service.resource(session_id, tool_use_id)
@@ -329,13 +410,13 @@ async def cancel_call(
 @router.post(
     "/sessions/{session_id}/cancel",
     response_model=SessionCancelOut,
-    responses=error_responses(401, 404, 422),
+    responses=error_responses(401, 403, 429, 404, 422),
     summary="Cancel every unfinished call of a session",
 )
 async def cancel_session(
-    session_id: SessionId, request: Request, repo: RepoDep, _key: ApiKeyDep
+    session_id: SessionId, request: Request, repo: RepoDep, key: AgentDep
 ) -> SessionCancelOut:
-    await _session(repo, session_id)
+    await _session(repo, session_id, key)
     service = _service(request)
     count = 0
     cursor: str | None = None
@@ -359,17 +440,17 @@ async def cancel_session(
 @router.get(
     "/sessions/{session_id}/tools",
     response_model=ToolsOut,
-    responses=error_responses(401, 404, 422),
+    responses=error_responses(401, 403, 429, 404, 422),
     summary="Tool definitions visible to a session",
 )
 async def list_tools(
     session_id: SessionId,
     deps: DepsDep,
     repo: RepoDep,
-    _key: ApiKeyDep,
+    key: ReaderDep,
     format: Annotated[Literal["canonical", "openai", "anthropic"], Query()] = "canonical",
 ) -> ToolsOut:
-    record = await _session(repo, session_id)
+    record = await _session(repo, session_id, key)
     session = Session(
         session_id=session_id,
         turn_id="-",
@@ -394,10 +475,12 @@ _INVALID_DECISION = ("edited input is not valid", "allow_with_edits needs", "edi
 @router.post(
     "/sessions/{session_id}/turns/{turn_id}/confirmations/{request_id}",
     response_model=ConfirmationOut,
-    responses={409: {"model": ErrorResponse,
+    responses={202: {"model": ConfirmationOut,
+                     "description": "Approval counted toward a quorum not yet met"},
+               409: {"model": ErrorResponse,
                      "description": "Someone decided first (error.details.winner), "
                      "or the call is no longer waiting"},
-               **error_responses(401, 404, 413, 422)},
+               **error_responses(401, 403, 404, 413, 422, 429)},
     summary="Decide a parked call (first decision wins)",
 )
 async def confirm(
@@ -407,13 +490,22 @@ async def confirm(
     body: ConfirmationIn,
     request: Request,
     repo: RepoDep,
-    key: ApiKeyDep,
+    settings: SettingsDep,
+    key: ApproverDep,
+    response: Response,
 ) -> ConfirmationOut:
     _reject_unencodable(body.model_dump(), ["body"])
+    await _session(repo, session_id, key)
     approval = await repo.get_approval(request_id)
     if approval is None or approval.session_id != session_id or approval.turn_id != turn_id:
         raise not_found(f"approval request {request_id!r}")
-    decided_by = body.decided_by or f"api-key:{key.name}"
+    submitter = await submitter_of(repo, approval)
+    why = refusal(settings, key, approval, submitter)
+    if why is not None:
+        raise ApiError(403, "forbidden", why)
+    named = named_approvers(approval)
+    # The key is the decider; a `decided_by` in the body is only a claim.
+    claimed = body.decided_by.strip() if body.decided_by else None
     result = await _service(request).decide(
         session_id,
         approval.tool_use_id,
@@ -421,20 +513,30 @@ async def confirm(
             request_id=request_id,
             decision=body.decision,
             reason=body.reason,
-            decided_by=decided_by,
+            decided_by=key.name,
             via="api",
             edited_input=body.edited_input,
+            principal_id=key.principal_id,
+            claimed_name=claimed if claimed and claimed != key.name else None,
+            self_approved=is_self(key, submitter) and self_approval_of(approval),
+            approver=approver_for(key, named, settings.approver_keys()) if named else None,
         ),
     )
+    if result.accepted and result.winner is None:
+        # One approval of a quorum: counted, the call waits for the others.
+        response.status_code = 202
+        metrics.count_decision(body.decision, "counted")
+        return ConfirmationOut(accepted=True, message=result.message,
+                               votes=result.votes, quorum=result.quorum)
     if result.accepted and result.winner is not None:
-        metrics.DECISIONS.labels(decision=body.decision, outcome="won").inc()
+        metrics.count_decision(body.decision, "won")
         metrics.observe_approval_latency(
             body.decision, "api", (result.winner.decided_at - approval.requested_at).total_seconds()
         )
         return ConfirmationOut(
             accepted=True, decision=decision_out(result.winner), message=result.message
         )
-    metrics.DECISIONS.labels(decision=body.decision, outcome="lost").inc()
+    metrics.count_decision(body.decision, "lost")
     if result.winner is not None:
         raise ApiError(
             409,
@@ -451,6 +553,8 @@ async def confirm(
             "request_id": stored.request_id,
             "decision": stored.decision,
             "decided_by": stored.decided_by,
+            "principal_id": stored.principal_id,
+            "claimed_name": stored.claimed_name,
             "via": stored.via,
             "reason": stored.reason,
             "decided_at": stored.decided_at.isoformat() if stored.decided_at else None,
@@ -462,13 +566,13 @@ async def confirm(
 @router.get(
     "/tool-calls",
     response_model=CallPageOut,
-    responses=error_responses(401, 422),
+    responses=error_responses(401, 403, 429, 422),
     tags=["audit"],
     summary="Audit query: calls newest first, keyset-paginated",
 )
 async def list_calls(
     repo: RepoDep,
-    _key: ApiKeyDep,
+    key: AuditorDep,
     session_id: Annotated[str | None, Query(max_length=200)] = None,
     turn_id: Annotated[str | None, Query(max_length=200)] = None,
     tool_name: Annotated[str | None, Query(max_length=200)] = None,
@@ -493,6 +597,7 @@ async def list_calls(
         decided_by=decided_by,
         since=_aware(since),
         until=_aware(until),
+        project=key.project,
     )
     try:
         page = await repo.list_calls(filters, limit=limit, cursor=after or None)
@@ -511,7 +616,7 @@ def _aware(value: datetime | None) -> datetime | None:
 @router.get(
     "/sessions/{session_id}/tool-calls/{tool_use_id}/events",
     response_model=CallEventsOut,
-    responses=error_responses(401, 404, 422),
+    responses=error_responses(401, 403, 429, 404, 422),
     tags=["audit"],
     summary="One call's timeline",
 )
@@ -521,15 +626,16 @@ async def call_events(
     repo: RepoDep,
     settings: SettingsDep,
     secret: SecretDep,
-    _key: ApiKeyDep,
+    key: ReaderDep,
 ) -> CallEventsOut:
+    await _session(repo, session_id, key)
     entries = await repo.timeline(session_id, tool_use_id)
     if not entries and await repo.get_call(session_id, tool_use_id) is None:
         raise not_found(f"tool call {tool_use_id!r}")
     events = [
         TimelineEventOut(
             **_event_fields(e.event.model_dump()),
-            approval_url=await approval_link(repo, settings, secret, e.event),
+            approval_url=await visible_approval_link(repo, settings, secret, key, e.event),
             since_previous_ms=e.since_previous_ms,
             since_start_ms=e.since_start_ms,
         )
@@ -570,7 +676,7 @@ _SSE_EVENT_SCHEMA: dict[str, Any] = {
             "description": "text/event-stream of tool.* events; each `id` is the event seq.",
             "content": {"text/event-stream": {"schema": _SSE_EVENT_SCHEMA}},
         },
-        **error_responses(401, 404, 422),
+        **error_responses(401, 403, 429, 404, 422),
     },
     summary="Live tool.* events of a session (Server-Sent Events, resumable)",
 )
@@ -581,7 +687,7 @@ async def session_events(
     repo: RepoDep,
     settings: SettingsDep,
     secret: SecretDep,
-    _key: ApiKeyDep,
+    key: ReaderDep,
     last_event_id: Annotated[
         str | None, Header(alias="Last-Event-ID", max_length=40, include_in_schema=True)
     ] = None,
@@ -591,7 +697,7 @@ async def session_events(
     ] = None,
     follow: Annotated[bool, Query(description="Keep the stream open for new events")] = True,
 ) -> EventSourceResponse:
-    await _session(repo, session_id)
+    await _session(repo, session_id, key)
     start = after or 0
     if last_event_id:
         try:
@@ -602,7 +708,7 @@ async def session_events(
             ) from exc
         if not 0 <= start <= MAX_SEQ:
             raise ApiError(422, "invalid_last_event_id", f"Last-Event-ID must be 0..{MAX_SEQ}")
-    links = functools.partial(approval_link, repo, settings, secret)
+    links = functools.partial(visible_approval_link, repo, settings, secret, key)
     return EventSourceResponse(
         _stream(repo, session_id, start, follow, deps.sse_poll_seconds, request, links),
         ping=15,

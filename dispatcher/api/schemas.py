@@ -28,6 +28,7 @@ class SessionOut(BaseModel):
     workspace_path: str
     kind: str
     created_at: datetime
+    project: str = "default"
 
 
 class CallLinks(BaseModel):
@@ -47,12 +48,35 @@ class CallResource(BaseModel):
     side_effects: str | None = None
     status: CallStatus
     finished: bool = False
-    approval_url: str | None = Field(default=None, description="Only while parked.")
+    approval_url: str | None = Field(
+        default=None,
+        description="Only while parked, and only for a key that may decide this call.",
+    )
     request_id: str | None = None
     expires_at: datetime | None = None
     rule: str | None = None
     decision: str | None = None
-    decided_by: str | None = None
+    decided_by: str | None = Field(
+        default=None, description="The authenticated decider's name (key or named approver)."
+    )
+    via: str | None = None
+    principal_id: str | None = Field(
+        default=None, description='"key:<id>" or "approver:<name>"; None for a generic link.'
+    )
+    claimed_name: str | None = Field(
+        default=None, description="A name the decider typed or sent: a claim, not an identity."
+    )
+    self_approved: bool | None = None
+    approvers: list[str] | None = Field(
+        default=None, description="Named approvers of the request (quorum rules)."
+    )
+    quorum: int | None = None
+    votes: list[str] | None = Field(
+        default=None, description="Named approvers who have allowed so far."
+    )
+    approver_links: dict[str, str] | None = Field(
+        default=None, description="Named approvers' personal links (admin keys only)."
+    )
     reason: str | None = None
     error_class: str | None = None
     result: ToolResultBlock | None = Field(default=None, description="Only when finished.")
@@ -96,14 +120,21 @@ class DecisionOut(BaseModel):
     decided_by: str | None = None
     via: str | None = None
     decided_at: datetime | None = None
+    principal_id: str | None = None
+    claimed_name: str | None = None
+    self_approved: bool = False
+    votes: list[str] = Field(default_factory=list)
 
 
 class ConfirmationOut(BaseModel):
-    """200: your decision won. (A 409 carries the winner in error.details.)"""
+    """200: your decision won. 202: your approval counts toward a quorum that is
+    not met yet. (A 409 carries the winner in error.details.)"""
 
     accepted: bool
     decision: DecisionOut | None = None
     message: str = ""
+    votes: list[str] = Field(default_factory=list)
+    quorum: int = 1
 
 
 class CancelOut(BaseModel):
@@ -170,6 +201,9 @@ class CallSummary(BaseModel):
     decision: str | None = None
     decided_by: str | None = None
     via: str | None = None
+    principal_id: str | None = None
+    claimed_name: str | None = None
+    self_approved: bool | None = None
     reason: str | None = None
     error_class: str | None = None
     created_at: datetime

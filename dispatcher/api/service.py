@@ -106,6 +106,8 @@ class CallService:
         approval = await self.repo.get_approval(row.request_id)
         if approval is None or approval.decision is not None:
             return None
+        if (approval.info or {}).get("approvers"):
+            return None  # quorum votes live in the workflow: ask it
         url = link_for(self.settings, self.secret, approval)
         if url is None:
             return None
@@ -174,6 +176,10 @@ class CallService:
                 edited_input=inp.edited_input,
                 session_id=session_id,
                 tool_use_id=tool_use_id,
+                principal_id=inp.principal_id,
+                claimed_name=inp.claimed_name,
+                self_approved=inp.self_approved,
+                approver=inp.approver,
             )
         except UnknownCallError:
             # The workflow is gone (finished): report what the store knows.
@@ -221,6 +227,10 @@ class CallService:
                 rule=row.rule,
                 decision=row.decision,
                 decided_by=row.decided_by,
+                via=row.via,
+                principal_id=row.principal_id,
+                claimed_name=row.claimed_name,
+                self_approved=row.self_approved,
                 reason=row.reason,
                 error_class=row.error_class,
                 result=row.result if row.status.terminal else None,
@@ -244,6 +254,10 @@ class CallService:
                 data["request_id"] = view.request.request_id
                 data["side_effects"] = data.get("side_effects") or view.request.side_effects.value
                 data["rule"] = data.get("rule") or view.request.rule
+                if view.request.approvers:
+                    data["approvers"] = view.request.approvers
+                    data["quorum"] = view.request.quorum
+                    data["votes"] = view.votes
             data["expires_at"] = view.expires_at
             if view.decision is not None:
                 data.update(_decision_fields(view.decision))
@@ -278,7 +292,11 @@ def _rank(status: CallStatus) -> int:
 
 
 def _decision_fields(rec: DecisionRecord) -> dict[str, Any]:
-    return {"decision": rec.decision, "decided_by": rec.decided_by, "reason": rec.reason}
+    return {
+        "decision": rec.decision, "decided_by": rec.decided_by, "reason": rec.reason,
+        "via": rec.via, "principal_id": rec.principal_id, "claimed_name": rec.claimed_name,
+        "self_approved": rec.self_approved or None, "votes": rec.votes or None,
+    }
 
 
 def decision_out(rec: DecisionRecord) -> DecisionOut:
@@ -289,4 +307,8 @@ def decision_out(rec: DecisionRecord) -> DecisionOut:
         decided_by=rec.decided_by,
         via=rec.via,
         decided_at=rec.decided_at,
+        principal_id=rec.principal_id,
+        claimed_name=rec.claimed_name,
+        self_approved=rec.self_approved,
+        votes=list(rec.votes),
     )

@@ -21,7 +21,6 @@ from typing import Any
 
 import typer
 from pydantic import ValidationError
-from typer._click import exceptions as click_exc
 from typer.core import TyperGroup
 
 from dispatcher.cli.common import (
@@ -34,6 +33,32 @@ from dispatcher.cli.common import (
 )
 
 __all__ = ["CliError", "app", "main"]
+
+
+def _click_class(name: str) -> type[Exception]:
+    """click's exception class `name`, reached through typer's public `BadParameter`.
+
+    typer vendors click under a private module in some releases and depends on
+    click in others; the public class's bases are the same classes in both.
+    """
+    for cls in typer.BadParameter.__mro__:
+        if cls.__name__ == name and issubclass(cls, Exception):
+            return cls
+    raise RuntimeError(f"typer.BadParameter has no base class {name}")
+
+
+_UsageError = _click_class("UsageError")
+_ClickException = _click_class("ClickException")
+
+
+def _hide_flag_types(command: Any, help_names: list[str]) -> None:
+    """Show no value type for flags: a flag takes no value, yet typer prints `<bool>`."""
+    ctx = typer.Context(command, help_option_names=help_names)
+    for param in command.get_params(ctx):
+        if getattr(param, "is_flag", False) and param.metavar is None:
+            param.metavar = ""
+    for sub in getattr(command, "commands", {}).values():
+        _hide_flag_types(sub, help_names)
 
 
 def _fail(message: str, code: int) -> int:
@@ -65,6 +90,7 @@ class ParkgateGroup(TyperGroup):
         complete_var: str | None,
         extra: dict[str, Any],
     ) -> int:
+        _hide_flag_types(self, ["-h", "--help"])
         try:
             rv = super().main(
                 args=args,
@@ -73,13 +99,18 @@ class ParkgateGroup(TyperGroup):
                 standalone_mode=False,
                 **extra,
             )
-        except click_exc.NoArgsIsHelpError as exc:
-            sys.stdout.write((exc.ctx.get_help() if exc.ctx else "") + "\n")
-            return EXIT_USAGE
-        except click_exc.UsageError as exc:
-            return _fail(exc.format_message(), EXIT_USAGE)
-        except click_exc.ClickException as exc:
-            return _fail(exc.format_message(), exc.exit_code or EXIT_RUNTIME)
+        except _UsageError as exc:
+            if type(exc).__name__ == "NoArgsIsHelpError":
+                # Building the error rendered the help already (rich prints it at
+                # once and leaves the message empty; plain help is the message).
+                text = exc.format_message()  # type: ignore[attr-defined]
+                if text.strip():
+                    sys.stdout.write(text + "\n")
+                return EXIT_USAGE
+            return _fail(exc.format_message(), EXIT_USAGE)  # type: ignore[attr-defined]
+        except _ClickException as exc:
+            code = getattr(exc, "exit_code", None) or EXIT_RUNTIME
+            return _fail(exc.format_message(), code)  # type: ignore[attr-defined]
         except CliError as exc:
             return _fail(exc.message, exc.code)
         except ValidationError as exc:

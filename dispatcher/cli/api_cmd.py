@@ -12,9 +12,11 @@ def register(app: typer.Typer) -> None:
 
 
 def api(
-    host: str | None = typer.Option(None, "--host", help="Interface to bind [api_host]."),
+    host: str | None = typer.Option(
+        None, "--host", help="Interface to bind (default: the api_host setting)."
+    ),
     port: int | None = typer.Option(
-        None, "--port", min=1, max=65535, help="Port to bind [api_port]."
+        None, "--port", min=1, max=65535, help="Port to bind (default: the api_port setting)."
     ),
     log_level: str = typer.Option(
         "info", "--log-level", help="uvicorn log level (debug, info, warning, error)."

@@ -8,12 +8,23 @@ from contextlib import ExitStack
 from datetime import datetime, timedelta
 from enum import StrEnum
 from pathlib import Path
-from typing import IO
+from typing import IO, TYPE_CHECKING, Any
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from dispatcher.cli.common import console, err_console, load_settings, open_repository, run
+from dispatcher.cli.common import (
+    CliError,
+    console,
+    err_console,
+    load_settings,
+    open_repository,
+    run,
+)
+
+if TYPE_CHECKING:
+    from dispatcher.settings import Settings
+    from dispatcher.store.repository import Repository
 
 app = typer.Typer(help="Audit the recorded history.", no_args_is_help=True)
 
@@ -40,32 +51,75 @@ class ExportFormat(StrEnum):
 @app.command("verify")
 def verify(
     session: str | None = typer.Option(None, "--session", "-s", help="Only this session."),
+    against_temporal: bool = typer.Option(
+        False,
+        "--against-temporal",
+        help="Also compare each call with the workflow history Temporal still keeps.",
+    ),
 ) -> None:
-    """Re-compute every hash chain; exit 1 naming the first tampered event."""
+    """Re-compute every hash chain and check what each call's history says.
+
+    Exit 1 naming the first tampered event and every call whose history cannot
+    be true (two resolutions, a decision the rows contradict, a tool that ran
+    after a denial, failed and completed, ran twice, a recorded integrity error).
+    """
     settings = load_settings()
 
     async def go() -> int:
         async with open_repository(settings) as repo:
             report = await repo.verify_chain(session)
+            meaning = await repo.verify_meaning(session)
+            temporal = None
+            if against_temporal:
+                temporal = await _against_temporal(settings, repo, session)
+        code = 0
         first = report.first
         if first is None:
             console.print(
                 f"OK: {report.events} events in {report.chains} call chains verified",
                 soft_wrap=True,
             )
-            return 0
-        err_console.print(
-            f"TAMPERED: {first.describe()}"
-            + (f" (+{len(report.problems) - 1} more)" if len(report.problems) > 1 else ""),
-            soft_wrap=True,
-        )
-        for problem in report.problems[1:]:
-            err_console.print(f"  also {problem.describe()}", soft_wrap=True)
-        return 1
+        else:
+            code = 1
+            err_console.print(
+                f"TAMPERED: {first.describe()}"
+                + (f" (+{len(report.problems) - 1} more)" if len(report.problems) > 1 else ""),
+                soft_wrap=True,
+            )
+            for problem in report.problems[1:]:
+                err_console.print(f"  also {problem.describe()}", soft_wrap=True)
+        problems = list(meaning.problems) + (list(temporal.problems) if temporal else [])
+        for problem in problems:
+            err_console.print(f"INCONSISTENT: {problem.describe()}", soft_wrap=True)
+        if problems:
+            code = 1
+        else:
+            console.print(f"OK: {meaning.calls} calls say what happened", soft_wrap=True)
+        if temporal is not None and temporal.ok:
+            console.print(
+                f"OK: {temporal.compared} calls match Temporal's histories"
+                f" ({temporal.not_kept} no longer kept by Temporal)",
+                soft_wrap=True,
+            )
+        return code
 
     code = run(go())
     if code:
         raise typer.Exit(code)
+
+
+async def _against_temporal(settings: Settings, repo: Repository, session: str | None) -> Any:
+    from dispatcher.audit_temporal import compare_store_with_temporal
+    from dispatcher.cli.decide import CONNECT_TIMEOUT
+    from dispatcher.embedded import StartupError, connect_temporal, temporal_address_for
+
+    try:
+        client = await connect_temporal(
+            settings, address=temporal_address_for(settings), timeout=CONNECT_TIMEOUT
+        )
+    except StartupError as exc:
+        raise CliError(str(exc)) from exc
+    return await compare_store_with_temporal(repo, client, session)
 
 
 @app.command("export")

@@ -6,6 +6,7 @@ Reads go through the same Repository API the HTTP audit pages use.
 from __future__ import annotations
 
 import json
+import shlex
 from datetime import datetime
 from typing import Any
 
@@ -121,7 +122,29 @@ def list_calls(
         )
     console.print(table)
     if page.next_cursor:
-        console.print(f"more: parkgate calls list --after {page.next_cursor}", soft_wrap=True)
+        hint = _next_page_command(
+            [
+                ("--session", session),
+                ("--turn", turn),
+                ("--tool", tool),
+                *(("--status", value) for value in status or ()),
+                ("--decided-by", decided_by),
+                ("--since", since.isoformat() if since else None),
+                ("--until", until.isoformat() if until else None),
+                ("--limit", str(limit) if limit != 50 else None),
+            ],
+            page.next_cursor,
+        )
+        console.print(f"more: {hint}", soft_wrap=True, markup=False, highlight=False)
+
+
+def _next_page_command(options: list[tuple[str, str | None]], cursor: str) -> str:
+    """The command that prints the next page: the same filters, plus `--after`."""
+    words = ["parkgate", "calls", "list"]
+    for name, value in options:
+        if value is not None:
+            words += [name, value]
+    return shlex.join([*words, "--after", cursor])
 
 
 @app.command("show")

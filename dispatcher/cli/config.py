@@ -32,7 +32,9 @@ _SECRET_FIELDS = frozenset({"link_secret", "temporal_api_key"})
 def load_policy(settings: Settings) -> ConfirmationPolicy:
     """The ConfirmationPolicy built from settings; a bad policy is a ConfigError."""
     try:
-        return ConfirmationPolicy.from_mapping(settings.tool_confirmation)
+        return ConfirmationPolicy.from_mapping(settings.tool_confirmation).with_approvers(
+            settings.approvers, settings.approver_groups
+        )
     except (PolicyError, ValueError) as exc:
         raise ConfigError(f"invalid tool_confirmation policy: {one_line(str(exc))}") from exc
 

@@ -68,6 +68,10 @@ async def _decide(request_id: str, decision: str, reason: str | None, decided_by
     async with durable(settings, request_id) as (dispatcher, approval):
         assert approval is not None
         session_id, tool_use_id = approval.session_id, approval.tool_use_id
+        # The operator at the terminal (who can reach the database and Temporal)
+        # is the principal; on a request with named approvers, --as names the
+        # approver the vote counts for.
+        named = (approval.info or {}).get("approvers") or []
         try:
             result = await dispatcher.decide(
                 request_id,
@@ -77,18 +81,29 @@ async def _decide(request_id: str, decision: str, reason: str | None, decided_by
                 via="cli",
                 session_id=session_id,
                 tool_use_id=tool_use_id,
+                principal_id=f"cli:{_default_name()}",
+                approver=decided_by if decided_by in named else None,
             )
         except UnknownCallError as exc:
             raise CliError(str(exc).strip("'\"")) from exc
         if not result.accepted:
             winner = result.winner
             if winner is not None:
-                who = f" by {winner.decided_by}" if winner.decided_by else ""
+                # The authenticated decider, else the name typed on a generic link
+                # (a claim): a loser is always told who won when anyone is known.
+                if winner.decided_by:
+                    who = f" by {winner.decided_by}"
+                elif winner.claimed_name:
+                    who = f" by {winner.claimed_name} (name given on the link, not verified)"
+                else:
+                    who = ""
                 when = winner.decided_at.strftime("%Y-%m-%d %H:%M:%S UTC")
                 raise CliError(
                     f"request {request_id} was already decided: {winner.decision}{who} at {when}"
                 )
             raise CliError(f"request {request_id}: {result.message or 'decision rejected'}")
+        if result.winner is None:  # one approval of a quorum: counted, still parked
+            return f"{session_id}/{tool_use_id}; {result.message}"
         return f"{session_id}/{tool_use_id}"
 
 
@@ -96,10 +111,12 @@ def approve(
     request_id: str = typer.Argument(..., help="The approval request id (from the call)."),
     reason: str | None = typer.Option(None, "--reason", "-r", help="Why (kept in the audit)."),
     decided_by: str | None = typer.Option(
-        None, "--as", help="Approver name recorded in the audit [your user name]."
+        None, "--as",
+        help="Approver name recorded in the audit (default: your user name); on a request with "
+        "named approvers, the approver this vote counts for.",
     ),
 ) -> None:
-    """Approve a parked call; it runs at once."""
+    """Approve a parked call; it runs at once (or once its quorum is met)."""
     call = run(_decide(request_id, "allow", reason, decided_by or _default_name()))
     console.print(f"approved {request_id} ({call})")
 
@@ -108,7 +125,7 @@ def deny(
     request_id: str = typer.Argument(..., help="The approval request id (from the call)."),
     reason: str = typer.Option(..., "--reason", "-r", help="Why; the model sees this text."),
     decided_by: str | None = typer.Option(
-        None, "--as", help="Approver name recorded in the audit [your user name]."
+        None, "--as", help="Approver name recorded in the audit (default: your user name)."
     ),
 ) -> None:
     """Deny a parked call; the reason reaches the model in the tool result."""

@@ -6,6 +6,7 @@ again. A revoked key is refused (401) from the next request on.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import TYPE_CHECKING, TypeVar
@@ -13,6 +14,7 @@ from typing import TYPE_CHECKING, TypeVar
 import typer
 from rich.table import Table
 
+from dispatcher.access import DEFAULT_PROJECT, PROJECT_PATTERN, RoleError, normalize_roles
 from dispatcher.cli.common import CliError, console, err_console, load_settings, run
 
 if TYPE_CHECKING:
@@ -51,6 +53,14 @@ def create(
     name: str = typer.Option(
         ..., "--name", "-n", help="A label for the key (unique among active keys)."
     ),
+    project: str = typer.Option(
+        DEFAULT_PROJECT, "--project", "-p",
+        help="The project the key belongs to; it sees only that project's sessions.",
+    ),
+    roles: list[str] = typer.Option(
+        ["agent"], "--role", "-r",
+        help="A role (repeat for several): agent, approver, auditor, admin.",
+    ),
 ) -> None:
     """Create a key and print it (once: it is stored hashed)."""
     from dispatcher.store.errors import ApiKeyNameTakenError
@@ -58,16 +68,30 @@ def create(
     name = name.strip()
     if not name or len(name) > 200:
         raise typer.BadParameter("must be 1-200 characters", param_hint="--name")
+    project = project.strip()
+    if not re.fullmatch(PROJECT_PATTERN, project):
+        raise typer.BadParameter(
+            "must be 1-100 letters, digits, _ . or -", param_hint="--project"
+        )
+    try:
+        role_list = normalize_roles(roles)
+    except RoleError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--role") from exc
 
     async def action(repo: Repository) -> str:
         try:
-            plaintext, _record = await repo.create_api_key(name)
+            plaintext, _record = await repo.create_api_key(
+                name, project=project, roles=role_list
+            )
         except ApiKeyNameTakenError as exc:
             raise CliError(str(exc), code=2) from exc
         return plaintext
 
     key = run(_with_repo(action))
-    err_console.print(f"created API key [bold]{name}[/]; it is shown only once:")
+    err_console.print(
+        f"created API key [bold]{name}[/] (project {project}, roles {', '.join(role_list)}); "
+        "it is shown only once:"
+    )
     console.print(key)
 
 
@@ -75,7 +99,7 @@ def create(
 def list_keys(
     all_keys: bool = typer.Option(True, "--all/--active", help="Include revoked keys."),
 ) -> None:
-    """List keys (name, prefix, created, last used, state); never the keys themselves."""
+    """List keys (name, project, roles, prefix, created, last used, state); never the keys."""
 
     async def action(repo: Repository) -> list[ApiKeyRecord]:
         return await repo.list_api_keys(include_revoked=all_keys)
@@ -85,19 +109,32 @@ def list_keys(
         err_console.print("no API keys; create one with `parkgate keys create --name NAME`")
         return
     table = Table(title="API keys")
-    for column in ("name", "id", "prefix", "created", "last used", "state"):
+    for column in ("name", "id", "project", "roles", "prefix", "created", "last used", "state"):
         table.add_column(column)
+    migrated = False
     for rec in records:
         state = "[green]active[/]" if rec.revoked_at is None else f"revoked {_when(rec.revoked_at)}"
+        roles = ",".join(rec.roles)
+        if rec.migrated:
+            roles += " (migrated*)"
+            migrated = True
         table.add_row(
             rec.name,
             rec.id,
+            rec.project,
+            roles,
             rec.prefix + "…",
             _when(rec.created_at),
             _when(rec.last_used_at),
             state,
         )
     console.print(table)
+    if migrated:
+        err_console.print(
+            "* created before roles existed: given every role in project default. "
+            "Replace with a key that holds only the roles it needs "
+            "(`parkgate keys create --name NAME --role agent`), then revoke the old one."
+        )
 
 
 @app.command("revoke")

@@ -22,7 +22,12 @@ def register(app: typer.Typer) -> None:
 
 def serve(
     port: int | None = typer.Option(
-        None, "--port", "-p", min=1, max=65535, help="API port [api_port, 8420]."
+        None,
+        "--port",
+        "-p",
+        min=1,
+        max=65535,
+        help="API port (default: the api_port setting, 8420).",
     ),
     temporal_port: int = typer.Option(
         7233,
@@ -40,7 +45,7 @@ def serve(
     ),
     log_level: str = typer.Option("warning", "--log-level", help="API (uvicorn) log level."),
     key_name: str | None = typer.Option(
-        None, "--key-name", help="Name of the API key created at start [serve-<time>]."
+        None, "--key-name", help="Name of the API key created at start (default: serve-<time>)."
     ),
 ) -> None:
     """Start Temporal, a worker and the API on 127.0.0.1; print the URLs and a fresh API key."""
@@ -67,14 +72,16 @@ def serve(
         table.add_row("Audit", banner.audit_url)
         table.add_row("Temporal UI", banner.temporal_ui_url)
         table.add_row("Temporal", banner.temporal_address)
-        table.add_row("API key", banner.api_key)
+        table.add_row("API key", f"{banner.api_key} (agent)")
         table.add_row("Key name", banner.api_key_name)
+        table.add_row("Approver key", f"{banner.approver_key} (approver, auditor: audit pages)")
         table.add_row("History", banner.database)
         table.add_row("Data dir", str(banner.data_dir))
         console.print(Panel(table, title="parkgate is running", subtitle="Ctrl-C to stop"))
         # Plain lines too, for scripts and logs that do not keep the panel layout.
         console.print(f"PARKGATE_API_URL={banner.api_url}", soft_wrap=True)
         console.print(f"PARKGATE_API_KEY={banner.api_key}", soft_wrap=True)
+        console.print(f"PARKGATE_APPROVER_KEY={banner.approver_key}", soft_wrap=True)
         console.file.flush()
 
     async def main() -> None:

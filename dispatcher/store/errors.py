@@ -20,12 +20,15 @@ class SchemaTooNewError(SchemaError):
 
 
 class SessionConflictError(StoreError):
-    """A session id is already registered with a different workspace."""
+    """A session id is already registered with a different workspace (or, with
+    `existing` None, by another project: its workspace is not disclosed)."""
 
-    def __init__(self, session_id: str, existing: str, requested: str) -> None:
+    def __init__(self, session_id: str, existing: str | None, requested: str) -> None:
         super().__init__(
             f"session {session_id!r} is already registered with workspace {existing!r}"
             f" (requested {requested!r})"
+            if existing is not None
+            else f"session id {session_id!r} is already in use; choose another"
         )
         self.session_id = session_id
         self.existing_workspace = existing

@@ -10,6 +10,7 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import (
+    Boolean,
     Float,
     Index,
     Integer,
@@ -69,6 +70,12 @@ class ToolCall(Base):
     decided_by: Mapped[str | None] = mapped_column(CleanString(200))
     via: Mapped[str | None] = mapped_column(CleanString(64))
     reason: Mapped[str | None] = mapped_column(CleanText)
+    #: The authenticated decider ("key:<id>" or "approver:<name>"); None for a
+    #: generic link, whose typed name is only a claim (`claimed_name`).
+    principal_id: Mapped[str | None] = mapped_column(CleanString(240))
+    claimed_name: Mapped[str | None] = mapped_column(CleanString(200))
+    #: True when the submitting principal approved under `self_approval: true`.
+    self_approved: Mapped[bool | None] = mapped_column(Boolean)
     error_class: Mapped[str | None] = mapped_column(CleanString(32))
     result: Mapped[dict[str, Any] | None] = mapped_column(JSONColumn)
     full_output: Mapped[dict[str, Any] | None] = mapped_column(JSONColumn)
@@ -121,6 +128,28 @@ class ToolEvent(Base):
     recorded_at: Mapped[datetime] = mapped_column(UTCDateTime)
 
 
+class EventConflict(Base):
+    """An event write that met a stored event of the same id with other content.
+
+    Event ids are deterministic, so a retried write repeats its event; one that
+    says something else means two runs disagreed about what happened. The
+    stored event is kept (it is in the hash chain); the contradicting content
+    is kept here, counted in /metrics and reported by `audit verify`.
+    """
+
+    __tablename__ = "event_conflicts"
+    __table_args__ = (Index("ix_event_conflicts_call", "session_id", "tool_use_id"),)
+
+    id: Mapped[int] = mapped_column(BigIntId, primary_key=True, autoincrement=True)
+    event_id: Mapped[str] = mapped_column(CleanString(64))
+    session_id: Mapped[str] = mapped_column(ID)
+    tool_use_id: Mapped[str] = mapped_column(ID)
+    type: Mapped[str] = mapped_column(CleanString(64))
+    stored: Mapped[dict[str, Any]] = mapped_column(JSONColumn)
+    attempted: Mapped[dict[str, Any]] = mapped_column(JSONColumn)
+    detected_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
 class EventChain(Base):
     """The head of one call's hash chain: detects deleted tail events.
 
@@ -162,6 +191,11 @@ class Approval(Base):
     via: Mapped[str | None] = mapped_column(CleanString(64))
     reason: Mapped[str | None] = mapped_column(CleanText)
     decided_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    principal_id: Mapped[str | None] = mapped_column(CleanString(240))
+    claimed_name: Mapped[str | None] = mapped_column(CleanString(200))
+    self_approved: Mapped[bool | None] = mapped_column(Boolean)
+    #: Named approvers who allowed (quorum requests), in order.
+    votes: Mapped[list[str] | None] = mapped_column(JSONColumn)
 
 
 class SessionRow(Base):
@@ -173,6 +207,25 @@ class SessionRow(Base):
     workspace_path: Mapped[str] = mapped_column(CleanText)
     kind: Mapped[str] = mapped_column(CleanString(16))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    #: The project of the key that registered it; other projects never see it.
+    project: Mapped[str] = mapped_column(CleanString(100), server_default="default")
+    registered_by: Mapped[str | None] = mapped_column(CleanString(32))
+
+
+class CallSubmission(Base):
+    """Who submitted a call first (the API key), for separation of duties.
+
+    Written by the API when it accepts a submission (an authentication fact,
+    not a Temporal effect); the first submitter of a tool_use id stays.
+    """
+
+    __tablename__ = "call_submissions"
+
+    session_id: Mapped[str] = mapped_column(ID, primary_key=True)
+    tool_use_id: Mapped[str] = mapped_column(ID, primary_key=True)
+    key_id: Mapped[str] = mapped_column(CleanString(32))
+    key_name: Mapped[str] = mapped_column(CleanString(200))
+    submitted_at: Mapped[datetime] = mapped_column(UTCDateTime)
 
 
 class ApiKey(Base):
@@ -197,3 +250,8 @@ class ApiKey(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
     last_used_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    project: Mapped[str] = mapped_column(CleanString(100), server_default="default")
+    #: Sorted role names: agent, approver, auditor, admin.
+    roles: Mapped[list[str]] = mapped_column(JSONColumn)
+    #: True for keys that existed before roles: they were given every role.
+    migrated: Mapped[bool] = mapped_column(Boolean, server_default=text("false"))

@@ -63,6 +63,11 @@ class CallUpdate(BaseModel):
     decided_by: str | None = None
     via: str | None = None
     reason: str | None = None
+    #: The authenticated decider ("key:<id>", "approver:<name>"); the typed
+    #: name of a generic link is only a claim.
+    principal_id: str | None = None
+    claimed_name: str | None = None
+    self_approved: bool | None = None
     error_class: ToolErrorClass | None = None
     result: ToolResultBlock | None = None  # what the model got (truncated)
     full_output: dict[str, Any] | None = None  # ToolOutput dump, untruncated
@@ -72,6 +77,16 @@ class CallUpdate(BaseModel):
     created_at: datetime | None = None
     started_at: datetime | None = None
     finished_at: datetime | None = None
+    duration_ms: float | None = None
+
+
+class RecordedFinish(BaseModel):
+    """The final state a call already has in the store (see
+    Repository.record_unless_finished): what a lost execute activity recorded."""
+
+    status: CallStatus
+    error_class: ToolErrorClass | None = None
+    result: ToolResultBlock
     duration_ms: float | None = None
 
 
@@ -93,6 +108,11 @@ class ApprovalRecord(BaseModel):
     via: str | None = None
     reason: str | None = None
     decided_at: datetime | None = None
+    principal_id: str | None = None
+    claimed_name: str | None = None
+    self_approved: bool | None = None
+    #: Named approvers who allowed (quorum requests).
+    votes: list[str] | None = None
 
 
 class HistoryStore(Protocol):

@@ -15,6 +15,8 @@ import base64
 import binascii
 import hashlib
 import json
+import logging
+import re
 import secrets
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
@@ -37,9 +39,10 @@ from sqlalchemy.engine import URL, Connection, Engine, RowMapping
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from dispatcher.events import ToolEvent
+from dispatcher.access import DEFAULT_PROJECT, PROJECT_PATTERN, Submitter, normalize_roles
+from dispatcher.events import ToolEvent, make_event_id
 from dispatcher.models import utcnow
-from dispatcher.store import audit_export, statements
+from dispatcher.store import audit_export, semantics, statements
 from dispatcher.store.canonical import clean_text, event_hash, normalize_json, redact
 from dispatcher.store.chain import GENESIS, check_chain
 from dispatcher.store.engine import WRITE, make_engine, sqlite_sync_twin, sqlite_writer_lock
@@ -52,22 +55,33 @@ from dispatcher.store.errors import (
 )
 from dispatcher.store.migrate import check_schema_on
 from dispatcher.store.models import Base
-from dispatcher.store.records import ApprovalRecord, CallStatus, CallUpdate, HistoryStore
+from dispatcher.store.records import (
+    ApprovalRecord,
+    CallStatus,
+    CallUpdate,
+    HistoryStore,
+    RecordedFinish,
+)
 from dispatcher.store.results import (
     ApiKeyRecord,
     CallFilters,
     CallRecord,
     EventRecord,
+    MeaningReport,
     Page,
     SessionRecord,
     TimelineEntry,
     VerifyReport,
 )
-from dispatcher.store.statements import APPROVALS, CALLS, CHAINS, EVENTS, TERMINAL
+from dispatcher.store.statements import APPROVALS, CALLS, CHAINS, CONFLICTS, EVENTS, TERMINAL
 from dispatcher.store.types import as_utc
 
 SESSIONS: Table = Base.metadata.tables["sessions"]
+#: A call's final events: exactly one of them may be stored.
+_FINAL_TYPES = ("tool.completed", "tool.failed")
+log = logging.getLogger(__name__)
 API_KEYS: Table = Base.metadata.tables["api_keys"]
+SUBMISSIONS: Table = Base.metadata.tables["call_submissions"]
 
 API_KEY_PREFIX = "pgk_"
 _LAST_USED_GRANULARITY = timedelta(seconds=60)
@@ -98,6 +112,40 @@ def _fit(table: Table, values: dict[str, Any]) -> dict[str, Any]:
                 value = value[:length]
             out[name] = value
     return out
+
+
+def _meaning(fields: Any) -> dict[str, Any]:
+    """What an event says, for comparing two writes of one event id."""
+    out = {name: fields[name] for name in statements.MEANING_COLUMNS}
+    data = out.get("data") or {}
+    out["data"] = {
+        k: v for k, v in data.items() if k not in statements.MEANING_VOLATILE_DATA
+    }
+    return out
+
+
+def _conflict_row(
+    event_id: str, stored: dict[str, Any], attempted: dict[str, Any]
+) -> dict[str, Any]:
+    return {
+        "event_id": event_id,
+        "session_id": stored["session_id"],
+        "tool_use_id": stored["tool_use_id"],
+        "type": stored["type"],
+        "stored": normalize_json(stored),
+        "attempted": normalize_json(attempted),
+        "detected_at": utcnow(),
+    }
+
+
+def _brief(meaning: dict[str, Any]) -> str:
+    """The part of an event's meaning a conflict is usually about."""
+    data = meaning.get("data") or {}
+    keys = ("decision", "decided_by", "via")
+    parts = [f"{k}={data[k]}" for k in keys if k in data]
+    if meaning.get("error_class"):
+        parts.append(f"error_class={meaning['error_class']}")
+    return ", ".join(parts) or json.dumps(data, sort_keys=True, default=str)[:200]
 
 
 def _lock_key(session_id: str) -> int:
@@ -214,6 +262,45 @@ class Repository:
             return 0
         return await self._in_write(self._record_in, events, update)
 
+    async def record_unless_finished(
+        self, events: Sequence[ToolEvent], update: CallUpdate
+    ) -> RecordedFinish | None:
+        """`apply`, unless the call already has its final event (tool.completed or
+        tool.failed): then its other events are still written, the final event
+        and the row update are not, and the stored final state is returned.
+
+        For an outcome the workflow could not observe (a lost execute activity
+        that may have finished and recorded before it died): the store must not
+        say both "completed" and "failed".
+        """
+        return await self._in_write(self._record_unless_finished_in, events, update)
+
+    def _record_unless_finished_in(
+        self, conn: Connection, events: Sequence[ToolEvent], update: CallUpdate
+    ) -> RecordedFinish | None:
+        self._lock_sessions(conn, {update.session_id, *(e.session_id for e in events)})
+        finals = {
+            make_event_id(update.session_id, update.tool_use_id, kind): kind
+            for kind in _FINAL_TYPES
+        }
+        stored = set(conn.execute(statements.STORED_EVENT_IDS, {"ids": list(finals)}).scalars())
+        if not stored:
+            if events:
+                self._append(conn, events)
+            self._upsert_call(conn, update)
+            return None
+        keep = [e for e in events if e.event_id not in finals]
+        if keep:
+            self._append(conn, keep)
+        row = conn.execute(
+            select(CALLS.c.status, CALLS.c.error_class, CALLS.c.result, CALLS.c.duration_ms)
+            .where(CALLS.c.session_id == update.session_id,
+                   CALLS.c.tool_use_id == update.tool_use_id)
+        ).mappings().first()
+        if row is None or row["result"] is None:
+            return None
+        return RecordedFinish.model_validate(dict(row))
+
     def _record_in(
         self, conn: Connection, events: Sequence[ToolEvent], update: CallUpdate | None
     ) -> int:
@@ -256,10 +343,17 @@ class Repository:
             unique.setdefault(fields["event_id"], fields)
         ids = list(unique)
         stored: set[str] = set()
+        conflicts: list[dict[str, Any]] = []
         for start in range(0, len(ids), _BATCH):
             chunk = ids[start : start + _BATCH]
-            rows = conn.execute(statements.STORED_EVENT_IDS, {"ids": chunk})
-            stored.update(rows.scalars())
+            found = conn.execute(statements.STORED_EVENT_IDS, {"ids": chunk}).mappings()
+            for have in found:
+                stored.add(have["event_id"])
+                was, now_ = _meaning(have), _meaning(unique[have["event_id"]])
+                if was != now_:
+                    conflicts.append(_conflict_row(have["event_id"], was, now_))
+        if conflicts:
+            self._record_conflicts(conn, conflicts)
         new = [fields for eid, fields in unique.items() if eid not in stored]
         if not new:
             return 0
@@ -294,6 +388,28 @@ class Repository:
         ]
         conn.execute(statements.upsert_chain_heads(self.dialect), head_values)
         return len(rows_out)
+
+    @staticmethod
+    def _record_conflicts(conn: Connection, conflicts: list[dict[str, Any]]) -> None:
+        """Keep, log and count (metrics read the table) writes that contradict
+        a stored event: the stored event stays, nothing is silently dropped."""
+        for c in conflicts:
+            log.error(
+                "store integrity error: event %s (%s of %s/%s) was written again with "
+                "different content; stored %s, attempted %s",
+                c["event_id"], c["type"], c["session_id"], c["tool_use_id"],
+                json.dumps(c["stored"], sort_keys=True, default=str),
+                json.dumps(c["attempted"], sort_keys=True, default=str),
+            )
+        conn.execute(CONFLICTS.insert(), conflicts)
+
+    async def event_conflicts(self, session_id: str | None = None) -> list[dict[str, Any]]:
+        """Recorded integrity errors (all, or one session's), oldest first."""
+        stmt = select(CONFLICTS).order_by(CONFLICTS.c.id)
+        if session_id is not None:
+            stmt = stmt.where(CONFLICTS.c.session_id == session_id)
+        async with self._read() as conn:
+            return [dict(r) for r in (await conn.execute(stmt)).mappings()]
 
     @staticmethod
     def _call_values(update: CallUpdate) -> dict[str, Any]:
@@ -367,6 +483,12 @@ class Repository:
             clauses.append(CALLS.c.created_at >= as_utc(filters.since))
         if filters.until is not None:
             clauses.append(CALLS.c.created_at < as_utc(filters.until))
+        if filters.project is not None:
+            clauses.append(
+                CALLS.c.session_id.in_(
+                    select(SESSIONS.c.session_id).where(SESSIONS.c.project == filters.project)
+                )
+            )
         return clauses
 
     @staticmethod
@@ -572,6 +694,12 @@ class Repository:
                 approval.via,
                 approval.reason,
                 approval.decided_at,
+                extra={
+                    "principal_id": approval.principal_id,
+                    "claimed_name": approval.claimed_name,
+                    "self_approved": approval.self_approved,
+                    "votes": approval.votes,
+                },
             )
 
     @staticmethod
@@ -615,7 +743,11 @@ class Repository:
         via: str | None,
         reason: str | None,
         decided_at: datetime | None,
+        *,
+        extra: dict[str, Any] | None = None,
     ) -> bool:
+        """First write wins; `extra` carries the principal, the claim and the votes."""
+        principal = {k: v for k, v in (extra or {}).items() if v is not None}
         result = conn.execute(
             update(APPROVALS)
             .where(APPROVALS.c.request_id == request_id, APPROVALS.c.decision.is_(None))
@@ -628,6 +760,7 @@ class Repository:
                         "via": clean_text(via) if via is not None else None,
                         "reason": clean_text(reason) if reason is not None else None,
                         "decided_at": as_utc(decided_at) if decided_at else utcnow(),
+                        **principal,
                     },
                 )
             )
@@ -643,14 +776,17 @@ class Repository:
         reason: str | None = None,
         *,
         decided_at: datetime | None = None,
+        principal: dict[str, Any] | None = None,
     ) -> tuple[bool, ApprovalRecord]:
         """Record a decision if none is stored yet (first write wins).
 
+        `principal` carries principal_id / claimed_name / self_approved.
         Returns (won, the stored record — the winner's decision when lost).
         Raises ApprovalNotFoundError for an unknown request id.
         """
         def decide(conn: Connection) -> tuple[bool, RowMapping | None]:
-            won = self._decide(conn, request_id, decision, decided_by, via, reason, decided_at)
+            won = self._decide(conn, request_id, decision, decided_by, via, reason, decided_at,
+                               extra=principal)
             query = select(APPROVALS).where(APPROVALS.c.request_id == request_id)
             return won, conn.execute(query).mappings().first()
 
@@ -662,12 +798,18 @@ class Repository:
 
     # ------------------------------------------------------------------ sessions
     async def register_session(
-        self, session_id: str, workspace_path: str, kind: str = "main"
+        self,
+        session_id: str,
+        workspace_path: str,
+        kind: str = "main",
+        *,
+        project: str = DEFAULT_PROJECT,
+        registered_by: str | None = None,
     ) -> tuple[SessionRecord, bool]:
         """Register a session; re-registering with the same workspace is a no-op.
 
-        Returns (record, created). A different workspace for a known id raises
-        SessionConflictError.
+        Returns (record, created). A different workspace (or another project)
+        for a known id raises SessionConflictError.
         """
         async with self._write() as conn:
             result = await conn.execute(
@@ -677,6 +819,8 @@ class Repository:
                     workspace_path=workspace_path,
                     kind=kind,
                     created_at=utcnow(),
+                    project=project,
+                    registered_by=registered_by,
                 )
                 .on_conflict_do_nothing(index_elements=["session_id"])
             )
@@ -687,9 +831,42 @@ class Repository:
                 .one()
             )
         record = SessionRecord.model_validate(dict(row))
+        if record.project != project:
+            raise SessionConflictError(session_id, None, workspace_path)
         if record.workspace_path != clean_text(workspace_path):
             raise SessionConflictError(session_id, record.workspace_path, workspace_path)
         return record, created
+
+    # ------------------------------------------------------------------ submitters
+    async def record_submission(
+        self, session_id: str, tool_use_ids: Sequence[str], key_id: str, key_name: str
+    ) -> None:
+        """Remember the key that submitted each call; the first submitter stays."""
+        if not tool_use_ids:
+            return
+        now = utcnow()
+        async with self._write() as conn:
+            for tool_use_id in tool_use_ids:
+                await conn.execute(
+                    statements.insert(self.dialect, SUBMISSIONS)
+                    .values(
+                        session_id=session_id,
+                        tool_use_id=tool_use_id,
+                        key_id=key_id,
+                        key_name=clean_text(key_name)[:200],
+                        submitted_at=now,
+                    )
+                    .on_conflict_do_nothing(index_elements=["session_id", "tool_use_id"])
+                )
+
+    async def get_submitter(self, session_id: str, tool_use_id: str) -> Submitter | None:
+        """The key that submitted this call first, or None (unknown/older calls)."""
+        query = select(SUBMISSIONS.c.key_id, SUBMISSIONS.c.key_name).where(
+            SUBMISSIONS.c.session_id == session_id, SUBMISSIONS.c.tool_use_id == tool_use_id
+        )
+        async with self._read() as conn:
+            row = (await conn.execute(query)).first()
+        return Submitter(key_id=row[0], key_name=row[1]) if row else None
 
     async def get_session(self, session_id: str) -> SessionRecord | None:
         async with self._read() as conn:
@@ -701,14 +878,24 @@ class Repository:
         return SessionRecord.model_validate(dict(row)) if row else None
 
     # ------------------------------------------------------------------ API keys
-    async def create_api_key(self, name: str) -> tuple[str, ApiKeyRecord]:
+    async def create_api_key(
+        self,
+        name: str,
+        *,
+        project: str = DEFAULT_PROJECT,
+        roles: Sequence[str] = ("agent",),
+    ) -> tuple[str, ApiKeyRecord]:
         """A new key: returns (the plaintext, shown once; the stored record).
 
-        Raises ApiKeyNameTakenError when an active key already has the name.
+        Raises ApiKeyNameTakenError when an active key already has the name,
+        RoleError (a ValueError) for an unknown role.
         """
         name = name.strip()
         if not name or len(name) > 200:
             raise ValueError("an API key name must be 1-200 characters")
+        if not re.fullmatch(PROJECT_PATTERN, project):
+            raise ValueError("a project name is 1-100 letters, digits, _ . or -")
+        role_list = normalize_roles(roles)
         plaintext = API_KEY_PREFIX + secrets.token_urlsafe(32)
         values = {
             "id": secrets.token_hex(8),
@@ -716,6 +903,9 @@ class Repository:
             "key_hash": _hash_key(plaintext),
             "prefix": plaintext[:12],
             "created_at": utcnow(),
+            "project": project,
+            "roles": role_list,
+            "migrated": False,
         }
         try:
             async with self._write() as conn:
@@ -824,6 +1014,70 @@ class Repository:
         report.problems.sort(key=lambda p: (p.seq is None, p.seq or 0))
         return report
 
+    async def verify_meaning(self, session_id: str | None = None) -> MeaningReport:
+        """Check what every call's history says (dispatcher/store/semantics.py)
+        and report each recorded integrity error (event_conflicts)."""
+        ev_query = select(
+            EVENTS.c.session_id,
+            EVENTS.c.tool_use_id,
+            EVENTS.c.type,
+            EVENTS.c.request_id,
+            EVENTS.c.data,
+        ).order_by(EVENTS.c.seq)
+        call_query = select(
+            CALLS.c.session_id,
+            CALLS.c.tool_use_id,
+            CALLS.c.request_id,
+            CALLS.c.decision,
+            CALLS.c.decided_by,
+            CALLS.c.status,
+        )
+        approval_query = select(
+            APPROVALS.c.request_id,
+            APPROVALS.c.session_id,
+            APPROVALS.c.tool_use_id,
+            APPROVALS.c.decision,
+            APPROVALS.c.decided_by,
+        )
+        if session_id is not None:
+            ev_query = ev_query.where(EVENTS.c.session_id == session_id)
+            call_query = call_query.where(CALLS.c.session_id == session_id)
+            approval_query = approval_query.where(APPROVALS.c.session_id == session_id)
+        events: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        async with self._read() as conn:
+            result = await conn.stream(ev_query.execution_options(yield_per=1000))
+            async for row in result.mappings():
+                events.setdefault((row["session_id"], row["tool_use_id"]), []).append(dict(row))
+            calls = {
+                (r["session_id"], r["tool_use_id"]): dict(r)
+                for r in (await conn.execute(call_query)).mappings()
+            }
+            approvals: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
+            for r in (await conn.execute(approval_query)).mappings():
+                key = (r["session_id"], r["tool_use_id"])
+                approvals.setdefault(key, {})[r["request_id"]] = dict(r)
+        report = MeaningReport()
+        for key in sorted(set(events) | set(calls) | set(approvals)):
+            report.calls += 1
+            report.problems.extend(
+                semantics.check_call(
+                    key[0], key[1], events.get(key, []), calls.get(key), approvals.get(key, {})
+                )
+            )
+        for conflict in await self.event_conflicts(session_id):
+            report.problems.append(
+                semantics.MeaningProblem(
+                    session_id=conflict["session_id"],
+                    tool_use_id=conflict["tool_use_id"],
+                    detail=(
+                        f"integrity error: {conflict['type']} {conflict['event_id']} was "
+                        f"written again with other content (stored "
+                        f"{_brief(conflict['stored'])}, attempted {_brief(conflict['attempted'])})"
+                    ),
+                )
+            )
+        return report
+
     async def export(
         self,
         fmt: ExportFormat,
@@ -881,6 +1135,7 @@ class Repository:
                             or_(
                                 APPROVALS.c.tool_use_id == tid,
                                 APPROVALS.c.tool_use_id.in_(sub_calls),
+                                _sub_call_approval(sid, tid),
                             ),
                         )
                     )
@@ -891,6 +1146,20 @@ class Repository:
                         )
                     )
                     total += int(result.rowcount or 0)
+
+
+def _sub_call_approval(session_id: str, tool_use_id: str) -> ColumnElement[bool]:
+    """Approvals of a composed call's sub-calls: id `<parent>.<n>`, and no call row.
+
+    Sub-calls are not stored as `tool_calls` rows; their approvals carry the
+    sub-call id, so they are found by that id's prefix.
+    """
+    escaped = tool_use_id.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    rows = select(CALLS.c.tool_use_id).where(CALLS.c.session_id == session_id)
+    return and_(
+        APPROVALS.c.tool_use_id.like(f"{escaped}.%", escape="\\"),
+        APPROVALS.c.tool_use_id.not_in(rows),
+    )
 
 
 def _conforms(repo: Repository) -> HistoryStore:

@@ -10,6 +10,7 @@ from pydantic import BaseModel, Field
 from dispatcher.events import ToolEvent
 from dispatcher.models import ToolResultBlock
 from dispatcher.store.records import CallStatus
+from dispatcher.store.semantics import MeaningProblem
 
 
 class CallRecord(BaseModel):
@@ -31,6 +32,9 @@ class CallRecord(BaseModel):
     decided_by: str | None = None
     via: str | None = None
     reason: str | None = None
+    principal_id: str | None = None
+    claimed_name: str | None = None
+    self_approved: bool | None = None
     error_class: str | None = None
     result: ToolResultBlock | None = None
     full_output: dict[str, Any] | None = None
@@ -93,6 +97,8 @@ class CallFilters(BaseModel):
     decided_by: str | None = None
     since: datetime | None = None  # created_at >= since
     until: datetime | None = None  # created_at < until
+    #: Only calls of sessions in this project (every API and page read sets it).
+    project: str | None = None
 
 
 class Page(BaseModel):
@@ -107,6 +113,8 @@ class SessionRecord(BaseModel):
     workspace_path: str
     kind: str
     created_at: datetime
+    project: str = "default"
+    registered_by: str | None = None
 
 
 class ApiKeyRecord(BaseModel):
@@ -118,6 +126,10 @@ class ApiKeyRecord(BaseModel):
     created_at: datetime
     last_used_at: datetime | None = None
     revoked_at: datetime | None = None
+    project: str = "default"
+    roles: list[str] = Field(default_factory=list)
+    #: Existed before roles: given every role by the migration.
+    migrated: bool = False
 
     @property
     def active(self) -> bool:
@@ -164,3 +176,14 @@ class VerifyReport(BaseModel):
         if not self.problems:
             return None
         return min(self.problems, key=lambda p: (p.seq is None, p.seq or 0))
+
+
+class MeaningReport(BaseModel):
+    """The outcome of `verify_meaning`: calls checked and every violation."""
+
+    calls: int = 0
+    problems: list[MeaningProblem] = Field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems

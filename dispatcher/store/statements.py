@@ -22,6 +22,25 @@ CALLS: Table = Base.metadata.tables["tool_calls"]
 EVENTS: Table = Base.metadata.tables["tool_events"]
 CHAINS: Table = Base.metadata.tables["tool_event_chains"]
 APPROVALS: Table = Base.metadata.tables["approvals"]
+CONFLICTS: Table = Base.metadata.tables["event_conflicts"]
+
+#: What an event says (its meaning), compared when an id is written again.
+#: `at` is not part of it: a retried write of the same step may carry a later
+#: clock; `data.duration_ms` neither (see MEANING_VOLATILE_DATA).
+MEANING_COLUMNS = (
+    "type",
+    "session_id",
+    "turn_id",
+    "tool_use_id",
+    "tool_name",
+    "side_effects",
+    "request_id",
+    "error_class",
+    "message",
+    "parent_tool_use_id",
+    "data",
+)
+MEANING_VOLATILE_DATA = frozenset({"duration_ms"})
 TERMINAL = [s.value for s in CallStatus if s.terminal]
 
 
@@ -30,10 +49,10 @@ def insert(dialect: str, table: Table) -> Any:
     return (postgresql if dialect == "postgresql" else sqlite).insert(table)
 
 
-#: Event ids already stored, of those in `ids` (expanding IN).
-STORED_EVENT_IDS = select(EVENTS.c.event_id).where(
-    EVENTS.c.event_id.in_(bindparam("ids", expanding=True))
-)
+#: Event ids already stored, of those in `ids` (expanding IN), with their meaning.
+STORED_EVENT_IDS = select(
+    EVENTS.c.event_id, *(EVENTS.c[name] for name in MEANING_COLUMNS)
+).where(EVENTS.c.event_id.in_(bindparam("ids", expanding=True)))
 
 #: Heads of the chains in `keys`, a list of (session_id, chain_id).
 CHAIN_HEADS = (

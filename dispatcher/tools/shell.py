@@ -18,6 +18,7 @@ from dispatcher.context import ToolContext
 from dispatcher.diffing import ImpactPreview
 from dispatcher.errors import ToolExecutionError, ToolValidationError
 from dispatcher.models import SideEffects, TextBlock, ToolDefinition, ToolOutput
+from dispatcher.toolenv import tool_environment
 from dispatcher.tools.base import BaseTool
 from dispatcher.truncation import Limits, truncate_text
 from dispatcher.workspace import WorkspaceFileAPI
@@ -32,6 +33,15 @@ def shell_guard(command: Any, max_chars: int) -> list[str]:
         problems.append("$.command: must not be empty")
     if "\x00" in command:
         problems.append("$.command: contains a NUL byte")
+    if "\n" in command:
+        # One command line only (OpenRath shell rules): /bin/sh runs each line as
+        # its own command, so a newline could carry a second command past a
+        # reviewer. A script goes in a file and runs as one command.
+        problems.append(
+            "$.command: contains a line break; multiline commands are rejected "
+            "(write the script to a file with write_file, then run `sh script.sh`, "
+            "or join commands with `&&` on one line)"
+        )
     if len(command) > max_chars:
         problems.append(
             f"$.command: is {len(command)} characters, over the {max_chars}-character limit"
@@ -109,6 +119,7 @@ class ShellTool(BaseTool):
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
                 cwd=context.workspace_path,
+                env=tool_environment(context.workspace_path, context.limits.tool_env_passthrough),
                 start_new_session=True,
             )
         except OSError as exc:

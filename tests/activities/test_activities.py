@@ -24,7 +24,7 @@ from dispatcher.durable_models import (
     with_prepared,
 )
 from dispatcher.events import ToolEvent
-from dispatcher.links import token_hash, verify_token
+from dispatcher.links import approval_url, token_hash, verify_token
 from dispatcher.models import (
     Session,
     SideEffects,
@@ -104,10 +104,15 @@ async def test_create_approval_signs_stores_and_is_idempotent(
     env = ActivityEnvironment()
     first = await env.run(acts.create_approval, req)
     second = await env.run(acts.create_approval, req)  # a retry
-    assert first.approval_url == second.approval_url
+    assert first.approval == second.approval
+    # No link in the result: it would be written to workflow history. Readers
+    # derive it (deterministically) from the request id and expiry.
+    assert first.approval_url is None and "/approve/" not in first.model_dump_json()
+    url = approval_url(deps.settings.public_base_url, deps.settings.signing_secret(),
+                       first.approval.request_id, first.approval.expires_at)
     prefix = "https://parkgate.test/approve/"
-    assert first.approval_url.startswith(prefix)
-    token = first.approval_url[len(prefix):]
+    assert url.startswith(prefix)
+    token = url[len(prefix):]
     rid, exp = verify_token(deps.settings.signing_secret(), token)
     assert rid == verdict.info.request_id and exp == int(req.expires_at.timestamp())
     stored = await sqlite_repo.get_approval(rid)

@@ -26,6 +26,7 @@ from temporalio.client import Client
 from dispatcher.api import ApiDeps, create_app
 from dispatcher.api.logredact import uvicorn_log_config
 from dispatcher.store.repository import Repository
+from tests.fixtures.keys import AgentAndHuman
 from tests.fixtures.temporal import DurableRig, durable_rig
 
 
@@ -35,8 +36,11 @@ class ApiRig:
     http: httpx.AsyncClient
     rig: DurableRig
     repo: Repository
+    #: The agent's key (roles agent, auditor).
     key: str
     base_url: str
+    #: The human's key (roles approver, auditor), same project.
+    human_key: str = ""
 
     @property
     def workspace(self) -> Path:
@@ -102,15 +106,17 @@ async def api_rig(
                 sse_poll_seconds=0.05,
             ),
         )
-        key, _ = await repo.create_api_key(f"test-{uuid.uuid4().hex[:6]}")
+        tag = uuid.uuid4().hex[:6]
+        key, _ = await repo.create_api_key(f"agent-{tag}", roles=["agent", "auditor"])
+        human, _ = await repo.create_api_key(f"human-{tag}", roles=["approver", "auditor"])
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(
             transport=transport,
             base_url=base_url,
-            headers={"Authorization": f"Bearer {key}"},
+            auth=AgentAndHuman(key, human),
             timeout=90,
         ) as http:
-            yield ApiRig(app, http, rig, repo, key, base_url)
+            yield ApiRig(app, http, rig, repo, key, base_url, human)
 
 
 class _QuietServer(uvicorn.Server):

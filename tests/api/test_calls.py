@@ -32,6 +32,30 @@ async def test_auto_read_finishes_within_wait_and_resubmit_attaches(api: ApiRig)
     assert types.count("tool.called") == 1 and types.count("tool.completed") == 1
 
 
+async def test_reused_id_with_other_input_is_idempotency_conflict(api: ApiRig) -> None:
+    from dispatcher.models import input_hash
+
+    sid = await api.register()
+    first = {"path": "a.txt", "content": "one\n"}
+    r = await api.submit(sid, "write_file", first, call_id="toolu_dup", wait=0.2)
+    assert r.status_code == 202, r.text
+    other = {"path": "a.txt", "content": "two\n"}
+    clash = await api.submit(sid, "write_file", other, call_id="toolu_dup", wait=0)
+    assert clash.status_code == 409, clash.text
+    error = clash.json()["error"]
+    assert error["code"] == "idempotency_conflict"
+    assert error["details"]["existing"]["input_hash"] == input_hash("write_file", first)
+    assert error["details"]["submitted"]["input_hash"] == input_hash("write_file", other)
+    assert input_hash("write_file", first) in error["message"]
+    assert input_hash("write_file", other) in error["message"]
+    renamed = await api.submit(sid, "read_file", {"path": "a.txt"}, call_id="toolu_dup", wait=0)
+    assert renamed.status_code == 409 and "read_file" in renamed.json()["error"]["message"]
+    # The same call again still attaches.
+    same = await api.submit(sid, "write_file", first, call_id="toolu_dup", wait=0)
+    assert same.status_code == 202, same.text
+    assert same.json()["tool_use_id"] == "toolu_dup"
+
+
 async def test_write_parks_then_api_confirmation_wins_and_loser_gets_409(api: ApiRig) -> None:
     sid = await api.register()
     r = await api.submit(
@@ -53,7 +77,12 @@ async def test_write_parks_then_api_confirmation_wins_and_loser_gets_409(api: Ap
         json={"decision": "allow", "reason": "looks fine", "decided_by": "alice"},
     )
     assert ok.status_code == 200, ok.text
-    assert ok.json()["accepted"] is True and ok.json()["decision"]["decided_by"] == "alice"
+    decided = ok.json()["decision"]
+    human = (await api.repo.verify_api_key(api.human_key))
+    assert human is not None
+    # The key decides; the name in the body is recorded as a claim only.
+    assert ok.json()["accepted"] is True and decided["decided_by"] == human.name
+    assert decided["claimed_name"] == "alice" and decided["principal_id"] == f"key:{human.id}"
     late = await api.http.post(
         f"/v1/sessions/{sid}/turns/t1/confirmations/{rid}",
         json={"decision": "deny", "reason": "too late", "decided_by": "bob"},
@@ -61,7 +90,7 @@ async def test_write_parks_then_api_confirmation_wins_and_loser_gets_409(api: Ap
     assert late.status_code == 409, late.text
     err = late.json()["error"]
     assert err["details"]["winner"]["decision"] == "allow"
-    assert err["details"]["winner"]["decided_by"] == "alice"
+    assert err["details"]["winner"]["claimed_name"] == "alice"
     done = await api.http.get(f"/v1/sessions/{sid}/tool-calls/toolu_w1", params={"wait": 20})
     assert done.status_code == 200, done.text
     assert done.json()["status"] == "succeeded"
@@ -77,7 +106,7 @@ async def test_deny_reason_reaches_the_model(api: ApiRig) -> None:
         json={"decision": "deny", "reason": "not in prod"},
     )
     assert r.status_code == 200, r.text
-    assert r.json()["decision"]["decided_by"].startswith("api-key:")
+    assert r.json()["decision"]["decided_by"].startswith("human-")
     done = await api.http.get(f"/v1/sessions/{sid}/tool-calls/toolu_d1", params={"wait": 20})
     body = done.json()
     assert body["status"] == "denied"
@@ -270,7 +299,9 @@ async def test_park_approve_and_audit_on_each_database(
         assert r.status_code == 200
         done = await api.http.get(f"/v1/sessions/{sid}/tool-calls/toolu_db", params={"wait": 20})
         assert done.json()["status"] == "succeeded"
-        page = (await api.http.get("/v1/tool-calls", params={"decided_by": "ops"})).json()
+        human = r.json()["decision"]["decided_by"]
+        assert r.json()["decision"]["claimed_name"] == "ops"  # a claim, not the decider
+        page = (await api.http.get("/v1/tool-calls", params={"decided_by": human})).json()
         assert [c["tool_use_id"] for c in page["items"]] == ["toolu_db"]
         events = (await api.http.get(f"/v1/sessions/{sid}/events",
                                      params={"follow": "false"})).text

@@ -32,7 +32,7 @@ async def test_missing_invalid_and_revoked_keys_are_401(api: ApiRig) -> None:
     _is_error_shape(await api.http.get(url, headers={"Authorization": ""}), 401, "unauthorized")
     _is_error_shape(await api.http.get(url, headers={"Authorization": "Bearer nope"}), 401)
     _is_error_shape(await api.http.get(url, headers={"Authorization": "Basic abc"}), 401)
-    key, rec = await api.repo.create_api_key("short-lived")
+    key, rec = await api.repo.create_api_key("short-lived", roles=["auditor"])
     ok = await api.http.get(url, headers={"Authorization": f"Bearer {key}"})
     assert ok.status_code == 200
     await api.repo.revoke_api_key(rec.name)

@@ -71,11 +71,12 @@ async def test_approve_from_a_phone(
         await expect(page.get_by_test_id("outcome")).to_contain_text("You approved this call")
         done = await api.http.get(f"/v1/sessions/{parked['sid']}/tool-calls/toolu_b1",
                                   params={"wait": 20})
-        assert done.json()["status"] == "succeeded" and done.json()["decided_by"] == "Alice"
+        assert done.json()["status"] == "succeeded" and done.json()["claimed_name"] == "Alice"
         assert (api.workspace / "notes.txt").read_text() == "first line\nnew second line\n"
         # Reloading shows who decided, and no form.
         await page.reload()
-        await expect(page.get_by_test_id("outcome")).to_contain_text("Alice approved")
+        await expect(page.get_by_test_id("outcome")).to_contain_text(
+            "Alice (name given on the link, not verified) approved")
         assert await page.get_by_test_id("approve").count() == 0
         await page.context.close()
 

@@ -59,6 +59,17 @@ def test_bad_argument_as_a_real_process(cli_env: dict[str, str]) -> None:
         ("tool_confirmation:\n  default:\n    WRITE: maybe\n", "tool_confirmation.default"),
         ("tool_confirmation:\n  default:\n    SOMETIMES: auto\n", "unknown side-effect class"),
         ("public_base_url: ftp://x\n", "public_base_url"),
+        ("approval_expiry_seconds: -5\n", "approval_expiry_seconds: Input should be greater"),
+        ("default_timeout_seconds: 0\n", "default_timeout_seconds: Input should be greater"),
+        ("execute_timeout_seconds: -1\n", "execute_timeout_seconds"),
+        ("cancel_grace_seconds: -1\n", "cancel_grace_seconds"),
+        ("max_input_bytes: -1\n", "max_input_bytes"),
+        ("max_request_bytes: 0\n", "max_request_bytes"),
+        ("max_input_depth: 0\n", "max_input_depth"),
+        ("api_port: 70000\n", "api_port"),
+        ("approval_expiry_by_class:\n  writes: 60\n", "approval_expiry_by_class: Value error, "
+         "unknown side-effect class 'writes'"),
+        ("approval_expiry_by_class:\n  write: -1\n", "approval_expiry_by_class"),
     ],
 )
 def test_bad_config_file_is_one_line_and_exit_2(
@@ -88,3 +99,15 @@ def test_no_arguments_prints_help(cli_env: dict[str, str]) -> None:
     assert "Usage: parkgate" in result.stdout
     for command in ("serve", "config", "tools"):
         assert command in result.stdout
+
+
+@pytest.mark.parametrize("command", [["serve"], ["worker"], ["api"]])
+def test_start_up_refuses_a_config_that_cannot_work(
+    cli_env: dict[str, str], tmp_path: Path, command: list[str]
+) -> None:
+    path = tmp_path / "server.yaml"
+    path.write_text("approval_expiry_by_class:\n  exec: 60\n")
+    result = runner.invoke(app, ["--config", str(path), *command])
+    assert result.exit_code == 2, result.output
+    line = _one_line_error(result.stderr)
+    assert "approval_expiry_by_class" in line and "'exec'" in line

@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import re
+from collections.abc import Iterator
 
+import pytest
+from sqlalchemy import text
 from typer.testing import CliRunner
 
 from dispatcher.cli import app
+from dispatcher.cli.common import console
 from dispatcher.settings import get_settings
 from dispatcher.store.repository import Repository
+from dispatcher.store.results import ApiKeyRecord
 
 runner = CliRunner()
 
@@ -56,3 +61,73 @@ def test_bad_name_and_unmigrated_database(cli_env: dict[str, str]) -> None:
     assert missing.exit_code == 1
     lines = [ln for ln in missing.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and "not migrated" in lines[0]
+
+
+def _record(key: str) -> ApiKeyRecord | None:
+    async def check() -> ApiKeyRecord | None:
+        repo = await Repository.connect(get_settings().effective_database_url)
+        try:
+            return await repo.verify_api_key(key)
+        finally:
+            await repo.close()
+
+    return asyncio.run(check())
+
+
+@pytest.fixture
+def wide() -> Iterator[None]:
+    """A wide table, so roles are not wrapped across lines."""
+    before = console._width
+    console.width = 200
+    yield
+    console._width = before
+
+
+@pytest.mark.usefixtures("wide")
+def test_create_with_project_and_roles(cli_env: dict[str, str]) -> None:
+    assert runner.invoke(app, ["db", "upgrade"]).exit_code == 0
+    made = runner.invoke(
+        app, ["keys", "create", "--name", "oncall", "--project", "payments",
+              "--role", "approver", "--role", "auditor"],
+    )
+    assert made.exit_code == 0, made.output
+    record = _record(made.stdout.strip())
+    assert record is not None
+    assert (record.project, record.roles) == ("payments", ["approver", "auditor"])
+    plain = runner.invoke(app, ["keys", "create", "--name", "bot"])
+    record = _record(plain.stdout.strip())
+    assert record is not None and (record.project, record.roles) == ("default", ["agent"])
+    listed = runner.invoke(app, ["keys", "list"])
+    assert "payments" in listed.stdout and "approver,auditor" in listed.stdout
+    assert "migrated" not in listed.stdout
+    bad = runner.invoke(app, ["keys", "create", "--name", "x", "--role", "root"])
+    assert bad.exit_code == 2 and "unknown role 'root'" in bad.stderr
+    bad = runner.invoke(app, ["keys", "create", "--name", "x", "--project", "a b"])
+    assert bad.exit_code == 2 and "--project" in bad.stderr
+
+
+@pytest.mark.usefixtures("wide")
+def test_keys_from_before_roles_are_flagged(cli_env: dict[str, str]) -> None:
+    """A key created at revision 0001 migrates to project default with every role."""
+    from dispatcher.store.migrate import upgrade_async
+
+    url = get_settings().effective_database_url
+
+    async def old_key() -> None:
+        await upgrade_async(url, "0001")
+        repo = await Repository.connect(url)
+        try:
+            async with repo.engine.begin() as conn:
+                await conn.execute(text(
+                    "INSERT INTO api_keys (id, name, key_hash, prefix, created_at) "
+                    "VALUES ('k1', 'legacy', 'h', 'pgk_x', '2026-01-01 00:00:00')"
+                ))
+        finally:
+            await repo.close()
+        await upgrade_async(url)
+
+    asyncio.run(old_key())
+    listed = runner.invoke(app, ["keys", "list"])
+    assert listed.exit_code == 0, listed.output
+    assert "admin,agent,approver,auditor (migrated*)" in listed.stdout
+    assert "created before roles existed" in listed.stderr

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import re
 import signal
+import stat
 import subprocess
 import threading
 import time
@@ -162,6 +163,11 @@ def test_serve_parks_survives_restart_and_approves(
     data_dir = Path(serve_env["PARKGATE_DATA_DIR"])
     work = tmp_path / "work"
 
+    # A data directory others can read is made private at start-up.
+    data_dir.mkdir(parents=True, exist_ok=True)
+    data_dir.chmod(0o755)
+    (data_dir / "notes.txt").write_text("x")
+    (data_dir / "notes.txt").chmod(0o644)
     first = Serve(serve_env, port, tmp_path / "serve-1.log")
     started.append(first)
     urls = first.wait_ready()
@@ -169,6 +175,9 @@ def test_serve_parks_survives_restart_and_approves(
     assert urls["audit"] == f"http://127.0.0.1:{port}/audit"
     assert (data_dir / "temporal.db").exists()
     assert (data_dir / "parkgate.db").exists()
+    assert stat.S_IMODE(data_dir.stat().st_mode) == 0o700
+    for name in ("temporal.db", "parkgate.db", "link-secret", "payload-key", "notes.txt"):
+        assert stat.S_IMODE((data_dir / name).stat().st_mode) == 0o600, name
     headers = {"Authorization": f"Bearer {urls['key']}"}
 
     twin = subprocess.run(
@@ -199,7 +208,8 @@ def test_serve_parks_survives_restart_and_approves(
         assert sub.status_code == 202, sub.text
         call = sub.json()
         assert call["status"] == "parked"
-        assert call["approval_url"].startswith(f"http://127.0.0.1:{port}/approve/")
+        # The agent's key is never handed the link to its own gate.
+        assert call["approval_url"] is None and call["request_id"]
         request_id = call["request_id"]
 
     # An open event stream must not hold the shutdown for uvicorn's grace period.
@@ -287,3 +297,82 @@ def test_serve_refuses_a_busy_port(serve_env: dict[str, str]) -> None:
     assert proc.returncode == 1
     errors = [line for line in proc.stderr.splitlines() if line.startswith("parkgate: error:")]
     assert len(errors) == 1 and "already in use" in errors[0], proc.stderr
+
+
+def _dev_servers_on(data_dir: Path) -> list[psutil.Process]:
+    db = str(data_dir / "temporal.db")
+    found = []
+    for proc in psutil.process_iter(["cmdline"]):
+        cmd = proc.info.get("cmdline") or []
+        if "start-dev" in cmd and db in cmd:
+            found.append(proc)
+    return found
+
+
+def _park(api_url: str, key: str, work: Path, tool_use_id: str) -> str:
+    headers = {"Authorization": f"Bearer {key}"}
+    with httpx.Client(base_url=api_url, headers=headers, timeout=30) as api:
+        reg = api.post("/v1/sessions", json={"session_id": "s1", "workspace_path": str(work)})
+        assert reg.status_code in (200, 201), reg.text
+        sub = api.post(
+            "/v1/sessions/s1/turns/t1/tool-calls",
+            params={"wait": 10},
+            json={"id": tool_use_id, "name": "write_file",
+                  "input": {"path": f"{tool_use_id}.txt", "content": "kept\n"}},
+        )
+        assert sub.json()["status"] == "parked", sub.text
+        return str(sub.json()["request_id"])
+
+
+def test_sigkilled_serve_leaves_nothing_and_restarts_with_one_dev_server(
+    serve_env: dict[str, str], started: list[Serve], tmp_path: Path
+) -> None:
+    import asyncio
+
+    from dispatcher.devserver import DevServer
+
+    port = free_port()
+    data_dir = Path(serve_env["PARKGATE_DATA_DIR"])
+    work = tmp_path / "work"
+    first = Serve(serve_env, port, tmp_path / "serve-1.log")
+    started.append(first)
+    urls = first.wait_ready()
+    request_id = _park(urls["api"], urls["key"], work, "k1")
+    assert len(_dev_servers_on(data_dir)) == 1
+
+    first.proc.send_signal(signal.SIGKILL)
+    first.proc.wait(timeout=10)
+    _gone, alive = psutil.wait_procs(first.tree, timeout=20)
+    for proc in alive:  # leave nothing behind even when the assert fails
+        proc.kill()
+    assert not alive, f"left behind by a SIGKILLed serve: {[p.cmdline() for p in alive]}"
+    assert _dev_servers_on(data_dir) == []
+
+    # A dev server a crash left behind (started outside serve, so it survives
+    # its starter): the next serve stops it and starts exactly one of its own.
+    orphan = DevServer(data_dir=data_dir)
+    asyncio.run(orphan.start())
+    assert orphan.process is not None
+    orphan_pid = orphan.process.pid
+    try:
+        second = Serve(serve_env, port, tmp_path / "serve-2.log")
+        started.append(second)
+        urls = second.wait_ready()
+        servers = _dev_servers_on(data_dir)
+        assert [p.pid for p in servers] != [orphan_pid] and len(servers) == 1, servers
+        assert orphan.process.poll() is not None
+        decided = subprocess.run(
+            [*parkgate_argv(), "approve", request_id, "--reason", "after a crash"],
+            env=serve_env, capture_output=True, text=True, timeout=60,
+        )
+        assert decided.returncode == 0, decided.stderr
+        headers = {"Authorization": f"Bearer {urls['key']}"}
+        done = httpx.get(f"{urls['api']}/v1/sessions/s1/tool-calls/k1",
+                         params={"wait": 30}, headers=headers, timeout=60)
+        assert done.json()["status"] == "succeeded", done.text
+        assert (work / "k1.txt").read_text() == "kept\n"
+        assert second.interrupt() == 0, second.text()
+    finally:
+        if orphan.process.poll() is None:
+            orphan.process.kill()
+    assert _dev_servers_on(data_dir) == []

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
 from dispatcher import (
     CallBudget,
@@ -176,6 +177,11 @@ async def test_shell_guard_is_a_validation_error_in_classify(session: Session) -
     assert "over the 10-character limit" in v.result.text
     v = await p.classify(ToolUseBlock(id="2", name="shell", input={"command": "a\x00b"}), session)
     assert isinstance(v, Deny) and "NUL" in v.result.text
+    v = await p.classify(
+        ToolUseBlock(id="3", name="shell", input={"command": "echo\ntouch x"}), session
+    )
+    assert isinstance(v, Deny) and v.error_class == ToolErrorClass.VALIDATION_ERROR
+    assert "multiline commands are rejected" in v.result.text
 
 
 async def test_input_size_cap(session: Session) -> None:
@@ -341,6 +347,45 @@ def test_timeouts_by_class() -> None:
     )
 
 
+@pytest.mark.parametrize("timeout", [None, 0.5, 7])
+@pytest.mark.parametrize("side_effects", [SideEffects.READ, SideEffects.EXECUTE])
+def test_the_plan_and_the_pipeline_agree_on_timeouts(
+    timeout: float | None, side_effects: SideEffects
+) -> None:
+    from activities.plan import tool_timeout
+    from dispatcher.settings import Settings
+
+    definition = ToolDefinition(
+        name="a",
+        description="",
+        input_schema={},
+        side_effects=side_effects,
+        timeout_seconds=timeout,
+    )
+    settings = Settings()
+    pipeline = make_pipeline(limits=Limits.from_settings(settings))
+    assert tool_timeout(definition, settings) == pipeline.timeout_for(definition)
+
+
+def test_a_zero_tool_timeout_is_rejected() -> None:
+    # 0 used to mean "class default" for the workflow's plan but "no time at all" for
+    # the pipeline; a declared timeout must now be positive, None means the default.
+    with pytest.raises(ValidationError, match="timeout_seconds"):
+        ToolDefinition(
+            name="a",
+            description="",
+            input_schema={},
+            side_effects=SideEffects.READ,
+            timeout_seconds=0,
+        )
+    assert (
+        ToolDefinition(
+            name="a", description="", input_schema={}, side_effects=SideEffects.READ
+        ).timeout_seconds
+        is None
+    )
+
+
 async def test_cancellation_with_cooperative_tool(session: Session) -> None:
     async def polls(self: Any, input: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         for _ in range(300):
@@ -361,6 +406,45 @@ async def test_cancellation_with_cooperative_tool(session: Session) -> None:
     assert run.error_class == ToolErrorClass.CANCELLED
     assert "half done" in run.result.text
     assert rec.events[-1].data["partial_output"] == "half done"
+
+
+async def test_cancel_is_called_even_when_the_tool_already_stopped(session: Session) -> None:
+    """Spec §7 / worked example 4: cancel_event AND tool.cancel(), in every case."""
+    seen: list[Any] = []
+
+    async def polls(self: Any, input: dict[str, Any], ctx: ToolContext) -> ToolOutput:
+        seen.append(self)
+        await ctx.cancel_event.wait()
+        return ToolOutput(content=[TextBlock(text="stopped on the event")], success=False)
+
+    p = make_pipeline(tool_class("polls2", polls))
+    v = await p.classify(ToolUseBlock(id="1", name="polls2", input={}), session)
+    assert isinstance(v, Execute)
+    ev = asyncio.Event()
+    task = asyncio.create_task(p.execute(v.prepared, cancel_event=ev))
+    while not seen:
+        await asyncio.sleep(0.01)
+    # The tool stops on the event in the same loop turn the dispatcher sees it.
+    ev.set()
+    run = await task
+    assert run.error_class == ToolErrorClass.CANCELLED
+    assert seen[0].cancelled is True
+
+    # Cancelled before it started: cancel() is still called (nothing to stop).
+    created: list[Any] = []
+    original = p.registry.create
+
+    def spy(name: str) -> Any:
+        tool = original(name)
+        created.append(tool)
+        return tool
+
+    p.registry.create = spy  # type: ignore[method-assign]
+    early = asyncio.Event()
+    early.set()
+    run = await p.execute(v.prepared, cancel_event=early)
+    assert run.error_class == ToolErrorClass.CANCELLED
+    assert created and created[0].cancelled is True
 
 
 async def test_cancellation_gives_up_after_grace(session: Session, caplog: Any) -> None:

@@ -213,3 +213,61 @@ def test_splitter() -> None:
     assert split_simple_commands("echo 'open") is None
     assert split_simple_commands("a\x00b") is None
     assert split_simple_commands(";;") == []
+
+
+# --------------------------------------------------------------------------
+# Who decides: named approvers, groups, quorum, self-approval
+# --------------------------------------------------------------------------
+
+KUBECTL = {"rules": [{"tool": "shell", "command_pattern": "kubectl .*", "mode": "prompt",
+                      "approvers": ["group:oncall", "dana"], "quorum": 2}]}
+PEOPLE = ["alice", "bob", "dana"]
+GROUPS = {"oncall": ["alice", "bob"]}
+
+
+def test_rule_approvers_resolve_groups_and_are_not_conditions() -> None:
+    pol = ConfirmationPolicy.from_mapping(KUBECTL).with_approvers(PEOPLE, GROUPS)
+    assert pol.rules[0].conditions() == {"command_pattern": "kubectl .*"}
+    got = pol.decide(SHELL, {"command": "kubectl rollout restart"}, sess())
+    assert (got.mode, got.approvers, got.quorum, got.self_approval) == (
+        "prompt", ["alice", "bob", "dana"], 2, False)
+    other = pol.decide(SHELL, {"command": "ls"}, sess())
+    assert other.approvers == [] and other.quorum == 1
+
+
+def test_self_approval_is_carried_by_the_matching_rule() -> None:
+    pol = ConfirmationPolicy.from_mapping(
+        {"rules": [{"tool": "write_file", "mode": "prompt", "self_approval": True}]})
+    got = pol.decide(WRITE, {"path": "a", "content": "b"}, sess())
+    assert got.self_approval is True and got.rule.startswith("rules[0]")
+
+
+@pytest.mark.parametrize(("rule", "message"), [
+    ({"approvers": ["zoe"]}, "rules[0].approvers: unknown approver 'zoe'"),
+    ({"approvers": ["group:nope"]}, "rules[0].approvers: unknown group 'nope'"),
+    ({"approvers": ["alice"], "quorum": 2}, "rules[0].quorum: 2 is more than the 1 approvers"),
+])
+def test_bad_approver_references_are_policy_errors(rule: dict[str, Any], message: str) -> None:
+    pol = ConfirmationPolicy.from_mapping(
+        {"rules": [{"tool": "shell", "mode": "prompt", **rule}]})
+    with pytest.raises(PolicyError) as info:
+        pol.with_approvers(PEOPLE, GROUPS)
+    assert message in str(info.value)
+
+
+def test_quorum_must_be_positive() -> None:
+    with pytest.raises(PolicyError, match="quorum"):
+        ConfirmationPolicy.from_mapping(
+            {"rules": [{"tool": "shell", "mode": "prompt", "quorum": 0}]})
+
+
+def test_settings_refuse_groups_of_unknown_approvers() -> None:
+    from pydantic import ValidationError
+
+    from dispatcher.settings import Settings
+
+    with pytest.raises(ValidationError, match=r"approver_groups.oncall: unknown approvers \['x'\]"):
+        Settings(approvers={"alice": {}}, approver_groups={"oncall": ["alice", "x"]})
+    ok = Settings(approvers={"alice": {"key": "alice-laptop"}},
+                  approver_groups={"oncall": ["alice"]})
+    assert ok.approver_keys() == {"alice-laptop": "alice"}

@@ -93,3 +93,19 @@ def test_size_cap() -> None:
     errors = validate_input(schema, {"x": "a" * 2000}, max_bytes=1000)
     assert errors and "over the 1000-byte limit" in errors[0]
     assert validate_input(schema, {"x": "a"}, max_bytes=1000) == []
+
+
+def test_depth_limit_names_the_first_path_too_deep() -> None:
+    from dispatcher.schema import MAX_INPUT_DEPTH, depth_error
+
+    ok: object = {"a": 1}
+    for _ in range(MAX_INPUT_DEPTH - 1):
+        ok = [ok]
+    assert depth_error({"x": ok}) is not None  # the wrapper adds one level
+    assert depth_error(ok) is None
+    deep: object = []
+    for _ in range(100_000):  # iterative: no RecursionError
+        deep = {"k": deep}
+    err = depth_error({"cmd": "x", "k": deep})
+    assert err is not None and err.startswith("$.k" + ".k" * 63 + ":"), err[:80]
+    assert validate_input(obj(), {"k": deep})[0].endswith("nested deeper than the 64-level limit")

@@ -205,3 +205,34 @@ def test_writes_never_land_outside(tree: tuple[str, str], path: str, content: st
         pass
     assert sorted(os.listdir(outside)) == before
     assert Path(outside, "secret").read_text() == "s"
+
+
+def test_write_through_a_hard_link_is_refused_and_leaves_the_target(
+    files: WorkspaceFileAPI, workspace: Path, tmp_path: Path
+) -> None:
+    outside = tmp_path / "outside.txt"
+    outside.write_text("precious\n")
+    os.link(outside, workspace / "linked.txt")
+    for write in (
+        lambda: files.write("linked.txt", "owned\n"),
+        lambda: files.append("linked.txt", "owned\n"),
+        lambda: files.patch("linked.txt", "precious", "owned"),
+    ):
+        with pytest.raises(WorkspaceEscapeError, match="2 hard links"):
+            write()
+    assert outside.read_text() == "precious\n"  # not truncated either
+
+
+def test_read_of_a_hard_link_follows_the_documented_rule(
+    files: WorkspaceFileAPI, workspace: Path, tmp_path: Path
+) -> None:
+    """Reads follow the path rule only (see the module docstring)."""
+    outside = tmp_path / "shared.txt"
+    outside.write_text("shared\n")
+    os.link(outside, workspace / "shared.txt")
+    assert files.read("shared.txt") == "shared\n"
+
+
+def test_single_link_file_is_still_written(files: WorkspaceFileAPI, workspace: Path) -> None:
+    files.write("README.md", "new\n")
+    assert (workspace / "README.md").read_text() == "new\n"

@@ -42,7 +42,7 @@ async def test_api_restart_during_long_polls(make_stack: StackFactory, kill: boo
     """SIGKILL is a crash; SIGTERM is a deploy (uvicorn's graceful shutdown while
     long-polls are in flight must not answer them with a 500)."""
     stack = await make_stack(workers=1)
-    client = AgentClient(stack.base_url, stack.api_key or "")
+    client = AgentClient(stack.base_url, stack.api_key or "", human_key=stack.human_key)
     client.errors.fault_active = True  # restarts happen throughout: agents retry any 5xx
     await client.register_session("s-auto", str(stack.trusted))
     await client.register_session("s-park", str(stack.untrusted))

@@ -39,7 +39,7 @@ def expected_events(call: PlannedCall) -> set[str]:
 async def test_database_outage_mid_run(make_stack: StackFactory,
                                        private_pg: PrivatePostgres) -> None:
     stack = await make_stack(workers=1, database_url=private_pg.url)
-    client = AgentClient(stack.base_url, stack.api_key or "")
+    client = AgentClient(stack.base_url, stack.api_key or "", human_key=stack.human_key)
     await client.register_session("s-auto", str(stack.trusted))
     await client.register_session("s-park", str(stack.untrusted))
     n = scale(10, 50)

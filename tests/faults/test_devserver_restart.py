@@ -28,7 +28,7 @@ async def test_devserver_restart_with_parked_calls(
     make_stack: StackFactory, devserver: DevServer, kill: bool
 ) -> None:
     stack = await make_stack(workers=1)
-    client = AgentClient(stack.base_url, stack.api_key or "")
+    client = AgentClient(stack.base_url, stack.api_key or "", human_key=stack.human_key)
     await client.register_session("s-park", str(stack.untrusted))
     n = scale(50, 200)
     calls = [PlannedCall("approve", "s-park", "t1", f"tu_park_{i:03d}", stack.untrusted)

@@ -19,7 +19,7 @@ pytestmark = [pytest.mark.devserver, pytest.mark.timeout(180)]
 
 async def test_parked_is_decidable_immediately(make_stack: StackFactory) -> None:
     stack = await make_stack(workers=1)
-    client = AgentClient(stack.base_url, stack.api_key or "")
+    client = AgentClient(stack.base_url, stack.api_key or "", human_key=stack.human_key)
     await client.register_session("s-eager", str(stack.untrusted))
     calls = [PlannedCall("approve", "s-eager", "t1", f"tu_eager_{i}", stack.untrusted)
              for i in range(20)]
@@ -59,7 +59,7 @@ async def test_cancel_right_after_parking_ends_cancelled(make_stack: StackFactor
     """An agent that cancels a call the moment it shows `parked` gets `cancelled`
     — also when the approval request is still being stored."""
     stack = await make_stack(workers=1)
-    client = AgentClient(stack.base_url, stack.api_key or "")
+    client = AgentClient(stack.base_url, stack.api_key or "", human_key=stack.human_key)
     await client.register_session("s-cancel", str(stack.untrusted))
     calls = [PlannedCall("cancel", "s-cancel", "t1", f"tu_quick_cancel_{i}", stack.untrusted)
              for i in range(20)]

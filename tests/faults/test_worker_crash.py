@@ -53,7 +53,7 @@ async def test_sigkill_workers_during_mixed_calls(make_stack: StackFactory) -> N
     rng = random.Random(int.from_bytes(os.urandom(4), "big"))
     stack = await make_stack(workers=2)
     (stack.trusted / "README.txt").write_text("hello from the fault suite\n")
-    client = AgentClient(stack.base_url, stack.api_key or "")
+    client = AgentClient(stack.base_url, stack.api_key or "", human_key=stack.human_key)
     # Workers die throughout: a 503 ("no worker answered, retry") is honest then;
     # any other 5xx still counts against the scenario.
     client.errors.fault_active = True

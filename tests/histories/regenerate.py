@@ -1,4 +1,5 @@
-"""Regenerate the replay histories: `python -m tests.histories.regenerate`.
+"""Regenerate the replay histories: `python -m tests.histories.regenerate [NAME ...]`
+(only the named histories when given, e.g. `quorum`; all of them otherwise).
 
 Runs every path of the durable call (auto, approved, denied, expired,
 cancelled, edited, turn) on the time-skipping test server with a worker from
@@ -24,13 +25,12 @@ from pathlib import Path
 from typing import Any
 
 from temporalio.client import WorkflowHandle
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from dispatcher.models import ToolUseBlock
 from dispatcher.store import Repository
 from dispatcher.store.migrate import upgrade_async
-from tests.fixtures.temporal import TEST_SERVER, DurableRig, durable_rig
+from tests.fixtures.temporal import TEST_CONVERTER, TEST_SERVER, DurableRig, durable_rig
 
 HERE = Path(__file__).resolve().parent
 WORKSPACE_PLACEHOLDER = "/srv/parkgate/workspace"
@@ -58,7 +58,21 @@ def scrub(value: Any, old: str, new: str) -> Any:
     return value
 
 
+#: Histories to write (None = all): set from the command line.
+ONLY: set[str] | None = None
+
+#: A rule that needs two of three named approvers (the quorum path).
+QUORUM_POLICY = {"rules": [{"tool": "write_file", "mode": "prompt",
+                            "approvers": ["group:oncall"], "quorum": 2}]}
+QUORUM_PEOPLE: dict[str, Any] = {
+    "approvers": {"alice": {}, "bob": {}, "carol": {}},
+    "approver_groups": {"oncall": ["alice", "bob", "carol"]},
+}
+
+
 async def save(name: str, handle: WorkflowHandle[Any, Any], rig: DurableRig) -> None:
+    if ONLY is not None and name not in ONLY:
+        return
     history = await handle.fetch_history()
     doc = {
         "workflow_id": history.workflow_id,
@@ -124,6 +138,27 @@ async def generate(env: WorkflowEnvironment, store: Repository, tmp: Path) -> No
         await turn.result()
         await save("turn", turn, rig)
 
+    quorum_tmp = tmp / "quorum"
+    quorum_tmp.mkdir()
+    async with durable_rig(env.client, store, quorum_tmp, policy=QUORUM_POLICY,
+                           **QUORUM_PEOPLE) as rig:
+        d = rig.dispatcher
+        session = rig.session("s-replay-quorum")
+        call = ToolUseBlock(id="quorum", name="write_file", input={"path": "q.txt", "content": "q"})
+        handle = await d.start(call, session)
+        rid = await rig.wait_parked(session.session_id, "quorum")
+
+        async def vote(who: str) -> None:
+            await d.decide(rid, "allow", decided_by=who, via="link",
+                           principal_id=f"approver:{who}", approver=who)
+
+        await vote("alice")
+        await vote("alice")  # rejected by the validator: counted once
+        await env.sleep(3600)
+        await vote("carol")
+        await handle.result()
+        await save("quorum", handle, rig)
+
 
 async def main() -> None:
     with tempfile.TemporaryDirectory() as tmp_dir:
@@ -133,7 +168,7 @@ async def main() -> None:
         store = await Repository.connect(url)
         env = await WorkflowEnvironment.start_time_skipping(
             test_server_existing_path=str(TEST_SERVER),
-            data_converter=pydantic_data_converter,
+            data_converter=TEST_CONVERTER,
         )
         try:
             await generate(env, store, tmp)
@@ -143,4 +178,6 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
+    if len(sys.argv) > 1:
+        ONLY = set(sys.argv[1:])
     sys.exit(asyncio.run(main()))

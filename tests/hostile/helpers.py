@@ -14,6 +14,7 @@ import httpx
 from tests.faults.harness import summary
 from tests.faults.harness.apiclient import TERMINAL
 from tests.faults.harness.stack import Stack
+from tests.fixtures.keys import AgentAndHuman
 
 
 class Hostile:
@@ -24,7 +25,7 @@ class Hostile:
         self.server_errors: list[str] = []
         self.http = httpx.AsyncClient(
             base_url=stack.base_url,
-            headers={"Authorization": f"Bearer {stack.api_key}"},
+            auth=AgentAndHuman(stack.api_key or "", stack.human_key),
             timeout=httpx.Timeout(60.0, connect=5.0),
         )
         #: No credentials at all (for 401 tests and the approval pages).

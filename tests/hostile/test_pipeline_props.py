@@ -225,7 +225,8 @@ def test_shell_commands_with_control_characters_run_as_data(
     arena: dict[str, Path], loop: asyncio.AbstractEventLoop
 ) -> None:
     """A quoted argument full of control characters reaches the command intact
-    and comes back as data, with tool.called / tool.completed emitted."""
+    and comes back as data, with tool.called / tool.completed emitted — unless
+    it holds a newline: a multiline command is refused and runs nothing."""
     pipeline = auto_pipeline()
     sess = session(arena["ws"])
 
@@ -241,6 +242,11 @@ def test_shell_commands_with_control_characters_run_as_data(
         call = ToolUseBlock(id="tu_ctl", name="shell",
                             input={"command": f"printf '%s' {shlex.quote(text)}"})
         verdict = loop.run_until_complete(pipeline.classify(call, sess))
+        if "\n" in text:
+            assert isinstance(verdict, Deny), verdict
+            assert verdict.error_class == ToolErrorClass.VALIDATION_ERROR
+            assert "multiline commands are rejected" in verdict.result.text
+            return
         assert isinstance(verdict, Execute), verdict
         run = loop.run_until_complete(pipeline.execute(verdict.prepared, emit=emit))
         assert not run.result.is_error, run.result.text

@@ -23,7 +23,10 @@ from dispatcher.store.migrate import (
 from dispatcher.store.models import Base
 from tests.fixtures.db import fresh_pg_database, fresh_sqlite_url
 
-TABLES = {"tool_calls", "tool_events", "tool_event_chains", "approvals", "sessions", "api_keys"}
+TABLES = {
+    "tool_calls", "tool_events", "tool_event_chains", "approvals", "sessions", "api_keys",
+    "call_submissions", "event_conflicts",
+}
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])

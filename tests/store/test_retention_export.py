@@ -16,14 +16,19 @@ from tests.store.test_repository import _approval
 async def test_prune_removes_old_finished_calls_only(repo: Repository) -> None:
     sid = uid("s")
     old = utcnow() - timedelta(days=100)
-    # Old and finished: pruned (with its sub-call row, events and approval).
+    # Old and finished: pruned with its events and approvals. Its sub-call is
+    # stored as production stores one: events in the parent's chain and an
+    # approval under the sub-call id `old.1`, but no `tool_calls` row.
     await repo.apply(
-        [*call_events(sid, "old"), event(sid, "old-sub", "tool.called", parent="old")],
+        [*call_events(sid, "old"), event(sid, "old.1", "tool.called", parent="old")],
         finished(sid, "old", finished_at=old, created_at=old),
     )
-    await repo.apply([], finished(sid, "old-sub", parent_tool_use_id="old", finished_at=old))
     await repo.save_approval(_approval(uid("r"), sid, "old"))
-    await repo.save_approval(_approval(uid("r"), sid, "old-sub"))
+    await repo.save_approval(_approval(uid("r"), sid, "old.1"))
+    # A call whose id merely looks like a sub-call id of "old" is its own call: kept.
+    await repo.apply(call_events(sid, "old.x"), finished(sid, "old.x"))
+    lookalike_rid = uid("r")
+    await repo.save_approval(_approval(lookalike_rid, sid, "old.x"))
     # Old but still parked: kept.
     await repo.apply(
         call_events(sid, "parked"),
@@ -35,17 +40,18 @@ async def test_prune_removes_old_finished_calls_only(repo: Repository) -> None:
     await repo.save_approval(_approval(keep_rid, sid, "recent"))
 
     removed = await repo.prune(timedelta(days=90))
-    assert removed == 2  # "old" and its sub-call row
+    assert removed == 1
     assert await repo.get_call(sid, "old") is None
-    assert await repo.get_call(sid, "old-sub") is None
     assert await repo.get_call(sid, "parked") is not None
     assert await repo.get_call(sid, "recent") is not None
-    assert {e.chain_id for e in await repo.events_after(sid, 0)} == {"parked", "recent"}
+    chains = {e.chain_id for e in await repo.events_after(sid, 0)}
+    assert chains == {"parked", "recent", "old.x"}
     assert await repo.approvals_for_call(sid, "old") == []
-    assert await repo.approvals_for_call(sid, "old-sub") == []
+    assert await repo.approvals_for_call(sid, "old.1") == []
     assert await repo.get_approval(keep_rid) is not None
+    assert await repo.get_approval(lookalike_rid) is not None
     report = await repo.verify_chain()
-    assert report.ok and report.chains == 2
+    assert report.ok and report.chains == 3
     assert await repo.prune(timedelta(days=90)) == 0
 
 

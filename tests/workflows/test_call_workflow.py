@@ -9,10 +9,13 @@ from typing import Any
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import Replayer
 
+import workflows
 from dispatcher.models import ToolErrorClass, ToolUseBlock, input_hash
 from dispatcher.store.records import CallStatus
-from tests.fixtures.temporal import AUTO_ALL, durable_rig
+from dispatcher.worker import workflow_runner
+from tests.fixtures.temporal import AUTO_ALL, TEST_CONVERTER, durable_rig
 
 UPDATE_EVENTS = {
     EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED,
@@ -279,6 +282,14 @@ async def test_failing_webhook_never_blocks_the_call(
             if e.HasField("activity_task_scheduled_event_attributes")
         ]
         assert "parkgate.notify" in scheduled
+        # The webhook was still retrying when the call ended: it is cancelled, not
+        # left running against a finished call.
+        cancel_requested = [
+            e
+            async for e in handle.fetch_history_events()
+            if e.HasField("activity_task_cancel_requested_event_attributes")
+        ]
+        assert len(cancel_requested) == 1
 
 
 async def test_signal_decide_is_fire_and_forget(
@@ -315,3 +326,67 @@ async def test_never_expiring_class_waits_a_month(
         outcome = await handle.result()
         assert outcome.status == CallStatus.SUCCEEDED, outcome.result.text
         assert (rig.workspace / "late.txt").read_text().strip() == "late"
+
+
+async def test_a_pending_webhook_notice_is_cancelled_when_the_call_ends(
+    temporal_env: WorkflowEnvironment, sqlite_repo: Any, tmp_path: Path
+) -> None:
+    """The notice's activity must not outlive its call: a webhook that never answers
+    keeps it in flight, and the call ending requests its cancellation."""
+    accepted: list[asyncio.StreamWriter] = []
+
+    async def hang(_reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        accepted.append(writer)  # never answers
+
+    server = await asyncio.start_server(hang, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        async with durable_rig(
+            temporal_env.client,
+            sqlite_repo,
+            tmp_path,
+            webhooks=[{"url": f"http://127.0.0.1:{port}/hook"}],
+        ) as rig:
+            session = rig.session()
+            call = ToolUseBlock(
+                id="tu_h", name="write_file", input={"path": "h.txt", "content": "h"}
+            )
+            handle = await rig.dispatcher.start(call, session)
+            request_id = await rig.wait_parked(session.session_id, "tu_h")
+            for _ in range(200):  # the notice is on its way to the webhook
+                if accepted:
+                    break
+                await asyncio.sleep(0.05)
+            assert accepted, "the webhook was never called"
+            await rig.dispatcher.resolve_confirmation(request_id, "allow", decided_by="dana")
+            outcome = await handle.result()
+            assert outcome.status == CallStatus.SUCCEEDED, outcome.result.text
+            history = await handle.fetch_history()
+            for writer in accepted:  # lets the abandoned attempt end; the worker can stop
+                writer.close()
+    finally:
+        for writer in accepted:
+            writer.close()
+        server.close()
+    events = list(history.events)
+    notify_ids = {
+        e.event_id
+        for e in events
+        if e.HasField("activity_task_scheduled_event_attributes")
+        and e.activity_task_scheduled_event_attributes.activity_type.name == "parkgate.notify"
+    }
+    assert len(notify_ids) == 1
+    cancel_requested = {
+        e.activity_task_cancel_requested_event_attributes.scheduled_event_id
+        for e in events
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_CANCEL_REQUESTED
+    }
+    assert notify_ids <= cancel_requested
+    # The patched branch replays deterministically.
+    replayer = Replayer(
+        workflows=workflows.ALL,
+        workflow_runner=workflow_runner(),
+        data_converter=TEST_CONVERTER,
+    )
+    replayed = await replayer.replay_workflow(history, raise_on_replay_failure=False)
+    assert replayed.replay_failure is None, replayed.replay_failure

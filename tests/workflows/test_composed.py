@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import asyncio
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, cast
 
@@ -32,6 +33,7 @@ from dispatcher.models import (
     ToolErrorClass,
     ToolOutput,
     ToolUseBlock,
+    utcnow,
 )
 from dispatcher.store.records import CallStatus, HistoryStore
 from dispatcher.subcalls import NO_EDITS, sub_call_request_id
@@ -300,6 +302,11 @@ async def test_non_atomic_composed_tool_parks_each_sub_call(
         assert stale.decision == "deny" and stale.via == "link"
         after = await rig.dispatcher.decide(first, "allow", decided_by="carl")
         assert not after.accepted
+
+        # Retention: pruning the finished call takes its sub-calls' approvals along.
+        assert await repo.prune(timedelta(0), now=utcnow() + timedelta(seconds=1)) == 1
+        assert await repo.get_approval(first) is None
+        assert await repo.get_approval(second) is None
 
 
 async def test_sub_call_request_is_announced_to_webhooks(

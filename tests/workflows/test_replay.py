@@ -11,17 +11,24 @@ from pathlib import Path
 
 import pytest
 from temporalio.client import WorkflowHistory
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
 import workflows
 from dispatcher.worker import workflow_runner
+from tests.fixtures.temporal import TEST_CONVERTER
 
 HISTORIES = Path(__file__).resolve().parents[1] / "histories"
-PATHS = ["auto", "approved", "denied", "expired", "cancelled", "edited", "turn"]
+PATHS = ["auto", "approved", "denied", "expired", "cancelled", "edited", "turn", "quorum"]
 #: Histories recorded before a workflow.patched change (they replay the old
-#: branch): none yet — the first release is the baseline every history starts from.
-LEGACY: list[str] = []
+#: branch). *_pre_patch: before "committed-decision-writes-v1" (issue 12), when
+#: decision-dependent writes were local activities.
+LEGACY: list[str] = [
+    "approved_pre_patch",
+    "denied_pre_patch",
+    "expired_pre_patch",
+    "cancelled_pre_patch",
+    "edited_pre_patch",
+]
 
 
 def load(name: str) -> WorkflowHistory:
@@ -39,7 +46,7 @@ async def test_history_replays(name: str) -> None:
     replayer = Replayer(
         workflows=workflows.ALL,
         workflow_runner=workflow_runner(),
-        data_converter=pydantic_data_converter,
+        data_converter=TEST_CONVERTER,
     )
     result = await replayer.replay_workflow(load(name), raise_on_replay_failure=False)
     assert result.replay_failure is None, f"{name}: {result.replay_failure}"

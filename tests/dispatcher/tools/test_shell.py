@@ -60,12 +60,20 @@ def test_guard() -> None:
     assert shell_guard("ls", 2048) == []
     assert "over the 2048-character limit" in shell_guard("x" * 2049, 2048)[0]
     assert "NUL" in shell_guard("ls\x00", 2048)[0]
+    assert shell_guard("x" * 2048, 2048) == []
+    multiline = shell_guard("echo one\ntouch x", 2048)
+    assert len(multiline) == 1 and "multiline commands are rejected" in multiline[0]
+    assert "sh script.sh" in multiline[0]
+    assert shell_guard("echo one\r\ntouch x", 2048)
     assert shell_guard("   ", 2048)
 
 
 async def test_guard_at_execute_time_too(workspace: Path) -> None:
     with pytest.raises(ToolValidationError):
         await ShellTool().execute({"command": "x" * 50}, ctx(workspace, shell_max_command_chars=10))
+    with pytest.raises(ToolValidationError, match="line break"):
+        await ShellTool().execute({"command": "echo one\ntouch x"}, ctx(workspace))
+    assert not (workspace / "x").exists()  # nothing ran
 
 
 async def test_output_truncated_for_model_full_in_metadata(workspace: Path) -> None:

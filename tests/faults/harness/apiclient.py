@@ -11,6 +11,8 @@ from typing import Any
 
 import httpx
 
+from tests.fixtures.keys import AgentAndHuman
+
 TERMINAL = {"succeeded", "failed", "denied", "expired", "cancelled"}
 
 #: A 503 is the honest answer while a dependency is down on purpose; any other
@@ -50,14 +52,17 @@ class ServerErrorLog:
 class AgentClient:
     """The agent API with reconnect-and-retry semantics."""
 
-    def __init__(self, base_url: str, api_key: str, errors: ServerErrorLog | None = None) -> None:
+    def __init__(
+        self, base_url: str, api_key: str, errors: ServerErrorLog | None = None,
+        *, human_key: str | None = None,
+    ) -> None:
         self.errors = errors or ServerErrorLog()
         self.retries = 0
         #: 404s from deciding a request id a "parked" call resource had just shown.
         self.decide_not_found = 0
         self.http = httpx.AsyncClient(
             base_url=base_url,
-            headers={"Authorization": f"Bearer {api_key}"},
+            auth=AgentAndHuman(api_key, human_key),
             timeout=httpx.Timeout(90.0, connect=5.0),
             limits=httpx.Limits(max_connections=200, max_keepalive_connections=50),
             event_hooks={"response": [self._hook]},

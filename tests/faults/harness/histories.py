@@ -20,21 +20,43 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from temporalio.api.common.v1 import Payload
 from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
 
+from dispatcher.codec import EncryptionCodec
 from tests.faults.harness.temporal import DevServer
+from tests.fixtures.temporal import TEST_CONVERTER
 
 OUT = Path(__file__).resolve().parents[1] / "histories"
 PROJECT_ROOT = str(Path(__file__).resolve().parents[3])
 _SCENARIO_ROOT = re.compile(r"/[^\"\s]*?/parkgate-(?:faults|hostile)-[A-Za-z0-9_]+/stack\d*")
 
 
+def _decrypt_in_place(node: dict[str, Any]) -> None:
+    """Turn an encrypted payload (the stack uses the test key) back into plain
+    form, so paths can be neutralised; replays decode plain payloads as-is."""
+    meta = node.get("metadata")
+    if not isinstance(meta, dict) or not isinstance(node.get("data"), str):
+        return
+    codec = TEST_CONVERTER.payload_codec
+    if not isinstance(codec, EncryptionCodec):
+        return
+    payload = Payload(
+        metadata={k: base64.b64decode(v) for k, v in meta.items()},
+        data=base64.b64decode(node["data"]),
+    )
+    plain = codec.decrypt(payload)
+    if plain is not payload:
+        node["metadata"] = {k: base64.b64encode(v).decode() for k, v in plain.metadata.items()}
+        node["data"] = base64.b64encode(plain.data).decode()
+
+
 def neutralise(history_json: str, project_root: str) -> str:
-    """Replace scenario and checkout paths inside base64 payloads."""
+    """Decrypt payloads, then replace scenario and checkout paths inside them."""
 
     def walk(node: Any) -> None:
         if isinstance(node, dict):
+            _decrypt_in_place(node)
             for key, value in node.items():
                 if key == "data" and isinstance(value, str):
                     try:
@@ -60,7 +82,7 @@ async def export(kept: Path, workflow_ids: list[str]) -> None:
         server = DevServer(kept, log_dir=Path(scratch))
         await server.start()
         try:
-            client = await Client.connect(server.address, data_converter=pydantic_data_converter)
+            client = await Client.connect(server.address, data_converter=TEST_CONVERTER)
             OUT.mkdir(exist_ok=True)
             for wid in workflow_ids:
                 history = await client.get_workflow_handle(wid).fetch_history()

@@ -18,6 +18,7 @@ import httpx
 
 from tests.faults.harness.ports import free_port, wait_port_async
 from tests.faults.harness.procs import ManagedProcess
+from tests.fixtures.temporal import TEST_PAYLOAD_KEY_ID, TEST_PAYLOAD_KEYS
 
 #: Runs the `parkgate` console script's entry point with this interpreter (no
 #: reliance on the script being installed on PATH).
@@ -81,6 +82,8 @@ class Stack:
         self._worker_seq = 0
         self.api: ManagedProcess | None = None
         self.api_key: str | None = None
+        #: A human's key (approver + auditor) for reads and decisions.
+        self.human_key: str | None = None
         self.faults = 0
 
     # ------------------------------------------------------------------
@@ -107,6 +110,9 @@ class Stack:
                 "PARKGATE_API_PORT": str(self.api_port),
                 "PARKGATE_PUBLIC_BASE_URL": self.base_url,
                 "PARKGATE_LINK_SECRET": "faults-" + "s" * 40,
+                # The test key, so `histories.py` can export what the stack wrote.
+                "PARKGATE_PAYLOAD_KEYS": json.dumps(TEST_PAYLOAD_KEYS),
+                "PARKGATE_PAYLOAD_KEY_ID": TEST_PAYLOAD_KEY_ID,
                 "PARKGATE_WORKSPACE_ROOTS": json.dumps([str(self.workspaces.resolve())]),
                 "PARKGATE_TOOL_CONFIRMATION": json.dumps(self.policy),
                 "PYTHONUNBUFFERED": "1",
@@ -146,10 +152,14 @@ class Stack:
         self.must("db", "upgrade")
 
     def create_api_key(self, name: str = "faults") -> str:
-        """`parkgate keys create --name NAME` and pick the key out of its output."""
-        out = self.must("keys", "create", "--name", name)
+        """`parkgate keys create --name NAME` for the agent (agent + auditor) and
+        for a human (approver + auditor): the agent never decides its own calls."""
+        out = self.must("keys", "create", "--name", name, "--role", "agent", "--role", "auditor")
         key = parse_key(out)
         self.api_key = key
+        human = self.must("keys", "create", "--name", f"{name}-human",
+                          "--role", "approver", "--role", "auditor")
+        self.human_key = parse_key(human)
         return key
 
     # ------------------------------------------------------------------

@@ -4,6 +4,7 @@ Fault scenarios and hostile-input tests add to one process-wide tally; the
 conftest hooks print it once at the end of the run:
 
     faults: calls run=N faults injected=N lost=0 duplicate executions=0 bad inputs tried=N 5xx=0
+        decisions raced=N mismatches=0
 
 Tests assert lost, duplicate executions and 5xx are zero for their own part;
 the summary is the suite's record of what was tried.
@@ -23,12 +24,16 @@ class Tally:
     duplicate_executions: int = 0
     bad_inputs_tried: int = 0
     server_errors: int = 0
+    #: Decisions sent in decision storms, and answers/records that disagreed.
+    decisions_raced: int = 0
+    decision_mismatches: int = 0
 
     def line(self) -> str:
         return (
             f"faults: calls run={self.calls_run} faults injected={self.faults_injected} "
             f"lost={self.lost} duplicate executions={self.duplicate_executions} "
-            f"bad inputs tried={self.bad_inputs_tried} 5xx={self.server_errors}"
+            f"bad inputs tried={self.bad_inputs_tried} 5xx={self.server_errors} "
+            f"decisions raced={self.decisions_raced} mismatches={self.decision_mismatches}"
         )
 
 
@@ -45,6 +50,8 @@ def add(
     duplicate_executions: int = 0,
     bad_inputs_tried: int = 0,
     server_errors: int = 0,
+    decisions_raced: int = 0,
+    decision_mismatches: int = 0,
 ) -> None:
     """Add to the suite tally (thread-safe; hypothesis may run examples in threads)."""
     with _LOCK:
@@ -54,6 +61,8 @@ def add(
         TALLY.duplicate_executions += duplicate_executions
         TALLY.bad_inputs_tried += bad_inputs_tried
         TALLY.server_errors += server_errors
+        TALLY.decisions_raced += decisions_raced
+        TALLY.decision_mismatches += decision_mismatches
 
 
 def snapshot() -> dict[str, int]:

@@ -1,0 +1,266 @@
+"""The asyncio client."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterable
+from typing import Any, Literal
+
+import httpx
+
+from dispatcher.agent_client import _common as c
+from dispatcher.agent_client.errors import error_from, not_waiting, result_of
+from dispatcher.api.schemas import (
+    BatchOut,
+    CallResource,
+    CancelOut,
+    ConfirmationOut,
+    EventOut,
+    SessionCancelOut,
+    SessionOut,
+    ToolsOut,
+)
+from dispatcher.models import Session, ToolDefinition, ToolResultBlock, ToolUseBlock
+
+Decision = Literal["allow", "deny", "allow_with_edits"]
+
+
+class AsyncParkgateClient:
+    """An agent's handle on a parkgate server (async).
+
+    Every request is safe to resend: a submit with a tool_use id that exists
+    attaches to that call, so an agent that restarts and dispatches the same
+    block again gets the original call's result, and the tool runs once.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str,
+        *,
+        timeout: float = 90.0,
+        max_retries: int = 8,
+        http: httpx.AsyncClient | None = None,
+    ) -> None:
+        self._own = http is None
+        self.http = http or httpx.AsyncClient(base_url=base_url, timeout=timeout)
+        self.headers = c.auth_headers(api_key)
+        self.max_retries = max_retries
+
+    async def __aenter__(self) -> AsyncParkgateClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        if self._own:
+            await self.http.aclose()
+
+    # ------------------------------------------------------------ transport
+    async def _request(
+        self, method: str, path: str, *, json: Any = None, params: dict[str, Any] | None = None,
+    ) -> httpx.Response:
+        """One API request: retries 429/503 after Retry-After and lost connections;
+        any other non-2xx raises the typed error."""
+        attempt = 0
+        while True:
+            response: httpx.Response | None = None
+            try:
+                response = await self.http.request(
+                    method, path, json=json, params=params, headers=self.headers
+                )
+            except c.RETRY_EXCEPTIONS:
+                if attempt >= self.max_retries:
+                    raise
+            else:
+                if response.status_code < 400:
+                    return response
+                if response.status_code not in c.RETRY_STATUSES or attempt >= self.max_retries:
+                    raise error_from(response)
+            await asyncio.sleep(c.retry_delay(response, attempt))
+            attempt += 1
+
+    # ------------------------------------------------------------- sessions
+    async def register_session(
+        self, session_id: str, workspace_path: str, kind: Literal["main", "worker"] = "main"
+    ) -> SessionOut:
+        """Register (or re-register, same workspace) a session; 409 -> ConflictError."""
+        r = await self._request("POST", "/v1/sessions", json={
+            "session_id": session_id, "workspace_path": workspace_path, "kind": kind})
+        return SessionOut.model_validate(r.json())
+
+    async def tools(
+        self, session_id: str, format: Literal["canonical", "openai", "anthropic"] = "canonical"
+    ) -> ToolsOut:
+        r = await self._request("GET", f"/v1/sessions/{session_id}/tools",
+                                params={"format": format})
+        return ToolsOut.model_validate(r.json())
+
+    async def get_definitions_for_session(self, session: Session | str) -> list[ToolDefinition]:
+        """The tools this session may call (what to put in the model's tool list)."""
+        sid, _ = c.session_ids(session, None)
+        out = await self.tools(sid)
+        return [ToolDefinition.model_validate(t) for t in out.tools]
+
+    # ---------------------------------------------------------------- calls
+    async def submit(
+        self, tool_use: ToolUseBlock | dict[str, Any], session: Session | str, *,
+        turn_id: str | None = None, wait: float = 0,
+    ) -> CallResource:
+        """Start the call (or attach to it) and long-poll up to `wait` (<= 60) s."""
+        block = c.as_block(tool_use)
+        sid, tid = c.session_ids(session, turn_id)
+        r = await self._request(
+            "POST", f"/v1/sessions/{sid}/turns/{tid}/tool-calls",
+            json=block.model_dump(mode="json"),
+            params=c.wait_params(wait),
+        )
+        return CallResource.model_validate(r.json())
+
+    async def get_call(self, session_id: str, tool_use_id: str, *, wait: float = 0) -> CallResource:
+        r = await self._request("GET", c.call_path(session_id, tool_use_id),
+                                params=c.wait_params(wait))
+        return CallResource.model_validate(r.json())
+
+    async def wait_call(
+        self, session_id: str, tool_use_id: str, *, timeout: float | None = None
+    ) -> CallResource:
+        """Long-poll until the call finishes (or `timeout`), one <= 60 s poll at a time."""
+        loop = asyncio.get_running_loop()
+        deadline = None if timeout is None else loop.time() + timeout
+        while True:
+            left = c.MAX_POLL_SECONDS if deadline is None else deadline - loop.time()
+            resource = await self.get_call(session_id, tool_use_id,
+                                           wait=max(0.0, min(left, c.MAX_POLL_SECONDS)))
+            if resource.finished or (deadline is not None and loop.time() >= deadline):
+                return resource
+
+    async def dispatch(
+        self, tool_use: ToolUseBlock | dict[str, Any], session: Session | str, *,
+        turn_id: str | None = None, timeout: float | None = None,
+    ) -> ToolResultBlock:
+        """Run one tool call through the gate and return its result block.
+
+        Waits through a parked call until it is decided (or its approval
+        expires); with `timeout`, raises CallNotFinishedError instead of waiting
+        longer; the call goes on, and dispatching the same block attaches to it.
+        """
+        block = c.as_block(tool_use)
+        sid, _ = c.session_ids(session, turn_id)
+        loop = asyncio.get_running_loop()
+        first = c.MAX_POLL_SECONDS if timeout is None else min(timeout, c.MAX_POLL_SECONDS)
+        started = loop.time()
+        resource = await self.submit(block, session, turn_id=turn_id, wait=first)
+        if not resource.finished:
+            left = None if timeout is None else max(0.0, timeout - (loop.time() - started))
+            resource = await self.wait_call(sid, block.id, timeout=left)
+        return result_of(resource)
+
+    async def dispatch_all(
+        self, tool_uses: Iterable[ToolUseBlock | dict[str, Any]], session: Session | str, *,
+        turn_id: str | None = None, timeout: float | None = None,
+    ) -> list[ToolResultBlock]:
+        """One assistant message's calls as a turn; results in input order."""
+        blocks = c.tool_use_list(tool_uses)
+        sid, tid = c.session_ids(session, turn_id)
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        first = c.MAX_POLL_SECONDS if timeout is None else min(timeout, c.MAX_POLL_SECONDS)
+        r = await self._request(
+            "POST", f"/v1/sessions/{sid}/turns/{tid}/tool-calls:batch",
+            json={"calls": [b.model_dump(mode="json") for b in blocks]},
+            params={"wait": first} if first > 0 else None,
+        )
+        batch = BatchOut.model_validate(r.json())
+        left = None if timeout is None else max(0.0, timeout - (loop.time() - started))
+        resources = await asyncio.gather(*(
+            self.wait_call(sid, res.tool_use_id, timeout=left) if not res.finished
+            else _done(res) for res in batch.calls
+        ))
+        return [result_of(res) for res in resources]
+
+    # --------------------------------------------------------- decide, cancel
+    async def decide(
+        self, session_id: str, tool_use_id: str, decision: Decision, *,
+        reason: str | None = None, edited_input: dict[str, Any] | None = None,
+    ) -> ConfirmationOut:
+        """Decide a parked call (needs a key with the approver role).
+
+        First decision wins: losing raises ConflictError with `.winner`.
+        """
+        resource = await self.get_call(session_id, tool_use_id)
+        if resource.request_id is None or resource.turn_id is None:
+            raise not_waiting(resource)
+        body: dict[str, Any] = {"decision": decision, "reason": reason}
+        if edited_input is not None:
+            body["edited_input"] = edited_input
+        r = await self._request(
+            "POST",
+            f"/v1/sessions/{session_id}/turns/{resource.turn_id}/confirmations/"
+            f"{resource.request_id}",
+            json=body,
+        )
+        return ConfirmationOut.model_validate(r.json())
+
+    async def cancel(self, session_id: str, tool_use_id: str) -> CancelOut:
+        r = await self._request("POST", f"{c.call_path(session_id, tool_use_id)}/cancel")
+        return CancelOut.model_validate(r.json())
+
+    async def cancel_session_tools(self, session_id: str) -> int:
+        """Cancel every unfinished call of the session; returns how many."""
+        r = await self._request("POST", f"/v1/sessions/{session_id}/cancel")
+        return SessionCancelOut.model_validate(r.json()).cancelled
+
+    # ---------------------------------------------------------------- events
+    async def events(
+        self, session_id: str, *, after: int | None = None, follow: bool = True,
+    ) -> AsyncIterator[EventOut]:
+        """The session's tool.* events; reconnects with Last-Event-ID after a cut,
+        so no event is lost or repeated."""
+        parser = c.SSEParser(last_id=str(after) if after is not None else None)
+        attempt = 0
+        while True:
+            headers = dict(self.headers, Accept="text/event-stream")
+            if parser.last_id is not None:
+                headers["Last-Event-ID"] = parser.last_id
+            try:
+                async with self.http.stream(
+                    "GET", f"/v1/sessions/{session_id}/events",
+                    params={"follow": "true" if follow else "false"}, headers=headers,
+                    timeout=httpx.Timeout(10.0, read=None),
+                ) as response:
+                    if response.status_code >= 400:
+                        await response.aread()
+                        if (response.status_code not in c.RETRY_STATUSES
+                                or attempt >= self.max_retries):
+                            raise error_from(response)
+                        await asyncio.sleep(c.retry_delay(response, attempt))
+                        attempt += 1
+                        continue
+                    attempt = 0
+                    got = 0
+                    async for line in response.aiter_lines():
+                        event = parser.feed(line.rstrip("\r"))
+                        if event is not None:
+                            got += 1
+                            yield event
+                    event = parser.feed("")
+                    if event is not None:
+                        got += 1
+                        yield event
+                if not follow and not got:
+                    # A stream that ended after events may have been cut: only
+                    # an empty answer from Last-Event-ID proves we have them all.
+                    return
+            except c.RETRY_EXCEPTIONS:
+                if attempt >= self.max_retries:
+                    raise
+                await asyncio.sleep(c.retry_delay(None, attempt))
+                attempt += 1
+
+
+async def _done(resource: CallResource) -> CallResource:
+    return resource
+
+

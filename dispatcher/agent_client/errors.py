@@ -1,0 +1,106 @@
+"""Typed errors for the client: every non-2xx answer becomes one of these."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+
+from dispatcher.api.schemas import CallResource
+from dispatcher.models import ToolResultBlock
+
+
+class ParkgateError(Exception):
+    """The server answered with its error shape (`{"error": {code, message, details}}`)."""
+
+    def __init__(self, status: int, code: str, message: str, details: Any = None) -> None:
+        super().__init__(f"{status} {code}: {message}")
+        self.status = status
+        self.code = code
+        self.message = message
+        self.details = details
+
+
+class UnauthorizedError(ParkgateError):
+    """401: missing, invalid or revoked API key."""
+
+
+class ForbiddenError(ParkgateError):
+    """403: the key lacks the role (e.g. an agent key deciding its own call)."""
+
+
+class NotFoundError(ParkgateError):
+    """404: no such session or call in this key's project."""
+
+
+class ConflictError(ParkgateError):
+    """409: someone decided first (`winner`), the call is no longer waiting, or a
+    session id is registered with another workspace."""
+
+    @property
+    def winner(self) -> dict[str, Any] | None:
+        """The decision that won, when the server names it."""
+        if isinstance(self.details, dict):
+            winner = self.details.get("winner")
+            return winner if isinstance(winner, dict) else None
+        return None
+
+
+class UnavailableError(ParkgateError):
+    """503 (or 429) still answered after every retry."""
+
+
+class CallNotFinishedError(Exception):
+    """`dispatch(..., timeout=...)` gave up waiting; the call keeps going server-side.
+
+    Dispatch the same block again (same tool_use id) to attach to it.
+    """
+
+    def __init__(self, resource: CallResource) -> None:
+        super().__init__(
+            f"tool call {resource.tool_use_id!r} is still {resource.status.value}; "
+            "dispatch the same tool_use id again to attach"
+        )
+        self.resource = resource
+
+
+_BY_STATUS: dict[int, type[ParkgateError]] = {
+    401: UnauthorizedError,
+    403: ForbiddenError,
+    404: NotFoundError,
+    409: ConflictError,
+    429: UnavailableError,
+    503: UnavailableError,
+}
+
+
+def error_from(response: httpx.Response) -> ParkgateError:
+    """The typed error for a non-2xx response (works for any body)."""
+    code, message, details = f"http_{response.status_code}", response.reason_phrase, None
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
+    if isinstance(body, dict) and isinstance(body.get("error"), dict):
+        err = body["error"]
+        code = str(err.get("code", code))
+        message = str(err.get("message", message))
+        details = err.get("details")
+    cls = _BY_STATUS.get(response.status_code, ParkgateError)
+    return cls(response.status_code, code, message, details)
+
+
+def not_waiting(resource: CallResource) -> ConflictError:
+    """Deciding a call that has no open approval request."""
+    return ConflictError(
+        409, "not_waiting",
+        f"tool call {resource.tool_use_id!r} is not waiting for a decision "
+        f"(status {resource.status.value})",
+    )
+
+
+def result_of(resource: CallResource) -> ToolResultBlock:
+    """The finished call's result block, or CallNotFinishedError."""
+    if not resource.finished or resource.result is None:
+        raise CallNotFinishedError(resource)
+    return resource.result

@@ -1,0 +1,333 @@
+"""parkgate as an MCP server: `/v1/sessions/{session_id}/mcp`, streamable HTTP.
+
+Built on the official SDK's low-level `Server` and `StreamableHTTPSessionManager`
+(stateless: every POST carries the API key, so no MCP session state is kept).
+`tools/list` is the session's tools with annotations from their side-effect
+class; `tools/call` goes through the same CallService as the /v1 submit route
+(classify -> park -> execute, at most once, idempotent by tool_use_id). A parked
+call holds the request with progress notifications until it is decided or
+`mcp_call_wait_seconds` pass; then the result is an error naming the
+tool_use_id, and calling again with `_meta.tool_use_id` attaches to the call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+import uuid
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
+from typing import Any
+
+import mcp_types as types
+from fastapi import FastAPI
+from mcp.server import Server, ServerRequestContext
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
+
+from dispatcher.access import Principal, Role
+from dispatcher.api.approval_links import link_for_principal, submitter_of
+from dispatcher.api.deps import ApiDeps, principal_of
+from dispatcher.api.ratelimit import RateLimiter
+from dispatcher.api.schemas import CallResource
+from dispatcher.api.service import CallService
+from dispatcher.client import TEMPORAL_NO_ANSWER, IdempotencyConflictError
+from dispatcher.models import ImageBlock, Session, SideEffects, ToolDefinition, ToolUseBlock
+from dispatcher.settings import Settings
+from dispatcher.store.records import CallStatus
+from dispatcher.store.results import SessionRecord
+
+MCP_PATH = "/v1/sessions/{session_id}/mcp"
+#: `_meta` keys a tools/call may carry (and every result carries back).
+META_TOOL_USE_ID = "tool_use_id"
+META_TURN_ID = "turn_id"
+_ID_RE = re.compile(r"^[A-Za-z0-9_.:\-]{1,200}$")
+_STATE_KEY = "parkgate_mcp_caller"
+_READERS = (Role.AGENT, Role.APPROVER, Role.AUDITOR, Role.ADMIN)
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who is calling (from the API key) and in which session (from the path)."""
+
+    principal: Principal
+    session: SessionRecord
+
+
+def annotations_for(definition: ToolDefinition) -> types.ToolAnnotations:
+    """MCP hints from the side-effect class (capability, not usage)."""
+    effects = definition.side_effects
+    read_only = not effects.mutates
+    return types.ToolAnnotations(
+        read_only_hint=read_only,
+        destructive_hint=None if read_only else True,
+        idempotent_hint=True if read_only else None,
+        open_world_hint=effects in (SideEffects.EXECUTE, SideEffects.NETWORK),
+    )
+
+
+def mcp_tool(definition: ToolDefinition) -> types.Tool:
+    return types.Tool(
+        name=definition.name,
+        description=definition.description,
+        input_schema=definition.input_schema,
+        annotations=annotations_for(definition),
+        meta={"parkgate/side_effects": definition.side_effects.value},
+    )
+
+
+class McpGateway:
+    """The ASGI endpoint: authenticate the key, find the session, hand to the SDK."""
+
+    def __init__(self, settings: Settings, deps: ApiDeps, calls: CallService) -> None:
+        self.settings = settings
+        self.deps = deps
+        self.calls = calls
+        self.secret = settings.signing_secret()
+        self.wait_seconds = settings.mcp_call_wait_seconds
+        self.progress_seconds = settings.mcp_progress_seconds
+        self.server: Server[Any] = Server(
+            "parkgate",
+            version="0.1.0",
+            instructions=(
+                "Tool calls go through parkgate's gate: some wait for a human decision. "
+                "A call still waiting when the request ends returns an error naming its "
+                "tool_use_id; call the tool again with _meta.tool_use_id set to it to attach."
+            ),
+            on_list_tools=self._list_tools,
+            on_call_tool=self._call_tool,
+        )
+        self.manager = StreamableHTTPSessionManager(self.server, stateless=True)
+        self.running = False
+        self._runs = 0
+
+    @contextlib.asynccontextmanager
+    async def run(self) -> AsyncIterator[None]:
+        """The SDK's session manager must live as long as the app (app lifespan).
+
+        A manager runs once, so each lifespan (a test client entering the app
+        again) gets a fresh one."""
+        if self._runs:
+            self.manager = StreamableHTTPSessionManager(self.server, stateless=True)
+        self._runs += 1
+        async with self.manager.run():
+            self.running = True
+            try:
+                yield
+            finally:
+                self.running = False
+
+    # ------------------------------------------------------------------ ASGI
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            caller = await self._authenticate(Request(scope, receive))
+        except _Refused as refused:
+            await refused.response(scope, receive, send)
+            return
+        if not self.running:
+            await _Refused(503, "unavailable", "the MCP endpoint needs the app lifespan "
+                           "(run the server with lifespan on)").response(scope, receive, send)
+            return
+        scope.setdefault("state", {})[_STATE_KEY] = caller
+        await self.manager.handle_request(scope, receive, send)
+
+    async def _authenticate(self, request: Request) -> Caller:
+        scheme, _, token = request.headers.get("authorization", "").partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            raise _Refused(401, "unauthorized",
+                           "missing API key: send `Authorization: Bearer <key>`")
+        record = await self.deps.repo.verify_api_key(token.strip())
+        if record is None:
+            raise _Refused(401, "unauthorized", "invalid or revoked API key")
+        limiter: RateLimiter = request.app.state.rate_limiter
+        wait = limiter.check(record.id)
+        if wait is not None:
+            raise _Refused(429, "rate_limited",
+                           f"too many requests from API key {record.name!r}; "
+                           f"retry after {wait:.1f} s",
+                           headers={"Retry-After": RateLimiter.retry_after(wait)})
+        principal = principal_of(record)
+        if not principal.has(*_READERS):
+            raise _Refused(403, "forbidden", f"API key {record.name!r} has no role")
+        session_id = str(request.path_params.get("session_id", ""))
+        session = await self.deps.repo.get_session(session_id) if _ID_RE.match(
+            session_id) else None
+        if session is None or session.project != principal.project:
+            raise _Refused(404, "not_found", f"session {session_id!r} not found")
+        return Caller(principal, session)
+
+    # -------------------------------------------------------------- handlers
+    async def _list_tools(
+        self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        caller = _caller(ctx)
+        definitions = self.deps.registry.definitions_for(_session(caller, "-"))
+        return types.ListToolsResult(tools=[mcp_tool(d) for d in definitions])
+
+    async def _call_tool(
+        self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        caller = _caller(ctx)
+        meta = dict(ctx.meta or {})
+        if not caller.principal.has(Role.AGENT):
+            return _error(f"API key {caller.principal.name!r} lacks the agent role: "
+                          "it may list tools but not call them")
+        tool_use_id = str(meta.get(META_TOOL_USE_ID) or f"mcp_{uuid.uuid4().hex}")
+        turn_id = str(meta.get(META_TURN_ID) or "mcp")
+        for label, value in (("tool_use_id", tool_use_id), ("turn_id", turn_id)):
+            if not _ID_RE.match(value):
+                return _error(f"_meta.{label} may contain only letters, digits and _ . : - "
+                              "(1-200 characters)")
+        block = ToolUseBlock(id=tool_use_id, name=params.name, input=dict(params.arguments or {}))
+        session = _session(caller, turn_id)
+        try:
+            await self.deps.repo.record_submission(
+                session.session_id, [tool_use_id], caller.principal.key_id, caller.principal.name)
+            await self.calls.start_call(block, session)
+            return await self._follow(ctx, caller, block, turn_id)
+        except IdempotencyConflictError as exc:
+            return _error(f"_meta.tool_use_id {tool_use_id!r} already names another call "
+                          f"({exc.existing_tool} with other input): {exc}", tool_use_id)
+        except TEMPORAL_NO_ANSWER:
+            return _error(f"parkgate cannot reach Temporal right now; call again with "
+                          f"_meta.tool_use_id={tool_use_id!r} (nothing runs twice)",
+                          tool_use_id)
+
+    async def _follow(
+        self, ctx: ServerRequestContext[Any], caller: Caller, block: ToolUseBlock, turn_id: str
+    ) -> types.CallToolResult:
+        """Wait for the result, reporting progress, up to the configured wait."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.wait_seconds
+        sid = caller.session.session_id
+        tick = 0
+        while True:
+            step = max(0.0, min(self.progress_seconds, deadline - loop.time()))
+            resource = await self.calls.wait(sid, block.id, step, turn_id=turn_id)
+            if resource is not None and resource.finished:
+                return _finished(resource)
+            url = await self._visible_link(caller.principal, resource)
+            status = resource.status if resource is not None else CallStatus.QUEUED
+            tick += 1
+            await ctx.session.report_progress(float(tick), None,
+                                              _status_line(block, status, resource, url))
+            if loop.time() >= deadline:
+                return _still_waiting(block, status, resource, url)
+
+    async def _visible_link(
+        self, principal: Principal, resource: CallResource | None
+    ) -> str | None:
+        """The approval link, only for a key that may decide the call."""
+        if resource is None or resource.approval_url is None or resource.request_id is None:
+            return None
+        approval = await self.deps.repo.get_approval(resource.request_id)
+        if approval is None:
+            return None
+        return link_for_principal(self.settings, self.secret, principal, approval,
+                                  await submitter_of(self.deps.repo, approval))
+
+
+class _Refused(Exception):
+    """An HTTP-level refusal in parkgate's error shape."""
+
+    def __init__(self, status: int, code: str, message: str,
+                 headers: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.status, self.code, self.message = status, code, message
+        self.headers = dict(headers or {})
+        if status == 401:
+            self.headers["WWW-Authenticate"] = "Bearer"
+
+    def response(self, scope: Scope, receive: Receive, send: Send) -> Any:
+        body = {"error": {"code": self.code, "message": self.message, "details": None}}
+        return JSONResponse(body, self.status, headers=self.headers)(scope, receive, send)
+
+
+def _caller(ctx: ServerRequestContext[Any]) -> Caller:
+    request = ctx.request
+    if not isinstance(request, Request):
+        raise RuntimeError("the MCP endpoint is served over HTTP only")
+    caller: Caller = request.scope["state"][_STATE_KEY]
+    return caller
+
+
+def _session(caller: Caller, turn_id: str) -> Session:
+    record = caller.session
+    return Session(session_id=record.session_id, turn_id=turn_id,
+                   workspace_path=record.workspace_path,
+                   kind=record.kind)  # type: ignore[arg-type]
+
+
+def _content(resource: CallResource) -> list[types.ContentBlock]:
+    out: list[types.ContentBlock] = []
+    for block in resource.result.content if resource.result else []:
+        if isinstance(block, ImageBlock):
+            out.append(types.ImageContent(data=block.source.data,
+                                          mime_type=block.source.media_type))
+        else:
+            out.append(types.TextContent(text=block.text))
+    return out
+
+
+def _meta(tool_use_id: str, status: CallStatus, **extra: Any) -> dict[str, Any]:
+    return {META_TOOL_USE_ID: tool_use_id, "parkgate/status": status.value,
+            **{f"parkgate/{k}": v for k, v in extra.items() if v is not None}}
+
+
+def _finished(resource: CallResource) -> types.CallToolResult:
+    result = resource.result
+    return types.CallToolResult(
+        content=_content(resource),
+        is_error=bool(result and result.is_error),
+        meta=_meta(resource.tool_use_id, resource.status,
+                   error_class=result.error_class.value if result and result.error_class
+                   else None),
+    )
+
+
+def _status_line(block: ToolUseBlock, status: CallStatus, resource: CallResource | None,
+                 url: str | None) -> str:
+    if status == CallStatus.PARKED:
+        line = f"{block.name} ({block.id}) is parked, waiting for a human decision"
+        if resource is not None and resource.expires_at is not None:
+            line += f" until {resource.expires_at.isoformat()}"
+        return line + (f"; approve or deny at {url}" if url else "")
+    return f"{block.name} ({block.id}) is {status.value}"
+
+
+def _still_waiting(block: ToolUseBlock, status: CallStatus, resource: CallResource | None,
+                   url: str | None) -> types.CallToolResult:
+    text = (f"{_status_line(block, status, resource, url)}. "
+            + ("Nothing has run yet. " if status != CallStatus.RUNNING else "")
+            + f"Call {block.name} again with _meta.tool_use_id = {block.id!r} "
+            "to attach to this call and get its result (it will not run twice).")
+    return types.CallToolResult(
+        content=[types.TextContent(text=text)], is_error=True,
+        meta=_meta(block.id, status, approval_url=url),
+    )
+
+
+def _error(text: str, tool_use_id: str | None = None) -> types.CallToolResult:
+    meta = {META_TOOL_USE_ID: tool_use_id} if tool_use_id else None
+    return types.CallToolResult(content=[types.TextContent(text=text)], is_error=True, meta=meta)
+
+
+def install(app: FastAPI, settings: Settings, deps: ApiDeps, calls: CallService) -> McpGateway:
+    """Mount the endpoint and run the SDK's session manager in the app lifespan."""
+    gateway = McpGateway(settings, deps, calls)
+    app.router.routes.append(Route(MCP_PATH, gateway, methods=["GET", "POST", "DELETE"]))
+    previous: Callable[[Any], AbstractAsyncContextManager[Any]] = app.router.lifespan_context
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app_: Any) -> AsyncIterator[Any]:
+        async with gateway.run(), previous(app_) as state:
+            yield state
+
+    app.router.lifespan_context = lifespan
+    app.state.mcp = gateway
+    return gateway

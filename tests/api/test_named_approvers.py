@@ -1,0 +1,166 @@
+"""Named approvers and quorum over HTTP: personal links (webhook, admins), the
+page's tally, single use, API decisions by keys mapped to approvers."""
+
+from __future__ import annotations
+
+import asyncio
+import html
+import re
+from pathlib import Path
+from typing import Any
+
+import httpx
+from temporalio.client import Client
+
+from dispatcher.store.repository import Repository
+from tests.api.rig import ApiRig, WebhookSink, api_rig
+from tests.api.test_audit_pages import csrf_of
+
+POLICY = {"rules": [{"tool": "write_file", "mode": "prompt",
+                     "approvers": ["group:oncall"], "quorum": 2}]}
+PEOPLE: dict[str, Any] = {
+    "approvers": {"alice": {"email": "alice@example.com"},
+                  "bob": {"email": "bob@example.com", "key": "bob-key"},
+                  "carol": {}},
+    "approver_groups": {"oncall": ["alice", "bob", "carol"]},
+}
+
+
+def bearer(key: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {key}"}
+
+
+async def parked_for_admin(api: ApiRig, sid: str, call_id: str, admin: str) -> dict[str, Any]:
+    for _ in range(400):
+        body = (await api.http.get(f"/v1/sessions/{sid}/tool-calls/{call_id}",
+                                   headers=bearer(admin))).json()
+        if body.get("status") == "parked" and body.get("approver_links"):
+            return dict(body)
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"never parked: {body}")
+
+
+async def post_link(api: ApiRig, link: str, decision: str = "allow") -> httpx.Response:
+    path = link.removeprefix(api.base_url)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=api.app),
+                                 base_url=api.base_url) as browser:
+        page = await browser.get(path)
+        assert page.status_code == 200, page.text
+        return await browser.post(path, data={"csrf": csrf_of(page.text),
+                                              "decision": decision})
+
+
+async def test_two_named_approvers_run_the_call(
+    dev_temporal: Client, sqlite_repo: Repository, tmp_path: Path
+) -> None:
+    async with WebhookSink().running() as sink, api_rig(
+        dev_temporal, sqlite_repo, tmp_path, policy=POLICY,
+        webhooks=[{"url": sink.url, "kind": "generic"}], **PEOPLE,
+    ) as api:
+        admin, _ = await api.repo.create_api_key("admin-key", roles=["admin"])
+        bob, bob_rec = await api.repo.create_api_key("bob-key", roles=["approver"])
+        sid = await api.register()
+        await api.submit(sid, "write_file", {"path": "k.txt", "content": "k"}, call_id="toolu_k")
+        parked = await parked_for_admin(api, sid, "toolu_k", admin)
+        links = parked["approver_links"]
+        assert sorted(links) == ["alice", "bob", "carol"]
+        assert (parked["approvers"], parked["quorum"], parked["votes"]) == (
+            ["alice", "bob", "carol"], 2, [])
+        # Nobody else sees personal links; no generic link decides a named request.
+        for key in (api.key, api.human_key, bob):
+            view = (await api.http.get(f"/v1/sessions/{sid}/tool-calls/toolu_k",
+                                       headers=bearer(key))).json()
+            assert view["approver_links"] is None and view["approval_url"] is None
+        # The webhook lists every named approver with their own link.
+        for _ in range(200):
+            if sink.received:
+                break
+            await asyncio.sleep(0.05)
+        body = sink.received[0]["body"]
+        assert body["quorum"] == 2
+        assert [(a["name"], a["email"], a["approval_url"]) for a in body["approvers"]] == [
+            ("alice", "alice@example.com", links["alice"]),
+            ("bob", "bob@example.com", links["bob"]),
+            ("carol", None, links["carol"]),
+        ]
+
+        # The generic link shows the request but cannot decide it.
+        rid = parked["request_id"]
+        generic = await api.repo.get_approval(rid)
+        assert generic is not None
+        from dispatcher.api.approval_links import link_for
+
+        generic_link = link_for(api.rig.settings, api.rig.settings.signing_secret(), generic)
+        assert generic_link is not None
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=api.app),
+                                     base_url=api.base_url) as browser:
+            page = await browser.get(generic_link.removeprefix(api.base_url))
+            assert 'data-testid="personal-only"' in page.text and 'name="csrf"' not in page.text
+
+        # Alice approves through her link: counted, the call still waits.
+        alice = links["alice"].removeprefix(api.base_url)
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=api.app),
+                                     base_url=api.base_url) as browser:
+            form = {"csrf": csrf_of((await browser.get(alice)).text), "decision": "allow"}
+            first = await browser.post(alice, data=form)
+            assert first.status_code == 202 and "1 of 2" in first.text, first.text
+            assert not (api.workspace / "k.txt").exists()
+            # Her link is single use: no form any more, and a replayed POST is refused.
+            used = await browser.get(alice)
+            assert 'data-testid="used"' in used.text and 'name="csrf"' not in used.text
+            again = await browser.post(alice, data=form)
+            assert again.status_code == 409 and "already approved" in again.text
+        # Carol's page shows who has approved so far.
+        carol_page = await api.http.get(links["carol"].removeprefix(api.base_url),
+                                        headers={"Authorization": ""})
+        assert "Approved so far: alice (1 of 2)" in html.unescape(carol_page.text)
+        assert "Deciding as <strong>carol</strong>" in carol_page.text
+        # A tampered personal link is refused, and so is a validly signed link
+        # for someone who is not a named approver of this request.
+        token = links["carol"].rsplit("/", 1)[1]
+        forged = token.replace(token[:10], "A" * 10, 1)
+        assert (await api.http.get(f"/approve/{forged}")).status_code == 403
+        from dispatcher.links import sign_personal_token
+
+        mallory = sign_personal_token(api.rig.settings.signing_secret(), rid,
+                                      generic.expires_at, "mallory")
+        assert (await api.http.get(f"/approve/{mallory}")).status_code == 403
+
+        # Bob decides through the API with the key mapped to him: quorum met.
+        won = await api.http.post(f"/v1/sessions/{sid}/turns/t1/confirmations/{rid}",
+                                  headers=bearer(bob), json={"decision": "allow"})
+        assert won.status_code == 200, won.text
+        decision = won.json()["decision"]
+        assert decision["votes"] == ["alice", "bob"]
+        assert decision["principal_id"] == f"key:{bob_rec.id}"
+        done = (await api.http.get(f"/v1/sessions/{sid}/tool-calls/toolu_k",
+                                   params={"wait": 20})).json()
+        assert done["status"] == "succeeded", done
+        assert (api.workspace / "k.txt").read_text() == "k"
+        stored = await api.repo.get_approval(rid)
+        assert stored is not None and stored.votes == ["alice", "bob"]
+
+
+async def test_an_unmapped_approver_key_cannot_decide_a_named_request(
+    dev_temporal: Client, sqlite_repo: Repository, tmp_path: Path
+) -> None:
+    async with api_rig(dev_temporal, sqlite_repo, tmp_path, policy=POLICY, **PEOPLE) as api:
+        admin, _ = await api.repo.create_api_key("admin-key", roles=["admin"])
+        sid = await api.register()
+        await api.submit(sid, "write_file", {"path": "u.txt", "content": "u"}, call_id="toolu_u")
+        parked = await parked_for_admin(api, sid, "toolu_u", admin)
+        r = await api.http.post(
+            f"/v1/sessions/{sid}/turns/t1/confirmations/{parked['request_id']}",
+            json={"decision": "allow"})
+        assert r.status_code == 403
+        assert "named approvers: alice, bob, carol" in r.json()["error"]["message"]
+        # One approval, then a deny from another named approver: denied.
+        links = parked["approver_links"]
+        assert (await post_link(api, links["carol"])).status_code == 202
+        denied = await post_link(api, links["alice"], "deny")
+        assert denied.status_code == 200 and "denied" in denied.text.lower()
+        done = (await api.http.get(f"/v1/sessions/{sid}/tool-calls/toolu_u",
+                                   params={"wait": 20})).json()
+        assert done["status"] == "denied"
+        assert done["principal_id"] == "approver:alice" and done["decided_by"] == "alice"
+        assert re.search(r"carol", str(done.get("votes") or ""))

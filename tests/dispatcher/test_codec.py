@@ -1,0 +1,91 @@
+"""AES-GCM payload codec: every payload encrypted, key ids for rotation, old payloads as-is."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+from temporalio.api.common.v1 import Payload
+
+from dispatcher.codec import (
+    ENCODING,
+    KEY_ID_META,
+    CodecError,
+    EncryptionCodec,
+    codec_for,
+    data_converter,
+    encode_key,
+)
+from dispatcher.models import TextBlock
+from dispatcher.settings import Settings
+
+K1, K2 = os.urandom(32), os.urandom(32)
+
+
+def plain(text: str) -> Payload:
+    return Payload(metadata={"encoding": b"json/plain"}, data=f'"{text}"'.encode())
+
+
+async def test_roundtrip_hides_the_plaintext_and_names_the_key() -> None:
+    codec = EncryptionCodec({"k1": K1}, "k1")
+    [sealed] = await codec.encode([plain("sk-live-123")])
+    assert sealed.metadata["encoding"] == ENCODING
+    assert sealed.metadata[KEY_ID_META] == b"k1"
+    assert b"sk-live-123" not in sealed.SerializeToString()
+    assert await codec.decode([sealed]) == [plain("sk-live-123")]
+
+
+async def test_rotation_decrypts_old_keys_and_encrypts_with_the_current() -> None:
+    old = EncryptionCodec({"k1": K1}, "k1")
+    [sealed_old] = await old.encode([plain("a")])
+    rotated = EncryptionCodec({"k1": K1, "k2": K2}, "k2")
+    [sealed_new] = await rotated.encode([plain("b")])
+    assert sealed_new.metadata[KEY_ID_META] == b"k2"
+    assert await rotated.decode([sealed_old, sealed_new]) == [plain("a"), plain("b")]
+    with pytest.raises(CodecError, match="unknown key id 'k2'"):
+        await old.decode([sealed_new])
+
+
+async def test_unencrypted_payloads_decode_unchanged() -> None:
+    codec = EncryptionCodec({"k1": K1}, "k1")
+    assert await codec.decode([plain("legacy")]) == [plain("legacy")]
+
+
+async def test_tampered_payload_is_refused() -> None:
+    codec = EncryptionCodec({"k1": K1}, "k1")
+    [sealed] = await codec.encode([plain("x")])
+    sealed.data = sealed.data[:-1] + bytes([sealed.data[-1] ^ 1])
+    with pytest.raises(CodecError, match="failed authentication"):
+        await codec.decode([sealed])
+
+
+def test_embedded_default_key_is_generated_private_and_stable(tmp_path: Path) -> None:
+    settings = Settings(data_dir=tmp_path / "data", link_secret="x")
+    first = codec_for(settings)
+    key_file = tmp_path / "data" / "payload-key"
+    assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
+    assert codec_for(settings).current == first.current
+    assert [p.name for p in key_file.parent.iterdir()] == ["payload-key"]
+
+
+async def test_settings_keys_win_and_the_converter_roundtrips_models(tmp_path: Path) -> None:
+    settings = Settings(
+        data_dir=tmp_path, link_secret="x",
+        payload_keys={"a": encode_key(K1), "b": encode_key(K2)}, payload_key_id="b",
+    )
+    assert codec_for(settings).current == "b"
+    assert not (tmp_path / "payload-key").exists()
+    converter = data_converter(settings)
+    block = TextBlock(text="token=abc")
+    payloads = await converter.encode([block])
+    assert payloads[0].metadata[KEY_ID_META] == b"b" and b"token=abc" not in payloads[0].data
+    assert await converter.decode(payloads, [TextBlock]) == [block]
+
+
+def test_bad_keys_are_clear_settings_errors(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="payload key 'a': a payload key must be 32 bytes"):
+        Settings(data_dir=tmp_path, link_secret="x", payload_keys={"a": "c2hvcnQ="})
+    with pytest.raises(ValueError, match="payload_key_id 'z' is not a key"):
+        Settings(data_dir=tmp_path, payload_keys={"a": encode_key(K1)}, payload_key_id="z")
