@@ -15,7 +15,8 @@ import workflows
 from dispatcher.models import ToolErrorClass, ToolUseBlock, input_hash
 from dispatcher.store.records import CallStatus
 from dispatcher.worker import workflow_runner
-from tests.fixtures.temporal import AUTO_ALL, TEST_CONVERTER, durable_rig
+from dispatcher.devserver import DevServer
+from tests.fixtures.temporal import AUTO_ALL, TEST_CONVERTER, dev_client, durable_rig
 
 UPDATE_EVENTS = {
     EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED,
@@ -329,10 +330,16 @@ async def test_never_expiring_class_waits_a_month(
 
 
 async def test_a_pending_webhook_notice_is_cancelled_when_the_call_ends(
-    temporal_env: WorkflowEnvironment, sqlite_repo: Any, tmp_path: Path
+    dev_server: DevServer, sqlite_repo: Any, tmp_path: Path
 ) -> None:
     """The notice's activity must not outlive its call: a webhook that never answers
-    keeps it in flight, and the call ending requests its cancellation."""
+    keeps it in flight, and the call ending requests its cancellation.
+
+    Runs on the dev server: the time-skipping test server keeps time skipping
+    locked for an activity whose cancellation it saw after its workflow closed,
+    which would stall every later timer test of the session.
+    """
+    client = await dev_client(dev_server)
     accepted: list[asyncio.StreamWriter] = []
 
     async def hang(_reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -342,7 +349,7 @@ async def test_a_pending_webhook_notice_is_cancelled_when_the_call_ends(
     port = server.sockets[0].getsockname()[1]
     try:
         async with durable_rig(
-            temporal_env.client,
+            client,
             sqlite_repo,
             tmp_path,
             webhooks=[{"url": f"http://127.0.0.1:{port}/hook"}],
