@@ -73,11 +73,9 @@ exit $?
 
 def unshare_argv(unshare: str, *, as_root: bool) -> list[str]:
     """The namespace part; a user namespace (mapped root) when not really root."""
-    argv = [unshare]
-    if not as_root:
-        argv += ["--user", "--map-root-user"]
-    return argv + [
-        "--mount", "--pid", "--fork", "--kill-child", "--mount-proc",
+    user = [] if as_root else ["--user", "--map-root-user"]
+    return [
+        unshare, *user, "--mount", "--pid", "--fork", "--kill-child", "--mount-proc",
         "--propagation", "private", "--",
     ]
 
@@ -188,6 +186,33 @@ def paths_to_hide(limits: Limits, workspace: str) -> list[str]:
         if path not in kept:
             kept.append(path)
     return kept
+
+
+def state_line(mode: str, reason: str | None, hidden: int) -> str:
+    """One line saying what the sandbox does here (start-up log, `config check`)."""
+    if mode == "off":
+        return "tool sandbox: off (tools can read the data directory; see docs/OPERATIONS.md)"
+    if reason is None:
+        return f"tool sandbox: on ({hidden} paths hidden from tools; network not isolated)"
+    if mode == "required":
+        return f"tool sandbox: REQUIRED BUT UNAVAILABLE ({reason}); tool processes will be refused"
+    return f"tool sandbox: unavailable ({reason}); tools run unsandboxed (tool_sandbox: auto)"
+
+
+async def announce(limits: Limits) -> str:
+    """Probe at start-up and log the sandbox state once (error under required)."""
+    reason = None if limits.tool_sandbox == "off" else await sandbox_reason(
+        limits.tool_sandbox_unshare
+    )
+    line = state_line(limits.tool_sandbox, reason, len(limits.tool_hidden_paths))
+    if reason is not None and limits.tool_sandbox == "required":
+        log.error("%s", line)
+    elif reason is not None or limits.tool_sandbox == "off":
+        _warned.add(f"auto:{limits.tool_sandbox_unshare}")
+        log.warning("%s", line)
+    else:
+        log.info("%s", line)
+    return line
 
 
 async def tool_command(argv: Sequence[str], context: ToolContext) -> list[str]:

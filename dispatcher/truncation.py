@@ -41,7 +41,7 @@ class Limits(BaseModel):
     tool_env_passthrough: tuple[str, ...] = ()
     #: Sandbox for tool processes: auto / required / off (see dispatcher.sandbox).
     tool_sandbox: Literal["auto", "required", "off"] = "auto"
-    #: Paths covered (empty) inside the sandbox: resolved by dispatcher.sandbox.default_hidden_paths.
+    #: Paths shown empty inside the sandbox (see dispatcher.sandbox.default_hidden_paths).
     tool_hidden_paths: tuple[str, ...] = ()
     #: The `unshare` binary (name on PATH or absolute path).
     tool_sandbox_unshare: str = "unshare"

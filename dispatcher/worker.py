@@ -107,8 +107,11 @@ async def build_deps(settings: Settings, *, store: HistoryStore | None = None) -
         from dispatcher.mcp_source.discover import discover
 
         extra = (await discover(settings.mcp_servers)).factories
-    return Deps(settings=settings, pipeline=build_pipeline(settings, extra_tools=extra),
-                store=store)
+    from dispatcher.sandbox import announce
+
+    pipeline = build_pipeline(settings, extra_tools=extra)
+    await announce(pipeline.limits)
+    return Deps(settings=settings, pipeline=pipeline, store=store)
 
 
 async def run_worker(settings: Settings, *, deps: Deps | None = None) -> None:

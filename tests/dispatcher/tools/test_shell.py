@@ -7,6 +7,7 @@ import logging
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -14,7 +15,7 @@ from dispatcher import Limits, ToolContext, ToolValidationError, WorkspaceFileAP
 from dispatcher.tools import ShellTool, shell_guard
 
 
-def ctx(workspace: Path, **limits: float) -> ToolContext:
+def ctx(workspace: Path, **limits: Any) -> ToolContext:
     return ToolContext(
         session_id="s",
         turn_id="t",
@@ -23,7 +24,7 @@ def ctx(workspace: Path, **limits: float) -> ToolContext:
         cancel_event=asyncio.Event(),
         logger=logging.getLogger("test"),
         workspace_files=WorkspaceFileAPI(str(workspace)),
-        limits=Limits(**limits),  # type: ignore[arg-type]
+        limits=Limits(**limits),
     )
 
 
@@ -104,7 +105,7 @@ def host_pids(marker: str) -> list[int]:
 @pytest.mark.parametrize("sandbox", ["off", "auto"])
 async def test_cancel_returns_partial_output_and_kills_group(workspace: Path, sandbox: str) -> None:
     tool = ShellTool()
-    c = ctx(workspace, shell_kill_after_seconds=1.0, tool_sandbox=sandbox)  # type: ignore[arg-type]
+    c = ctx(workspace, shell_kill_after_seconds=1.0, tool_sandbox=sandbox)
     marker = f"60.{os.getpid()}{len(sandbox)}"
     cmd = f"sleep {marker} & echo $! > child.pid; echo started; sleep 60"
     task = asyncio.create_task(tool.execute({"command": cmd}, c))
@@ -130,9 +131,10 @@ async def test_cancel_returns_partial_output_and_kills_group(workspace: Path, sa
     assert await tool.cancel() is True  # idempotent
 
 
-async def test_cancel_escalates_to_sigkill(workspace: Path) -> None:
+@pytest.mark.parametrize("sandbox", ["off", "auto"])
+async def test_cancel_escalates_to_sigkill(workspace: Path, sandbox: str) -> None:
     tool = ShellTool()
-    c = ctx(workspace, shell_kill_after_seconds=0.5)
+    c = ctx(workspace, shell_kill_after_seconds=0.5, tool_sandbox=sandbox)
     task = asyncio.create_task(
         tool.execute({"command": "trap '' TERM; echo stubborn; while :; do sleep 0.1; done"}, c)
     )
