@@ -252,35 +252,3 @@ async def spawn_tool_process(
         start_new_session=True,
         **kwargs,
     )
-
-
-def default_hidden_paths(settings: Any) -> list[Path]:
-    """What a tool must not see, from settings (duck-typed): the data directory,
-    each configured secret file and the directory holding it, then
-    `tool_hidden_paths`. A directory that holds a workspace is dropped per call
-    (see paths_to_hide); the file itself stays covered."""
-    from dispatcher.settings import config_file
-
-    paths: list[Path] = [Path(settings.data_dir)]
-    files: list[Path] = []
-    for name in ("temporal_tls_key_path",):
-        value = getattr(settings, name, None)
-        if value:
-            files.append(Path(value).expanduser())
-    config = config_file()
-    if config is not None:
-        files.append(config)
-    url = str(getattr(settings, "database_url", "") or "")
-    if url.startswith("sqlite") and ":///" in url:
-        db = url.split(":///", 1)[1].split("?", 1)[0]
-        if db and db != ":memory:":
-            files.append(Path(db))
-    for file in files:
-        paths += [file, file.parent]
-    paths += [Path(p).expanduser() for p in getattr(settings, "tool_hidden_paths", [])]
-    unique: list[Path] = []
-    for path in paths:
-        resolved = path.resolve()
-        if resolved not in unique:
-            unique.append(resolved)
-    return unique

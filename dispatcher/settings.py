@@ -220,6 +220,34 @@ class Settings(BaseSettings):
             env[f"PARKGATE_{name.upper()}"] = text
         return env
 
+    def hidden_tool_paths(self) -> list[Path]:
+        """What a sandboxed tool must not see (dispatcher.sandbox): the data
+        directory, each configured secret file and the directory holding it,
+        then `tool_hidden_paths`. A directory that holds a call's workspace is
+        dropped for that call (dispatcher.sandbox.paths_to_hide); the file itself
+        stays covered."""
+        paths: list[Path] = [Path(self.data_dir)]
+        files: list[Path] = []
+        if self.temporal_tls_key_path:
+            files.append(Path(self.temporal_tls_key_path).expanduser())
+        config = config_file()
+        if config is not None:
+            files.append(config)
+        url = self.database_url
+        if url.startswith("sqlite") and ":///" in url:
+            db = url.split(":///", 1)[1].split("?", 1)[0]
+            if db and db != ":memory:":
+                files.append(Path(db))
+        for file in files:
+            paths += [file, file.parent]
+        paths += [Path(p).expanduser() for p in self.tool_hidden_paths]
+        unique: list[Path] = []
+        for path in paths:
+            resolved = path.resolve()
+            if resolved not in unique:
+                unique.append(resolved)
+        return unique
+
     def approver_keys(self) -> dict[str, str]:
         """API key name -> the named approver it decides as."""
         return {a.key: name for name, a in self.approvers.items() if a.key}

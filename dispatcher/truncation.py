@@ -41,7 +41,7 @@ class Limits(BaseModel):
     tool_env_passthrough: tuple[str, ...] = ()
     #: Sandbox for tool processes: auto / required / off (see dispatcher.sandbox).
     tool_sandbox: Literal["auto", "required", "off"] = "auto"
-    #: Paths shown empty inside the sandbox (see dispatcher.sandbox.default_hidden_paths).
+    #: Paths shown empty inside the sandbox (see Settings.hidden_tool_paths).
     tool_hidden_paths: tuple[str, ...] = ()
     #: The `unshare` binary (name on PATH or absolute path).
     tool_sandbox_unshare: str = "unshare"
@@ -63,10 +63,8 @@ class Limits(BaseModel):
             value = getattr(settings, name, None)
             if value is not None:
                 values[name] = value
-        if hasattr(settings, "data_dir"):
-            from dispatcher.sandbox import default_hidden_paths
-
-            values["tool_hidden_paths"] = tuple(str(p) for p in default_hidden_paths(settings))
+        if hasattr(settings, "hidden_tool_paths"):
+            values["tool_hidden_paths"] = tuple(str(p) for p in settings.hidden_tool_paths())
         return cls(**(values | overrides))
 
 

@@ -74,7 +74,6 @@ def build_pipeline(settings: Settings, *, extra_tools: Iterable[ToolFactory] = (
     """The pipeline from settings: built-in and composed tools, confirmation policy, limits."""
     from dispatcher.pipeline import Pipeline
     from dispatcher.policy import ConfirmationPolicy
-    from dispatcher.sandbox import default_hidden_paths
     from dispatcher.truncation import Limits
 
     registry = build_registry(extra_tools)
@@ -88,7 +87,7 @@ def build_pipeline(settings: Settings, *, extra_tools: Iterable[ToolFactory] = (
         max_input_bytes=settings.max_input_bytes,
         tool_env_passthrough=tuple(settings.tool_env_passthrough),
         tool_sandbox=settings.tool_sandbox,
-        tool_hidden_paths=tuple(str(p) for p in default_hidden_paths(settings)),
+        tool_hidden_paths=tuple(str(p) for p in settings.hidden_tool_paths()),
         tool_sandbox_unshare=settings.tool_sandbox_unshare,
     )
     return Pipeline(registry, policy, limits=limits)

@@ -81,10 +81,10 @@ def check_settings(settings: Settings) -> list[str]:
 
 def sandbox_line(settings: Settings) -> str:
     """What the tool sandbox does with these settings on this machine."""
-    from dispatcher.sandbox import default_hidden_paths, probe, state_line
+    from dispatcher.sandbox import probe, state_line
 
     reason = None if settings.tool_sandbox == "off" else probe(settings.tool_sandbox_unshare)
-    return state_line(settings.tool_sandbox, reason, len(default_hidden_paths(settings)))
+    return state_line(settings.tool_sandbox, reason, len(settings.hidden_tool_paths()))
 
 
 def settings_table(settings: Settings) -> Table:
@@ -108,9 +108,7 @@ def settings_table(settings: Settings) -> Table:
             shown = "-" if value is None or value == "" else str(value)
         table.add_row(name, shown)
     table.add_row("(database in use)", _mask_url(settings.effective_database_url))
-    from dispatcher.sandbox import default_hidden_paths
-
-    hidden = ", ".join(str(p) for p in default_hidden_paths(settings))
+    hidden = ", ".join(str(p) for p in settings.hidden_tool_paths())
     table.add_row("(paths hidden from tools)", hidden)
     return table
 

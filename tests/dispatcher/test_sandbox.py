@@ -16,7 +16,7 @@ import pytest
 
 from dispatcher import Limits, ToolContext, ToolExecutionError, WorkspaceFileAPI
 from dispatcher.cli.config import check_settings
-from dispatcher.sandbox import default_hidden_paths, paths_to_hide, probe, state_line
+from dispatcher.sandbox import paths_to_hide, probe, state_line
 from dispatcher.settings import Settings
 from dispatcher.tools import ShellTool
 
@@ -165,7 +165,7 @@ def test_default_hidden_paths_cover_data_dir_and_secret_files(
         database_url=f"sqlite+aiosqlite:///{tmp_path / 'db' / 'parkgate.db'}",
         tool_hidden_paths=[tmp_path / "extra"],
     )
-    hidden = default_hidden_paths(settings)
+    hidden = settings.hidden_tool_paths()
     for path in (tmp_path / "data", tls, tls / "client.key", config, config.parent,
                  tmp_path / "db", tmp_path / "db" / "parkgate.db", tmp_path / "extra"):
         assert path.resolve() in hidden
