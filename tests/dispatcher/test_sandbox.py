@@ -16,7 +16,7 @@ import pytest
 
 from dispatcher import Limits, ToolContext, ToolExecutionError, WorkspaceFileAPI
 from dispatcher.cli.config import check_settings
-from dispatcher.sandbox import paths_to_hide, probe, state_line
+from dispatcher.sandbox import announce, paths_to_hide, probe, state_line
 from dispatcher.settings import Settings
 from dispatcher.tools import ShellTool
 
@@ -203,3 +203,11 @@ def test_the_probe_works_unprivileged_through_a_user_namespace(tmp_path: Path) -
         assert done.stdout.strip() != "None"  # disabled: the probe must say so
     else:
         assert done.stdout.strip() == "None", done.stdout
+
+
+async def test_start_up_says_when_required_cannot_work(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.INFO, logger="parkgate.sandbox"):
+        line = await announce(Limits(tool_sandbox="required",
+                                     tool_sandbox_unshare=MISSING_UNSHARE))
+    assert "REQUIRED BUT UNAVAILABLE" in line and MISSING_UNSHARE in line
+    assert [r.levelno for r in caplog.records] == [logging.ERROR]
