@@ -12,7 +12,7 @@ import os
 import secrets
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 from pydantic_settings import (
@@ -29,7 +29,8 @@ def default_data_dir() -> Path:
     return Path(os.environ.get("PARKGATE_DATA_DIR") or "~/.parkgate").expanduser()
 
 
-def _config_file() -> Path | None:
+def config_file() -> Path | None:
+    """The YAML settings file in use (PARKGATE_CONFIG, else <data_dir>/server.yaml if present)."""
     explicit = os.environ.get("PARKGATE_CONFIG")
     if explicit:
         return Path(explicit).expanduser()
@@ -101,6 +102,15 @@ class Settings(BaseSettings):
     #: Environment names a tool's process gets besides PATH, LANG and HOME
     #: (PARKGATE_* and known secret names are always dropped).
     tool_env_passthrough: list[str] = Field(default_factory=list)
+    #: Run tool processes (shell) in a Linux mount+pid namespace sandbox that hides
+    #: the data directory and secret files: auto (when it works; warn once when not),
+    #: required (refuse to run tools without it), off.
+    tool_sandbox: Literal["auto", "required", "off"] = "auto"
+    #: Paths hidden from tools besides the data directory and the configured secret
+    #: files and their directories (which are always hidden).
+    tool_hidden_paths: list[Path] = Field(default_factory=list)
+    #: The util-linux `unshare` binary the sandbox uses (name on PATH or absolute path).
+    tool_sandbox_unshare: str = "unshare"
     #: Temporal payload encryption keys: id -> urlsafe base64 of 32 bytes. Empty means
     #: one key generated into `<data_dir>/payload-key` (embedded default).
     payload_keys: dict[str, str] = Field(default_factory=dict)
@@ -190,7 +200,7 @@ class Settings(BaseSettings):
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
-        path = _config_file()
+        path = config_file()
         if path is not None:
             sources.append(YamlConfigSettingsSource(settings_cls, yaml_file=path))
         return tuple(sources)
@@ -209,6 +219,34 @@ class Settings(BaseSettings):
             text = value if isinstance(value, str) else json.dumps(value)
             env[f"PARKGATE_{name.upper()}"] = text
         return env
+
+    def hidden_tool_paths(self) -> list[Path]:
+        """What a sandboxed tool must not see (dispatcher.sandbox): the data
+        directory, each configured secret file and the directory holding it,
+        then `tool_hidden_paths`. A directory that holds a call's workspace is
+        dropped for that call (dispatcher.sandbox.paths_to_hide); the file itself
+        stays covered."""
+        paths: list[Path] = [Path(self.data_dir)]
+        files: list[Path] = []
+        if self.temporal_tls_key_path:
+            files.append(Path(self.temporal_tls_key_path).expanduser())
+        config = config_file()
+        if config is not None:
+            files.append(config)
+        url = self.database_url
+        if url.startswith("sqlite") and ":///" in url:
+            db = url.split(":///", 1)[1].split("?", 1)[0]
+            if db and db != ":memory:":
+                files.append(Path(db))
+        for file in files:
+            paths += [file, file.parent]
+        paths += [Path(p).expanduser() for p in self.tool_hidden_paths]
+        unique: list[Path] = []
+        for path in paths:
+            resolved = path.resolve()
+            if resolved not in unique:
+                unique.append(resolved)
+        return unique
 
     def approver_keys(self) -> dict[str, str]:
         """API key name -> the named approver it decides as."""

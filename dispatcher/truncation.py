@@ -7,7 +7,7 @@ the history store can keep it whole.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -39,6 +39,12 @@ class Limits(BaseModel):
     shell_capture_bytes: int = Field(default=8 * 1024 * 1024, ge=1)
     #: Environment names passed to tools besides PATH, LANG and HOME (never PARKGATE_*).
     tool_env_passthrough: tuple[str, ...] = ()
+    #: Sandbox for tool processes: auto / required / off (see dispatcher.sandbox).
+    tool_sandbox: Literal["auto", "required", "off"] = "auto"
+    #: Paths shown empty inside the sandbox (see Settings.hidden_tool_paths).
+    tool_hidden_paths: tuple[str, ...] = ()
+    #: The `unshare` binary (name on PATH or absolute path).
+    tool_sandbox_unshare: str = "unshare"
 
     @classmethod
     def from_settings(cls, settings: Any, **overrides: Any) -> Limits:
@@ -51,10 +57,14 @@ class Limits(BaseModel):
             "max_input_bytes",
             "max_input_depth",
             "tool_env_passthrough",
+            "tool_sandbox",
+            "tool_sandbox_unshare",
         ):
             value = getattr(settings, name, None)
             if value is not None:
                 values[name] = value
+        if hasattr(settings, "hidden_tool_paths"):
+            values["tool_hidden_paths"] = tuple(str(p) for p in settings.hidden_tool_paths())
         return cls(**(values | overrides))
 
 

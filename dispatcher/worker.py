@@ -86,6 +86,9 @@ def build_pipeline(settings: Settings, *, extra_tools: Iterable[ToolFactory] = (
         cancel_grace_seconds=settings.cancel_grace_seconds,
         max_input_bytes=settings.max_input_bytes,
         tool_env_passthrough=tuple(settings.tool_env_passthrough),
+        tool_sandbox=settings.tool_sandbox,
+        tool_hidden_paths=tuple(str(p) for p in settings.hidden_tool_paths()),
+        tool_sandbox_unshare=settings.tool_sandbox_unshare,
     )
     return Pipeline(registry, policy, limits=limits)
 
@@ -103,8 +106,11 @@ async def build_deps(settings: Settings, *, store: HistoryStore | None = None) -
         from dispatcher.mcp_source.discover import discover
 
         extra = (await discover(settings.mcp_servers)).factories
-    return Deps(settings=settings, pipeline=build_pipeline(settings, extra_tools=extra),
-                store=store)
+    from dispatcher.sandbox import announce
+
+    pipeline = build_pipeline(settings, extra_tools=extra)
+    await announce(pipeline.limits)
+    return Deps(settings=settings, pipeline=pipeline, store=store)
 
 
 async def run_worker(settings: Settings, *, deps: Deps | None = None) -> None:

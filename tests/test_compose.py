@@ -182,3 +182,15 @@ def test_temporal_gets_the_embedded_servers_dynamic_config(compose: dict[str, An
     data = yaml.safe_load(host_file.read_text())
     values = {key: str(entries[0]["value"]).lower() for key, entries in data.items()}
     assert values == {key: value.lower() for key, value in DYNAMIC_CONFIG.items()}
+
+
+def test_only_the_worker_can_set_up_the_tool_sandbox(compose: dict[str, Any]) -> None:
+    """Tools run in the worker: it alone gets what namespaces and mounts need in
+    Docker (SYS_ADMIN, no AppArmor mount denial); the API gets nothing extra."""
+    services = compose["services"]
+    worker = services["worker"]
+    assert worker["cap_add"] == ["SYS_ADMIN"]
+    assert "apparmor:unconfined" in worker["security_opt"]
+    for name in ("api", "migrate"):
+        assert "cap_add" not in services[name] and "security_opt" not in services[name]
+    assert "PARKGATE_TOOL_SANDBOX" in worker["environment"]

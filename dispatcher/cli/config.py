@@ -68,7 +68,23 @@ def check_settings(settings: Settings) -> list[str]:
             problems.append(f"webhooks.{i}.kind: must be 'generic' or 'slack', got {hook.kind!r}")
     if not settings.workspace_roots:
         problems.append("workspace_roots: at least one root is required")
+    if settings.tool_sandbox == "required":
+        from dispatcher.sandbox import probe
+
+        reason = probe(settings.tool_sandbox_unshare)
+        if reason is not None:
+            problems.append(
+                f"tool_sandbox: 'required' but the sandbox cannot be set up here: {reason}"
+            )
     return problems
+
+
+def sandbox_line(settings: Settings) -> str:
+    """What the tool sandbox does with these settings on this machine."""
+    from dispatcher.sandbox import probe, state_line
+
+    reason = None if settings.tool_sandbox == "off" else probe(settings.tool_sandbox_unshare)
+    return state_line(settings.tool_sandbox, reason, len(settings.hidden_tool_paths()))
 
 
 def settings_table(settings: Settings) -> Table:
@@ -92,6 +108,8 @@ def settings_table(settings: Settings) -> Table:
             shown = "-" if value is None or value == "" else str(value)
         table.add_row(name, shown)
     table.add_row("(database in use)", _mask_url(settings.effective_database_url))
+    hidden = ", ".join(str(p) for p in settings.hidden_tool_paths())
+    table.add_row("(paths hidden from tools)", hidden)
     return table
 
 
@@ -179,6 +197,7 @@ def check(
     policy = load_policy(settings)
     registry = load_registry()
     console.print(f"configuration OK (source: {config_source()})")
+    console.print(sandbox_line(settings))
     if show_settings:
         console.print(settings_table(settings))
     console.print(policy_table(policy))

@@ -1,5 +1,8 @@
 """Built-in shell tool: one command in the workspace, in its own process group.
 
+The child starts through dispatcher.sandbox (allowlisted environment; on Linux
+a namespace sandbox hiding the data directory and secret files).
+
 Cancellation (cancel_event or cancel()) sends SIGTERM to the whole group, then
 SIGKILL after a grace period (3 s by default), and returns what the command had
 printed so far with success=False.
@@ -18,7 +21,7 @@ from dispatcher.context import ToolContext
 from dispatcher.diffing import ImpactPreview
 from dispatcher.errors import ToolExecutionError, ToolValidationError
 from dispatcher.models import SideEffects, TextBlock, ToolDefinition, ToolOutput
-from dispatcher.toolenv import tool_environment
+from dispatcher.sandbox import spawn_tool_process
 from dispatcher.tools.base import BaseTool
 from dispatcher.truncation import Limits, truncate_text
 from dispatcher.workspace import WorkspaceFileAPI
@@ -113,14 +116,12 @@ class ShellTool(BaseTool):
         self._kill_after = context.limits.shell_kill_after_seconds
         started = time.monotonic()
         try:
-            proc = await asyncio.create_subprocess_shell(
-                command,
+            proc = await spawn_tool_process(
+                ["/bin/sh", "-c", command],
+                context,
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
-                cwd=context.workspace_path,
-                env=tool_environment(context.workspace_path, context.limits.tool_env_passthrough),
-                start_new_session=True,
             )
         except OSError as exc:
             raise ToolExecutionError(f"Could not start the shell: {exc.strerror}") from None

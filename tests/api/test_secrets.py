@@ -18,6 +18,7 @@ from temporalio.worker import Replayer
 import workflows
 from dispatcher.codec import EncryptionCodec
 from dispatcher.durable_models import call_workflow_id
+from dispatcher.sandbox import probe
 from dispatcher.store.repository import Repository
 from dispatcher.worker import workflow_runner
 from tests.api.rig import ApiRig, WebhookSink, api_rig
@@ -25,6 +26,7 @@ from tests.api.test_audit_pages import csrf_of, login
 from tests.fixtures.temporal import TEST_CONVERTER, TEST_PAYLOAD_KEYS
 
 UI_ORIGIN = "http://127.0.0.1:8233"
+PAYLOAD_KEY_FILE = "ZmlsZS1wYXlsb2FkLWtleS0zMi1ieXRlcy1sb25nISEhIQ=="
 
 
 async def approved_result(api: ApiRig, sid: str, call_id: str) -> dict[str, Any]:
@@ -59,6 +61,72 @@ async def test_an_approved_shell_call_sees_no_secret_in_its_environment(
         assert secret not in out
     assert f"HOME={api.workspace}" in out
     assert str(api.rig.settings.data_dir) not in out
+
+
+def between(text: str, start: str, end: str) -> str:
+    """What the command printed between two marker lines."""
+    return text.split(f"{start}\n", 1)[1].split(f"{end}", 1)[0]
+
+
+@pytest.mark.skipif(probe() is not None, reason=f"no tool sandbox here: {probe()}")
+async def test_an_approved_shell_call_cannot_read_the_data_directory(
+    dev_temporal: Client, sqlite_repo: Repository, tmp_path: Path
+) -> None:
+    # Issue 15 deliverable 1: the worker and the tool run as the same user, so only
+    # the sandbox stands between `cat` and the link secret, payload key and databases.
+    hidden = tmp_path / "ops-secrets"
+    hidden.mkdir()
+    (hidden / "vault-token").write_text("vault-token-9c2e")
+    async with api_rig(dev_temporal, sqlite_repo, tmp_path, link_secret=None,
+                       tool_hidden_paths=[hidden]) as api:
+        data = api.rig.settings.data_dir
+        link_secret = api.rig.settings.signing_secret()  # generated into data/link-secret
+        (data / "payload-key").write_text(PAYLOAD_KEY_FILE)
+        (data / "temporal.db").write_text("temporal-history-rows")
+        files = sorted(p.name for p in data.iterdir())
+        assert "link-secret" in files and (data / "link-secret").read_text() == link_secret
+        sid = await api.register()
+        command = (
+            f"env; cat {data}/link-secret {data}/payload-key {data}/temporal.db; "
+            f"echo ==ls==; ls -A {data}; echo ==hidden==; ls -A {hidden}; echo ==ws==; "
+            "echo kept > kept.txt && cat kept.txt; echo ==end=="
+        )
+        await api.submit(sid, "shell", {"command": command}, call_id="toolu_dd")
+        body = await approved_result(api, sid, "toolu_dd")
+        out = body["result"]["content"][0]["text"]
+        assert "PATH=" in out  # the command ran
+        for secret in (link_secret, PAYLOAD_KEY_FILE, *TEST_PAYLOAD_KEYS.values(),
+                       "temporal-history-rows", "vault-token-9c2e"):
+            assert secret not in out
+        assert between(out, "==ls==", "==hidden==").strip() == ""  # no file of the data dir
+        for name in files:
+            assert f"\n{name}\n" not in out
+        assert between(out, "==hidden==", "==ws==").strip() == ""  # tool_hidden_paths
+        assert between(out, "==ws==", "==end==").strip() == "kept"
+        assert (api.workspace / "kept.txt").read_text() == "kept\n"
+
+
+async def test_required_sandbox_unavailable_is_an_error_result_for_the_model(
+    dev_temporal: Client, sqlite_repo: Repository, tmp_path: Path
+) -> None:
+    async with api_rig(dev_temporal, sqlite_repo, tmp_path, tool_sandbox="required",
+                       tool_sandbox_unshare="/nonexistent/unshare") as api:
+        sid = await api.register()
+        await api.submit(sid, "shell", {"command": "echo ran > ran.txt"}, call_id="toolu_req")
+        parked = await api.wait_parked(sid, "toolu_req")
+        ok = await api.http.post(
+            f"/v1/sessions/{sid}/turns/t1/confirmations/{parked['request_id']}",
+            json={"decision": "allow", "decided_by": "alice"},
+        )
+        assert ok.status_code == 200, ok.text
+        done = await api.http.get(f"/v1/sessions/{sid}/tool-calls/toolu_req",
+                                  params={"wait": 30})
+        body = done.json()
+        assert done.status_code == 200 and body["status"] == "failed", body
+        assert body["result"]["is_error"] is True
+        text = body["result"]["content"][0]["text"]
+        assert "sandbox could not be set up" in text and "was not run" in text
+        assert not (api.workspace / "ran.txt").exists()
 
 
 async def test_history_holds_ciphertext_and_the_codec_endpoint_decodes_it(

@@ -46,6 +46,7 @@ def test_config_check_prints_the_effective_policy(cli_env: dict[str, str], tmp_p
     )
     out = _ok(["--config", str(config), "config", "check"])
     assert "configuration OK" in out
+    assert "tool sandbox: " in out  # on, unavailable or off: always said
     assert str(config) in out
     assert "9999" in out
     assert "do-not-print-me" not in out

@@ -7,6 +7,7 @@ import logging
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -14,7 +15,7 @@ from dispatcher import Limits, ToolContext, ToolValidationError, WorkspaceFileAP
 from dispatcher.tools import ShellTool, shell_guard
 
 
-def ctx(workspace: Path, **limits: float) -> ToolContext:
+def ctx(workspace: Path, **limits: Any) -> ToolContext:
     return ToolContext(
         session_id="s",
         turn_id="t",
@@ -23,7 +24,7 @@ def ctx(workspace: Path, **limits: float) -> ToolContext:
         cancel_event=asyncio.Event(),
         logger=logging.getLogger("test"),
         workspace_files=WorkspaceFileAPI(str(workspace)),
-        limits=Limits(**limits),  # type: ignore[arg-type]
+        limits=Limits(**limits),
     )
 
 
@@ -85,17 +86,36 @@ async def test_output_truncated_for_model_full_in_metadata(workspace: Path) -> N
     assert "[truncated: 4000 more characters]" in text
 
 
-async def test_cancel_returns_partial_output_and_kills_group(workspace: Path) -> None:
+def host_pids(marker: str) -> list[int]:
+    """Host pids of live processes whose command line holds `marker` (a sandboxed
+    child's own $! is a pid in its namespace, meaningless out here)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        if marker in cmdline and "sh -c" not in cmdline and alive(int(entry.name)):
+            found.append(int(entry.name))
+    return found
+
+
+@pytest.mark.parametrize("sandbox", ["off", "auto"])
+async def test_cancel_returns_partial_output_and_kills_group(workspace: Path, sandbox: str) -> None:
     tool = ShellTool()
-    c = ctx(workspace, shell_kill_after_seconds=1.0)
-    cmd = "sleep 60 & echo $! > child.pid; echo started; sleep 60"
+    c = ctx(workspace, shell_kill_after_seconds=1.0, tool_sandbox=sandbox)
+    marker = f"60.{os.getpid()}{len(sandbox)}"
+    cmd = f"sleep {marker} & echo $! > child.pid; echo started; sleep 60"
     task = asyncio.create_task(tool.execute({"command": cmd}, c))
     for _ in range(100):
         if (workspace / "child.pid").exists() and (workspace / "child.pid").read_text().strip():
             break
         await asyncio.sleep(0.05)
     await asyncio.sleep(0.1)
-    child = int((workspace / "child.pid").read_text())
+    children = host_pids(f"sleep {marker}")
+    assert len(children) == 1
     t0 = time.monotonic()
     c.cancel_event.set()
     out = await asyncio.wait_for(task, timeout=10)
@@ -104,16 +124,17 @@ async def test_cancel_returns_partial_output_and_kills_group(workspace: Path) ->
     assert out.metadata["stdout"] == "started\n"
     assert "partial output" in out.content[0].text  # type: ignore[union-attr]
     for _ in range(50):
-        if not alive(child):
+        if not alive(children[0]):
             break
         await asyncio.sleep(0.05)
-    assert not alive(child)
+    assert not alive(children[0])
     assert await tool.cancel() is True  # idempotent
 
 
-async def test_cancel_escalates_to_sigkill(workspace: Path) -> None:
+@pytest.mark.parametrize("sandbox", ["off", "auto"])
+async def test_cancel_escalates_to_sigkill(workspace: Path, sandbox: str) -> None:
     tool = ShellTool()
-    c = ctx(workspace, shell_kill_after_seconds=0.5)
+    c = ctx(workspace, shell_kill_after_seconds=0.5, tool_sandbox=sandbox)
     task = asyncio.create_task(
         tool.execute({"command": "trap '' TERM; echo stubborn; while :; do sleep 0.1; done"}, c)
     )
