@@ -12,10 +12,10 @@ from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Replayer
 
 import workflows
+from dispatcher.devserver import DevServer
 from dispatcher.models import ToolErrorClass, ToolUseBlock, input_hash
 from dispatcher.store.records import CallStatus
 from dispatcher.worker import workflow_runner
-from dispatcher.devserver import DevServer
 from tests.fixtures.temporal import AUTO_ALL, TEST_CONVERTER, dev_client, durable_rig
 
 UPDATE_EVENTS = {
