@@ -595,14 +595,7 @@ class ToolCallWorkflow:
         self._deciding = True
         try:
             if inp.decision == "allow_with_edits":
-                assert inp.edited_input is not None
-                checked = await workflow.execute_local_activity(
-                    ACT_REVALIDATE,
-                    RevalidateInput(prepared=prepared, new_input=inp.edited_input),
-                    result_type=RevalidateOutput,
-                    start_to_close_timeout=_LOCAL_TIMEOUT,
-                    retry_policy=_LOCAL_RETRY,
-                )
+                checked = await self._revalidate(prepared, inp)
                 if checked.prepared is None:
                     return DecideResult(
                         accepted=False,
@@ -610,19 +603,7 @@ class ToolCallWorkflow:
                     )
                 prepared = checked.prepared
                 self._prepared = prepared
-            record = DecisionRecord(
-                request_id=inp.request_id,
-                decision=inp.decision,  # type: ignore[arg-type]
-                reason=inp.reason,
-                decided_by=inp.decided_by,
-                via=inp.via,
-                decided_at=workflow.now(),
-                approved_hash=prepared.input_hash if inp.decision != "deny" else None,
-                principal_id=inp.principal_id,
-                claimed_name=inp.claimed_name,
-                self_approved=inp.self_approved,
-            )
-            self._decision = self._tally(record, inp)
+            self._decision = self._tally(self._decision_record(inp, prepared), inp)
             if self._decision is None:
                 return self._counted()
             return DecideResult(accepted=True, winner=self._decision, message="decision applied")
