@@ -25,7 +25,7 @@ from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
-from dispatcher import subcalls
+from dispatcher import stuck, subcalls
 from dispatcher.durable_models import (
     CALL_WORKFLOW,
     DECISIONS,
@@ -214,6 +214,9 @@ class DurableDispatcher:
         async for execution in self.client.list_workflows(query):
             if execution.status != WorkflowExecutionStatus.RUNNING:
                 continue
+            if await self.end_if_wedged(execution.id, execution.run_id):
+                count += 1
+                continue
             handle = self.client.get_workflow_handle(execution.id, run_id=execution.run_id)
             try:
                 await handle.cancel()
@@ -286,12 +289,38 @@ class DurableDispatcher:
         )
         return view.model_copy(update={"approval_url": url})
 
-    async def cancel(self, session_id: str, tool_use_id: str) -> None:
-        """Request cancellation of one call (parked: ends cancelled; running: tool stops)."""
+    async def cancel(self, session_id: str, tool_use_id: str) -> bool:
+        """Cancel one call (parked: ends cancelled; running: tool stops).
+
+        Returns True when the call was ended here because its workflow task
+        cannot heal (see `end_if_wedged`); False when cancellation was requested.
+        """
         try:
+            if await self.end_if_wedged(call_workflow_id(session_id, tool_use_id)):
+                return True
             await self.handle(session_id, tool_use_id).cancel()
         except RPCError as exc:
             raise _unknown(exc, session_id, tool_use_id) from exc
+        return False
+
+    async def end_if_wedged(self, workflow_id: str, run_id: str | None = None) -> bool:
+        """End a call whose workflow task failed for a reason retrying cannot fix.
+
+        A cancel request reaches a workflow only through a workflow task that
+        completes, so such a call would never see it: it is recorded as
+        cancelled (with the reason) and terminated instead. One failed attempt
+        is enough here, the caller asked for the end. Needs a store that can
+        record it (`approvals` is the Repository in the API and the CLI).
+        """
+        if not stuck.can_end(self.approvals):
+            return False
+        trouble = await stuck.diagnose(self.client, workflow_id, run_id)
+        if trouble is None or trouble.heals:
+            return False
+        await stuck.end_call(
+            self.client, cast(stuck.FinalStore, self.approvals), trouble, cancelled=True
+        )
+        return True
 
     async def locate(self, request_id: str) -> tuple[str, str]:
         """(session_id, tool_use_id) of an approval request, from the store."""

@@ -390,6 +390,7 @@ async def run_worker(
     with stop_on_signals(stop):  # first: the imports below take a while
         if announce is not None:
             announce()
+        from dispatcher.stuck import healing
         from dispatcher.worker import build_worker
 
         repo = await migrated_repository(settings)
@@ -398,7 +399,7 @@ async def run_worker(
             deps = await worker_deps(settings, repo)
             worker = build_worker(client, settings, deps)
             log.info("worker polling task queue %r", settings.temporal_task_queue)
-            async with worker:
+            async with worker, healing(client, settings, deps.store):
                 await stop.wait()
         except Interrupted:
             return
@@ -471,6 +472,7 @@ class EmbeddedStack:
         from dispatcher.devserver import DevServer, DevServerError, stop_leftovers
         from dispatcher.store import ApiKeyNameTakenError
         from dispatcher.store.urls import display_url
+        from dispatcher.stuck import healing
         from dispatcher.worker import build_worker
 
         (settings.data_dir / RUNTIME_FILE).unlink(missing_ok=True)
@@ -539,7 +541,7 @@ class EmbeddedStack:
                 data_dir=settings.data_dir,
                 database=display_url(settings.effective_database_url),
             )
-            async with build_worker(client, settings, deps):
+            async with build_worker(client, settings, deps), healing(client, settings, repo):
                 yield banner, server
         finally:
             await dev.stop()

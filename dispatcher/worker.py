@@ -123,7 +123,9 @@ async def run_worker(settings: Settings, *, deps: Deps | None = None) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    async with build_worker(client, settings, deps):
+    from dispatcher.stuck import healing
+
+    async with build_worker(client, settings, deps), healing(client, settings, deps.store):
         await stop.wait()
 
 

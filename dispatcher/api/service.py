@@ -15,6 +15,7 @@ from typing import Any
 from temporalio.client import WorkflowFailureError, WorkflowHandle
 from temporalio.service import RPCError, RPCStatusCode
 
+from dispatcher import stuck
 from dispatcher.api.approval_links import link_for
 from dispatcher.api.errors import ApiError
 from dispatcher.api.schemas import CallLinks, CallResource, DecisionOut
@@ -24,6 +25,7 @@ from dispatcher.durable_models import (
     DecideInput,
     DecideResult,
     DecisionRecord,
+    call_workflow_id,
 )
 from dispatcher.models import Session, ToolUseBlock
 from dispatcher.settings import Settings
@@ -81,18 +83,34 @@ class CallService:
             parked = await self._parked_from_store(row)
             if parked is not None:
                 return self._build(session_id, tool_use_id, row, parked, turn_id)
+        problem: str | None = None
         if row is None or not row.status.terminal:
             try:
                 view = await self.query(session_id, tool_use_id)
             except TEMPORAL_NO_ANSWER:
-                if row is None:
+                # A workflow task that keeps failing answers no query: say so.
+                problem = await self._task_problem(session_id, tool_use_id)
+                if row is None and problem is None:
                     raise  # nothing to answer from: 503, retry
                 # No worker (or no Temporal) answered: the stored row still
                 # says where the call is, so answer from it.
                 view = None
-            if row is None and view is None:
+            if row is None and view is None and problem is None:
                 return None
-        return self._build(session_id, tool_use_id, row, view, turn_id)
+        resource = self._build(session_id, tool_use_id, row, view, turn_id)
+        if problem is not None:
+            resource.problem = problem
+        return resource
+
+    async def _task_problem(self, session_id: str, tool_use_id: str) -> str | None:
+        """What is wrong with the call's workflow task, when it keeps failing."""
+        try:
+            trouble = await stuck.diagnose(
+                self.temporal, call_workflow_id(session_id, tool_use_id)
+            )
+        except TEMPORAL_NO_ANSWER:
+            return None
+        return trouble.describe() if trouble is not None else None
 
     async def _parked_from_store(self, row: CallRecord) -> CallStatusView | None:
         """A status view of a parked call rebuilt from its approval record.
@@ -198,6 +216,8 @@ class CallService:
         if desc.status is not None and desc.status.name != "RUNNING":
             return False
         try:
+            if await self.dispatcher.end_if_wedged(desc.id, desc.run_id):
+                return True
             await handle.cancel()
         except RPCError as exc:
             if exc.status == RPCStatusCode.NOT_FOUND:
