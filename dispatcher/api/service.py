@@ -84,6 +84,15 @@ class CallService:
             if parked is not None:
                 return self._build(session_id, tool_use_id, row, parked, turn_id)
         problem: str | None = None
+        if row is None:
+            # Not even classified yet: a workflow task that keeps failing would
+            # hold the status query until Temporal's query timeout (30 s), so
+            # ask first (one DescribeWorkflowExecution; history only if failing).
+            problem = await self._task_problem(session_id, tool_use_id)
+            if problem is not None:
+                return self._build(session_id, tool_use_id, row, None, turn_id).model_copy(
+                    update={"problem": problem}
+                )
         if row is None or not row.status.terminal:
             try:
                 view = await self.query(session_id, tool_use_id)
@@ -99,7 +108,7 @@ class CallService:
                 return None
         resource = self._build(session_id, tool_use_id, row, view, turn_id)
         if problem is not None:
-            resource.problem = problem
+            resource = resource.model_copy(update={"problem": problem})
         return resource
 
     async def _task_problem(self, session_id: str, tool_use_id: str) -> str | None:
@@ -109,7 +118,7 @@ class CallService:
                 self.temporal, call_workflow_id(session_id, tool_use_id)
             )
         except TEMPORAL_NO_ANSWER:
-            return None
+            return None  # no such workflow, or no Temporal: the caller decides
         return trouble.describe() if trouble is not None else None
 
     async def _parked_from_store(self, row: CallRecord) -> CallStatusView | None:

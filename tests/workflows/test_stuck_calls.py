@@ -18,6 +18,8 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 from temporalio.api.common.v1 import Payload
+from temporalio.api.enums.v1 import WorkflowTaskFailedCause
+from temporalio.api.failure.v1 import Failure
 from temporalio.client import Client, WorkflowExecutionStatus
 
 from dispatcher.api.service import CallService
@@ -27,7 +29,7 @@ from dispatcher.durable_models import CALL_WORKFLOW, CallInput, call_workflow_id
 from dispatcher.models import Session, ToolErrorClass, ToolUseBlock
 from dispatcher.settings import Settings
 from dispatcher.store.records import CallStatus
-from dispatcher.stuck import TaskTrouble, diagnose, healing
+from dispatcher.stuck import TaskHealer, TaskTrouble, assess, diagnose, healing
 from tests.fixtures.temporal import (
     TEST_PAYLOAD_KEY_ID,
     TEST_PAYLOAD_KEYS,
@@ -105,6 +107,7 @@ async def test_undecodable_input_ends_the_call_with_the_reason_in_the_audit(
         assert event.data["ended_by"] == "task_healer"
         assert event.tool_name == "unknown"  # the input could not be read at all
         assert (await pg_repo.verify_chain(session.session_id)).ok
+        assert (await pg_repo.verify_meaning(session.session_id)).ok
 
         desc = await client.get_workflow_handle(workflow_id).describe()
         assert desc.status == WorkflowExecutionStatus.TERMINATED
@@ -169,6 +172,83 @@ async def test_cancel_ends_a_wedged_call_and_get_says_why(
         assert "unknown key id 'retired-key'" in (row.reason or "")
 
 
+class BrokenCodec(EncryptionCodec):
+    """Raises a plain error (a bug a deploy would fix) on payloads that mention `marker`."""
+
+    def __init__(self, marker: bytes) -> None:
+        keys = {k: decode_key(v) for k, v in TEST_PAYLOAD_KEYS.items()}
+        super().__init__(keys, TEST_PAYLOAD_KEY_ID)
+        self.marker = marker
+
+    async def decode(self, payloads: Sequence[Payload]) -> list[Payload]:
+        out = [self.decrypt(p) for p in payloads]
+        if any(self.marker in p.data for p in out):
+            raise RuntimeError("a bug the next deploy fixes (test)")
+        return out
+
+
+async def test_a_task_that_may_heal_keeps_retrying_and_is_visible(
+    dev_server: DevServer, sqlite_repo: Any, tmp_path: Path
+) -> None:
+    client = await Client.connect(
+        dev_server.address, data_converter=converter_with(BrokenCodec(b"buggy-marker"))
+    )
+    async with durable_rig(client, sqlite_repo, tmp_path, **FAST) as rig:
+        session = rig.session("s-heals")
+        call = ToolUseBlock(id="tu_bug", name="probe", input={"label": "buggy-marker"})
+        handle = await rig.dispatcher.start(call, session)
+        healer = TaskHealer(client, rig.settings, sqlite_repo)
+
+        async def past_threshold() -> TaskTrouble | None:
+            trouble = await diagnose(client, handle.id)
+            return trouble if trouble is not None and trouble.failures >= 2 else None
+
+        trouble = await until(past_threshold, "two failed attempts")
+        assert trouble.heals is True and "a bug the next deploy fixes" in trouble.message
+        assert await healer.sweep() == []  # left to retry
+        service = CallService(rig.settings, sqlite_repo, rig.dispatcher)
+        resource = await service.resource(session.session_id, call.id)
+        assert resource is not None and not resource.finished
+        assert resource.problem is not None and "may heal with a deploy" in resource.problem
+        # A cancel is only requested (it is delivered once the task heals).
+        assert await rig.dispatcher.cancel(session.session_id, call.id) is False
+        assert await sqlite_repo.get_call(session.session_id, call.id) is None
+        desc = await handle.describe()
+        assert desc.status == WorkflowExecutionStatus.RUNNING
+        await handle.terminate("test over")
+
+
+def test_assess_tells_size_and_decoding_from_what_a_deploy_fixes() -> None:
+    cause = WorkflowTaskFailedCause
+    heals, reason = assess(
+        cause.WORKFLOW_TASK_FAILED_CAUSE_PAYLOADS_TOO_LARGE,
+        Failure(message="[TMPRL1103] Attempted to upload payloads with size that exceeded "
+                "the error limit."),
+    )
+    assert heals is False and "too large" in reason and "TMPRL1103" in reason
+    heals, _ = assess(
+        cause.WORKFLOW_TASK_FAILED_CAUSE_BAD_SCHEDULE_ACTIVITY_ATTRIBUTES,
+        Failure(message="ScheduleActivityTaskCommandAttributes.Input exceeds size limit."),
+    )
+    assert heals is False
+    heals, _ = assess(
+        cause.WORKFLOW_TASK_FAILED_CAUSE_NON_DETERMINISTIC_ERROR,
+        Failure(message="[TMPRL1100] Nondeterminism error: ..."),
+    )
+    assert heals is True
+    heals, _ = assess(
+        cause.WORKFLOW_TASK_FAILED_CAUSE_WORKFLOW_WORKER_UNHANDLED_FAILURE,
+        Failure(message="KeyError: 'x'", application_failure_info={"type": "KeyError"}),
+    )
+    assert heals is True
+    heals, reason = assess(
+        cause.WORKFLOW_TASK_FAILED_CAUSE_WORKFLOW_WORKER_UNHANDLED_FAILURE,
+        Failure(message="payload with key id 'k' failed authentication",
+                application_failure_info={"type": "CodecError"}),
+    )
+    assert heals is False and reason.startswith("its input cannot be decoded")
+
+
 class FlakyCodec(EncryptionCodec):
     """Fails the first decode of payloads that mention `marker`, then works."""
 
@@ -219,3 +299,18 @@ async def test_a_task_that_fails_once_then_succeeds_is_not_ended(
 def test_stuck_task_settings_are_bounded(bad: dict[str, Any], tmp_path: Path) -> None:
     with pytest.raises(ValidationError):
         Settings(data_dir=tmp_path, **bad)
+
+
+async def test_the_healer_narrows_to_calls_temporal_flags(
+    dev_server: DevServer, sqlite_repo: Any, tmp_path: Path
+) -> None:
+    """With the defaults the sweep is one visibility query over the calls the
+    server flags (TemporalReportedProblems), and the dev server accepts it."""
+    client = await dev_client(dev_server)
+    async with durable_rig(client, sqlite_repo, tmp_path, run_worker=False) as rig:
+        healer = TaskHealer(client, rig.settings, sqlite_repo)
+        query = await healer.query()
+        assert "TemporalReportedProblems IS NOT NULL" in query
+        assert f"TaskQueue = '{rig.settings.temporal_task_queue}'" in query
+        assert [w async for w in client.list_workflows(query)] == []
+        assert await healer.sweep() == []
