@@ -33,7 +33,13 @@ from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
-from dispatcher.durable_models import CALL_WORKFLOW, CallInput
+from dispatcher.durable_models import (
+    CALL_WORKFLOW,
+    TURN_WORKFLOW,
+    CallInput,
+    TurnInput,
+    call_workflow_id,
+)
 from dispatcher.events import ToolEvent
 from dispatcher.models import TextBlock, ToolErrorClass, ToolResultBlock, utcnow
 from dispatcher.settings import Settings
@@ -194,13 +200,62 @@ async def end_call(
 
     The store is written first: if this process dies before the terminate,
     the next sweep finds the call still wedged and repeats both (the write is
-    idempotent). A call that already has its final event keeps it.
+    idempotent). A call that already has its final event keeps it. A turn
+    workflow (`turn/...`) is handed to `end_turn`.
     """
+    if trouble.workflow_id.startswith("turn/"):
+        return await end_turn(client, store, trouble, cancelled=cancelled)
     session_id, tool_use_id = _ids(trouble.workflow_id)
     row = await store.get_call(session_id, tool_use_id)
     tool_name, turn_id = (row.tool_name, row.turn_id) if row else (None, None)
     if not tool_name or not turn_id:
-        tool_name, turn_id = await _names_from_input(client, trouble, tool_name, turn_id)
+        inp = await _start_input(client, trouble, CallInput)
+        if isinstance(inp, CallInput):
+            tool_name, turn_id = tool_name or inp.call.name, turn_id or inp.session.turn_id
+    existing = await _record_end(
+        store, trouble, session_id, tool_use_id, tool_name or UNKNOWN, turn_id or UNKNOWN,
+        cancelled=cancelled, workflow_id=trouble.workflow_id, run_id=trouble.run_id,
+    )
+    return await _terminate(client, trouble, cancelled) and existing is None
+
+
+async def end_turn(
+    client: Client, store: FinalStore, trouble: TaskTrouble, *, cancelled: bool = False
+) -> bool:
+    """End a batch whose turn workflow task cannot heal: every call of it that has
+    no call workflow yet is recorded as ended (a call that has one ends on its
+    own: terminating the turn requests its cancellation); then the turn is
+    terminated. An input that cannot be read at all names no calls to record."""
+    session_id, _ = _ids(trouble.workflow_id)
+    inp = await _start_input(client, trouble, TurnInput)
+    if isinstance(inp, TurnInput):
+        for call in inp.calls:
+            try:
+                await client.get_workflow_handle(call_workflow_id(session_id, call.id)).describe()
+                continue
+            except RPCError as exc:
+                if exc.status != RPCStatusCode.NOT_FOUND:
+                    raise
+            await _record_end(
+                store, trouble, session_id, call.id, call.name, inp.session.turn_id,
+                cancelled=cancelled, workflow_id=None, run_id=None,
+            )
+    return await _terminate(client, trouble, cancelled)
+
+
+async def _record_end(
+    store: FinalStore,
+    trouble: TaskTrouble,
+    session_id: str,
+    tool_use_id: str,
+    tool_name: str,
+    turn_id: str,
+    *,
+    cancelled: bool,
+    workflow_id: str | None,
+    run_id: str | None,
+) -> RecordedFinish | None:
+    """The final row and tool.failed event of a call that never ran."""
     if cancelled:
         error_class, status = ToolErrorClass.CANCELLED, CallStatus.CANCELLED
         text = f"The call was cancelled; it did not run ({trouble.reason})."
@@ -214,8 +269,9 @@ async def end_call(
     now = utcnow()
     data: dict[str, Any] = {
         "workflow_task": {
-            "cause": trouble.cause, "message": trouble.message[:2000],
-            "failed_attempts": trouble.failures, "heals": trouble.heals,
+            "workflow_id": trouble.workflow_id, "cause": trouble.cause,
+            "message": trouble.message[:2000], "failed_attempts": trouble.failures,
+            "heals": trouble.heals,
         },
         "ended_by": "cancel" if cancelled else "task_healer",
     }
@@ -225,10 +281,14 @@ async def end_call(
     )
     update = CallUpdate(
         session_id=session_id, tool_use_id=tool_use_id, turn_id=turn_id, tool_name=tool_name,
-        status=status, error_class=error_class, result=result, workflow_id=trouble.workflow_id,
-        run_id=trouble.run_id, finished_at=now, reason=trouble.reason,
+        status=status, error_class=error_class, result=result, workflow_id=workflow_id,
+        run_id=run_id, finished_at=now, reason=trouble.reason,
     )
-    existing = await store.record_unless_finished([event], update)
+    return await store.record_unless_finished([event], update)
+
+
+async def _terminate(client: Client, trouble: TaskTrouble, cancelled: bool) -> bool:
+    """Terminate the workflow with the reason; False when it had already ended."""
     handle = client.get_workflow_handle(trouble.workflow_id, run_id=trouble.run_id)
     try:
         await handle.terminate(reason=f"parkgate: {trouble.reason}"[:1000])
@@ -237,10 +297,10 @@ async def end_call(
             raise
         return False
     log.warning(
-        "ended call %s (%s): %s", trouble.workflow_id, "cancelled" if cancelled else "failed",
+        "ended %s (%s): %s", trouble.workflow_id, "cancelled" if cancelled else "failed",
         trouble.reason,
     )
-    return existing is None
+    return True
 
 
 # ---------------------------------------------------------------------------
@@ -249,8 +309,8 @@ async def end_call(
 
 
 class TaskHealer:
-    """Every `stuck_task_check_seconds`, end this task queue's calls whose
-    workflow task failed `stuck_task_failures` times for a reason retrying
+    """Every `stuck_task_check_seconds`, end this task queue's calls (and
+    turns) whose workflow task failed `stuck_task_failures` times for a reason retrying
     cannot fix; log (once per attempt count) the ones a deploy may heal."""
 
     def __init__(self, client: Client, settings: Settings, store: FinalStore) -> None:
@@ -282,7 +342,7 @@ class TaskHealer:
     async def query(self) -> str:
         queue = self.settings.temporal_task_queue.replace("'", "\\'")
         query = (
-            f"WorkflowType = '{CALL_WORKFLOW}' AND TaskQueue = '{queue}' "
+            f"WorkflowType IN ('{CALL_WORKFLOW}', '{TURN_WORKFLOW}') AND TaskQueue = '{queue}' "
             "AND ExecutionStatus = 'Running'"
         )
         if await self._use_flag():
@@ -358,20 +418,15 @@ def _ids(workflow_id: str) -> tuple[str, str]:
     return session_id, tool_use_id
 
 
-async def _names_from_input(
-    client: Client, trouble: TaskTrouble, tool_name: str | None, turn_id: str | None
-) -> tuple[str, str]:
-    """Tool name and turn id from the workflow's start input, when it decodes."""
+async def _start_input(client: Client, trouble: TaskTrouble, kind: type[Any]) -> Any:
+    """The workflow's start input as `kind`, or None when it does not decode."""
     handle = client.get_workflow_handle(trouble.workflow_id, run_id=trouble.run_id)
     with contextlib.suppress(Exception):
         async for event in handle.fetch_history_events(page_size=1):
             payloads = event.workflow_execution_started_event_attributes.input.payloads
-            [inp] = await client.data_converter.decode(payloads[:1], [CallInput])
-            if isinstance(inp, CallInput):
-                tool_name = tool_name or inp.call.name
-                turn_id = turn_id or inp.session.turn_id
-            break
-    return tool_name or UNKNOWN, turn_id or UNKNOWN
+            [inp] = await client.data_converter.decode(payloads[:1], [kind])
+            return inp
+    return None
 
 
 def _reason_of(event: HistoryEvent) -> str:

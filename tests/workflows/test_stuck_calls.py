@@ -218,6 +218,52 @@ async def test_a_task_that_may_heal_keeps_retrying_and_is_visible(
         await handle.terminate("test over")
 
 
+class UnreadableCodec(BrokenCodec):
+    """The worker's view of a payload it can never decode (e.g. a retired key)."""
+
+    async def decode(self, payloads: Sequence[Payload]) -> list[Payload]:
+        out = [self.decrypt(p) for p in payloads]
+        if any(self.marker in p.data for p in out):
+            raise CodecError("payload encrypted with unknown key id 'gone' (test)")
+        return out
+
+
+async def test_a_turn_that_cannot_heal_ends_its_calls(
+    dev_server: DevServer, sqlite_repo: Any, tmp_path: Path
+) -> None:
+    """The batch's turn workflow cannot read its input; the healer (whose client
+    can) records each of its calls as failed and terminates the turn."""
+    worker_client = await Client.connect(
+        dev_server.address, data_converter=converter_with(UnreadableCodec(b"turn-marker"))
+    )
+    client = await dev_client(dev_server)
+    async with durable_rig(worker_client, sqlite_repo, tmp_path, **FAST) as rig:
+        session = rig.session("s-turn")
+        calls = [
+            ToolUseBlock(id=f"tu_{i}", name="probe", input={"label": f"turn-marker {i}"})
+            for i in range(2)
+        ]
+        handle = await rig.dispatcher.start_turn(calls, session)
+        async with healing(client, rig.settings, sqlite_repo):
+
+            async def ended() -> Any:
+                rows = [await sqlite_repo.get_call(session.session_id, c.id) for c in calls]
+                return rows if all(r is not None and r.status.terminal for r in rows) else None
+
+            rows = await until(ended, "the healer ends the turn's calls")
+        for row, call in zip(rows, calls, strict=True):
+            assert row.status == CallStatus.FAILED and row.tool_name == "probe"
+            assert row.turn_id == session.turn_id
+            assert "unknown key id 'gone'" in (row.reason or "")
+            [event] = await sqlite_repo.call_events(session.session_id, call.id)
+            assert event.data["workflow_task"]["workflow_id"] == handle.id
+        desc = await client.get_workflow_handle(handle.id).describe()
+        assert desc.status == WorkflowExecutionStatus.TERMINATED
+        service = CallService(rig.settings, sqlite_repo, rig.dispatcher)
+        resource = await service.resource(session.session_id, calls[0].id)
+        assert resource is not None and resource.finished
+
+
 def test_assess_tells_size_and_decoding_from_what_a_deploy_fixes() -> None:
     cause = WorkflowTaskFailedCause
     heals, reason = assess(
