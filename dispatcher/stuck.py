@@ -87,6 +87,8 @@ class TaskTrouble:
     heals: bool
     #: What the call's row and event say, for a task that cannot heal.
     reason: str
+    #: The reason without its "the call's workflow cannot proceed: " prefix.
+    why: str = ""
     #: Someone asked to cancel the call (a request its workflow never saw).
     cancel_requested: bool = False
 
@@ -163,7 +165,8 @@ async def diagnose(
         cause = _cause_name(attrs.cause)
         if not heals:
             message = _first_line(attrs.failure.message) or cause
-    reason = f"the call's workflow cannot proceed: {_reason_of(last)}"
+    why = _reason_of(last)
+    reason = f"the call's workflow cannot proceed: {why}"
     return TaskTrouble(
         workflow_id=workflow_id,
         run_id=desc.run_id,
@@ -172,6 +175,7 @@ async def diagnose(
         message=message,
         heals=heals,
         reason=reason,
+        why=why,
         cancel_requested=cancel_requested,
     )
 
@@ -261,7 +265,7 @@ async def _record_end(
         text = f"The call was cancelled; it did not run ({trouble.reason})."
     else:
         error_class, status = ToolErrorClass.EXECUTION_ERROR, CallStatus.FAILED
-        text = f"The call did not run: {trouble.reason}."
+        text = f"The call did not run; its workflow cannot proceed: {trouble.why}."
     result = ToolResultBlock(
         tool_use_id=tool_use_id, content=[TextBlock(text=text)], is_error=True,
         error_class=error_class,

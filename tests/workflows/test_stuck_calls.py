@@ -295,6 +295,36 @@ def test_assess_tells_size_and_decoding_from_what_a_deploy_fixes() -> None:
     assert heals is False and reason.startswith("its input cannot be decoded")
 
 
+async def test_a_900_kb_write_reaches_a_status_instead_of_wedging(
+    dev_server: DevServer, sqlite_repo: Any, tmp_path: Path
+) -> None:
+    """The original incident: a 900 KB write_file made a workflow completion over
+    Temporal's 2 MiB limit ([TMPRL1103]) on every attempt. Whether large values
+    travel by reference (the call parks) or not (the healer ends it), it never
+    stays wedged."""
+    client = await dev_client(dev_server)
+    async with durable_rig(client, sqlite_repo, tmp_path, **FAST) as rig:
+        session = rig.session("s-big")
+        call = ToolUseBlock(
+            id="tu_big", name="write_file", input={"path": "big.txt", "content": "x" * 900_000}
+        )
+        await rig.dispatcher.start(call, session)
+        async with healing(client, rig.settings, sqlite_repo):
+
+            async def settled() -> Any:
+                row = await sqlite_repo.get_call(session.session_id, call.id)
+                done = row is not None and row.status in (CallStatus.PARKED, CallStatus.FAILED)
+                return row if done else None
+
+            row = await until(settled, "the big call parks or is ended")
+        if row.status == CallStatus.FAILED:
+            assert "too large for Temporal" in (row.reason or "")
+            assert row.result is not None and "TMPRL1103" in row.result.text
+        else:
+            await rig.dispatcher.cancel(session.session_id, call.id)
+        assert not (rig.workspace / "big.txt").exists()
+
+
 class FlakyCodec(EncryptionCodec):
     """Fails the first decode of payloads that mention `marker`, then works."""
 
