@@ -207,11 +207,8 @@ class DurableDispatcher:
 
     async def cancel_session_tools(self, session_id: str) -> int:
         """Cancel every running call (and batch) of the session; returns how many."""
-        prefixes = (session_call_prefix(session_id), turn_workflow_id(session_id, ""))
-        query = " OR ".join(f'WorkflowId STARTS_WITH "{_quote(p)}"' for p in prefixes)
-        query = f"({query}) AND ExecutionStatus = 'Running'"
         count = 0
-        async for execution in self.client.list_workflows(query):
+        async for execution in self.client.list_workflows(_running_in_session(session_id)):
             if execution.status != WorkflowExecutionStatus.RUNNING:
                 continue
             if await self.end_if_wedged(execution.id, execution.run_id):
@@ -224,6 +221,19 @@ class DurableDispatcher:
             except RPCError as exc:
                 if exc.status != RPCStatusCode.NOT_FOUND:
                     raise
+        return count
+
+    async def end_wedged_in_session(self, session_id: str, skip: set[str]) -> int:
+        """End the session's running calls and turns (workflow ids not in `skip`)
+        whose workflow task cannot heal; returns how many. For callers that
+        cancel from the store's rows: a call wedged before it was classified
+        has no row."""
+        count = 0
+        async for execution in self.client.list_workflows(_running_in_session(session_id)):
+            if execution.id in skip or execution.status != WorkflowExecutionStatus.RUNNING:
+                continue
+            if await self.end_if_wedged(execution.id, execution.run_id):
+                count += 1
         return count
 
     async def resolve_confirmation(
@@ -463,6 +473,13 @@ def _newly_started(handle: WorkflowHandle[Any, Any]) -> bool:
     """True when start_workflow created the run (not attached to an existing one)."""
     resp = getattr(handle, "_start_workflow_response", None)
     return bool(getattr(resp, "started", False))
+
+
+def _running_in_session(session_id: str) -> str:
+    """Visibility query: the session's running call and turn workflows."""
+    prefixes = (session_call_prefix(session_id), turn_workflow_id(session_id, ""))
+    query = " OR ".join(f'WorkflowId STARTS_WITH "{_quote(p)}"' for p in prefixes)
+    return f"({query}) AND ExecutionStatus = 'Running'"
 
 
 def _quote(value: str) -> str:

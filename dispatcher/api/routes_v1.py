@@ -58,7 +58,7 @@ from dispatcher.api.schemas import (
 )
 from dispatcher.api.service import CallService, decision_out
 from dispatcher.client import IdempotencyConflictError
-from dispatcher.durable_models import DecideInput
+from dispatcher.durable_models import DecideInput, call_workflow_id
 from dispatcher.models import Session, ToolUseBlock
 from dispatcher.schema import MAX_INPUT_DEPTH, depth_error
 from dispatcher.settings import Settings
@@ -400,10 +400,16 @@ async def cancel_call(
     service = _service(request)
     cancelled = await service.cancel(session_id, tool_use_id)
     resource = await service.resource(session_id, tool_use_id)
+    if not cancelled:
+        message = "the call had already finished"
+    elif resource is not None and resource.finished:
+        message = "cancelled"  # e.g. a call whose workflow could not proceed, ended at once
+    else:
+        message = "cancellation requested"
     return CancelOut(
         cancelled=cancelled,
         status=resource.status if resource else None,
-        message="cancellation requested" if cancelled else "the call had already finished",
+        message=message,
     )
 
 
@@ -420,11 +426,13 @@ async def cancel_session(
     service = _service(request)
     count = 0
     cursor: str | None = None
+    seen: set[str] = set()
     while True:
         page = await repo.list_calls(
             CallFilters(session_id=session_id, status=list(_LIVE)), limit=200, cursor=cursor
         )
         for row in page.items:
+            seen.add(call_workflow_id(session_id, row.tool_use_id))
             try:
                 if await service.cancel(session_id, row.tool_use_id):
                     count += 1
@@ -433,6 +441,8 @@ async def cancel_session(
         if page.next_cursor is None:
             break
         cursor = page.next_cursor
+    # Calls wedged before they were classified have no row: end those too.
+    count += await service.dispatcher.end_wedged_in_session(session_id, seen)
     return SessionCancelOut(session_id=session_id, cancelled=count)
 
 
