@@ -84,18 +84,11 @@ class CallService:
             if parked is not None:
                 return self._build(session_id, tool_use_id, row, parked, turn_id)
         problem: str | None = None
-        if row is None:
-            # Not even classified yet: a workflow task that keeps failing would
-            # hold the status query until Temporal's query timeout (30 s), so
-            # ask first (one DescribeWorkflowExecution; history only if failing).
-            problem = await self._task_problem(session_id, tool_use_id)
-            if problem is not None:
-                return self._build(session_id, tool_use_id, row, None, turn_id).model_copy(
-                    update={"problem": problem}
-                )
         if row is None or not row.status.terminal:
             try:
-                view = await self.query(session_id, tool_use_id)
+                view, problem = await self._query_unless_wedged(
+                    session_id, tool_use_id, unclassified=row is None
+                )
             except TEMPORAL_NO_ANSWER:
                 # A workflow task that keeps failing answers no query: say so.
                 problem = await self._task_problem(session_id, tool_use_id)
@@ -110,6 +103,27 @@ class CallService:
         if problem is not None:
             resource = resource.model_copy(update={"problem": problem})
         return resource
+
+    async def _query_unless_wedged(
+        self, session_id: str, tool_use_id: str, *, unclassified: bool
+    ) -> tuple[CallStatusView | None, str | None]:
+        """The status query; for a call not classified yet (no row), raced with a
+        look at its workflow task: a task that keeps failing would hold the
+        query until Temporal's query timeout (30 s). A describe answers before
+        the query's worker round trip, so a healthy call waits no longer.
+        Returns (view, None) or, for such a task, (None, what is wrong)."""
+        if not unclassified:
+            return await self.query(session_id, tool_use_id), None
+        query = asyncio.ensure_future(self.query(session_id, tool_use_id))
+        try:
+            problem = await self._task_problem(session_id, tool_use_id)
+            if problem is not None:
+                return None, problem
+            return await query, None
+        finally:
+            query.cancel()  # no-op once done; its outcome is collected either way
+            with contextlib.suppress(asyncio.CancelledError, *TEMPORAL_NO_ANSWER):
+                await query
 
     async def _task_problem(self, session_id: str, tool_use_id: str) -> str | None:
         """What is wrong with the call's workflow task, when it keeps failing."""
