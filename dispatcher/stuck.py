@@ -373,9 +373,13 @@ class TaskHealer:
                     self._reported[trouble.workflow_id] = trouble.attempt
                     log.warning("call %s is stuck: %s", trouble.workflow_id, trouble.describe())
                 continue
-            cancelled = trouble.cancel_requested
-            if await end_call(self.client, self.store, trouble, cancelled=cancelled):
-                ended.append(trouble)
+            try:
+                if await end_call(
+                    self.client, self.store, trouble, cancelled=trouble.cancel_requested
+                ):
+                    ended.append(trouble)
+            except Exception:  # one call's failure (store down) must not stop the rest
+                log.exception("could not end stuck call %s; retrying next sweep", execution.id)
         self._reported = {k: v for k, v in self._reported.items() if k in seen}
         return ended
 
