@@ -20,11 +20,10 @@ import asyncio
 import hashlib
 from collections import OrderedDict
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, Self
 
 from temporalio.api.common.v1 import Payload
 from temporalio.converter import PayloadCodec, SerializationContext, WithSerializationContext
-from typing_extensions import Self
 
 if TYPE_CHECKING:
     from dispatcher.codec import EncryptionCodec

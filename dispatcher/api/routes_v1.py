@@ -39,6 +39,7 @@ from dispatcher.api.deps import (
     SettingsDep,
 )
 from dispatcher.api.errors import ApiError, ErrorResponse, error_responses, not_found
+from dispatcher.api.full_output import OutputFormat, output_response
 from dispatcher.api.schemas import (
     BatchIn,
     BatchOut,
@@ -384,6 +385,30 @@ async def get_call(
         raise not_found(f"tool call {tool_use_id!r}")
     response.status_code = 200 if resource.finished else 202
     return await _for_principal(request, key, resource)
+
+
+@router.get(
+    "/sessions/{session_id}/tool-calls/{tool_use_id}/output",
+    responses={200: {"description": "The untruncated output (text or JSON)",
+                     "content": {"text/plain": {}, "application/json": {}}},
+               **error_responses(401, 403, 429, 404, 422)},
+    summary="Download the whole output of a finished call (the model saw it truncated)",
+)
+async def get_call_output(
+    session_id: SessionId,
+    tool_use_id: ToolUseId,
+    repo: RepoDep,
+    key: ReaderDep,
+    format: Annotated[OutputFormat, Query()] = "text",
+) -> Response:
+    await _session(repo, session_id, key)
+    record = await repo.get_call(session_id, tool_use_id)
+    if record is None:
+        raise not_found(f"tool call {tool_use_id!r}")
+    out = output_response(record, format)
+    if out is None:
+        raise not_found(f"output of tool call {tool_use_id!r}")
+    return out
 
 
 @router.post(
