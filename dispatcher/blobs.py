@@ -25,6 +25,8 @@ from typing import TYPE_CHECKING, Protocol, Self
 from temporalio.api.common.v1 import Payload
 from temporalio.converter import PayloadCodec, SerializationContext, WithSerializationContext
 
+from dispatcher.codec import CodecError
+
 if TYPE_CHECKING:
     from dispatcher.codec import EncryptionCodec
     from dispatcher.store.repository import Repository
@@ -37,7 +39,7 @@ SIZE_META = "parkgate-blob-size"
 CACHE_BYTES = 64 * 1024 * 1024
 
 
-class BlobError(ValueError):
+class BlobError(CodecError):
     """A reference whose blob is missing or does not match its hash."""
 
 
@@ -203,8 +205,8 @@ class ChainCodec(PayloadCodec, WithSerializationContext):
         return out
 
     @property
-    def encryption(self) -> PayloadCodec | None:
-        """The encryption codec in the chain (the /codec endpoints use it alone)."""
+    def encryption(self) -> EncryptionCodec | None:
+        """The encryption codec in the chain (it also seals the blobs)."""
         from dispatcher.codec import EncryptionCodec
 
         return next((c for c in self.codecs if isinstance(c, EncryptionCodec)), None)
