@@ -9,6 +9,12 @@ and replaced by a small reference payload. Decoding loads the blob, checks the
 hash and returns the original payload; payloads that are not references
 (older histories, small values) pass through unchanged.
 
+A large JSON payload first has its long strings (over a quarter of the
+threshold) stored as blobs of their own and blanked, their places listed in
+the metadata: the 1 MiB `content` of a write is then stored once, however many
+payloads (workflow input, classify, execute, approval edits) carry it. Only
+what is still over the threshold after that is stored whole.
+
 Each stored blob also records which workflow referred to it (`blob_refs`,
 from Temporal's serialization context) so `audit prune` removes blobs no
 retained call refers to.
@@ -18,9 +24,10 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
 from collections import OrderedDict
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Protocol, Self
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, Self
 
 from temporalio.api.common.v1 import Payload
 from temporalio.converter import PayloadCodec, SerializationContext, WithSerializationContext
@@ -35,6 +42,12 @@ if TYPE_CHECKING:
 BLOB_ENCODING = b"binary/parkgate-blob"
 SHA_META = "parkgate-blob-sha256"
 SIZE_META = "parkgate-blob-size"
+JSON_ENCODING = b"json/plain"
+#: A JSON payload whose long strings are blobs (listed in STRINGS_META as [path, id]).
+STRINGS_ENCODING = b"json/parkgate-blob-strings"
+STRINGS_META = "parkgate-blob-strings"
+#: The payload a stored string is kept in (its data is the UTF-8 text).
+STRING_ENCODING = b"text/parkgate-blob-string"
 #: Clear payloads kept in memory per process (replays decode the same blobs again).
 CACHE_BYTES = 64 * 1024 * 1024
 
@@ -131,25 +144,75 @@ class BlobCodec(PayloadCodec, WithSerializationContext):
         return [await self._decode_one(p) for p in payloads]
 
     async def _encode_one(self, payload: Payload) -> Payload:
-        raw = payload.SerializeToString()
-        if len(raw) <= self.threshold:
+        if payload.ByteSize() <= self.threshold:
             return payload
+        if payload.metadata.get("encoding") == JSON_ENCODING:
+            # The same large string (a file's content) is in the workflow input,
+            # classify's and execute's inputs...: store it once, by content.
+            payload = await self._extract_strings(payload)
+            if payload.ByteSize() <= self.threshold:
+                return payload
+        return await self._put(payload)
+
+    async def _put(self, payload: Payload) -> Payload:
+        raw = payload.SerializeToString()
         blob_id = hashlib.sha256(raw).hexdigest()
         sealed = self.sealer.encrypt(payload).SerializeToString()
         await self.store.put_blob(blob_id, sealed, len(raw), self.workflow_id)
         self._cache.put(blob_id, raw)
         return reference(blob_id, len(raw))
 
-    async def _decode_one(self, payload: Payload) -> Payload:
-        if payload.metadata.get("encoding") != BLOB_ENCODING:
+    async def _extract_strings(self, payload: Payload) -> Payload:
+        """The JSON payload with each long string stored as a blob and blanked;
+        where they were is listed in the metadata."""
+        try:
+            doc = json.loads(payload.data)
+        except ValueError:
             return payload
-        blob_id = payload.metadata.get(SHA_META, b"").decode("ascii", errors="replace")
+        found: list[tuple[list[str | int], str]] = []
+        for path, text in list(_long_strings(doc, [], self.threshold // 4)):
+            ref = await self._put(Payload(metadata={"encoding": STRING_ENCODING},
+                                          data=text.encode("utf-8")))
+            found.append((path, ref.metadata[SHA_META].decode("ascii")))
+            _set(doc, path, "")
+        if not found:
+            return payload
+        out = Payload()
+        out.CopyFrom(payload)
+        out.metadata["encoding"] = STRINGS_ENCODING
+        out.metadata[STRINGS_META] = json.dumps(found, separators=(",", ":")).encode()
+        out.data = json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+        return out
+
+    async def _decode_one(self, payload: Payload) -> Payload:
+        encoding = payload.metadata.get("encoding")
+        if encoding == BLOB_ENCODING:
+            blob_id = payload.metadata.get(SHA_META, b"").decode("ascii", errors="replace")
+            out = Payload()
+            out.ParseFromString(await self._raw(blob_id))
+            return await self._decode_one(out)
+        if encoding == STRINGS_ENCODING:
+            return await self._restore_strings(payload)
+        return payload
+
+    async def _raw(self, blob_id: str) -> bytes:
         raw = self._cache.get(blob_id)
         if raw is None:
             raw = await self.load(blob_id)
             self._cache.put(blob_id, raw)
+        return raw
+
+    async def _restore_strings(self, payload: Payload) -> Payload:
+        doc = json.loads(payload.data)
+        for path, blob_id in json.loads(payload.metadata[STRINGS_META]):
+            text = Payload()
+            text.ParseFromString(await self._raw(blob_id))
+            _set(doc, path, text.data.decode("utf-8"))
         out = Payload()
-        out.ParseFromString(raw)
+        out.CopyFrom(payload)
+        del out.metadata[STRINGS_META]
+        out.metadata["encoding"] = JSON_ENCODING
+        out.data = json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
         return out
 
     async def load(self, blob_id: str) -> bytes:
@@ -167,6 +230,27 @@ class BlobCodec(PayloadCodec, WithSerializationContext):
         if actual != blob_id:
             raise BlobError(f"payload blob {blob_id} is corrupt: its content hashes to {actual}")
         return raw
+
+
+def _long_strings(
+    value: Any, path: list[str | int], minimum: int
+) -> Iterator[tuple[list[str | int], str]]:
+    """(path, string) for every string value longer than `minimum` characters."""
+    if isinstance(value, str):
+        if len(value) > minimum and path:  # a whole-payload string is stored whole
+            yield path, value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from _long_strings(item, [*path, key], minimum)
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _long_strings(item, [*path, index], minimum)
+
+
+def _set(doc: Any, path: list[str | int], value: str) -> None:
+    for step in path[:-1]:
+        doc = doc[step]
+    doc[path[-1]] = value
 
 
 def reference(blob_id: str, size: int) -> Payload:

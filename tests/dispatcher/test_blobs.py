@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 from datetime import timedelta
 
 import pytest
@@ -10,7 +11,7 @@ from sqlalchemy import update
 from temporalio.api.common.v1 import Payload
 from temporalio.converter import WorkflowSerializationContext
 
-from dispatcher.blobs import BLOB_ENCODING, SHA_META, BlobCodec, BlobError
+from dispatcher.blobs import BLOB_ENCODING, SHA_META, STRING_ENCODING, BlobCodec, BlobError
 from dispatcher.codec import ENCODING, CodecError, EncryptionCodec
 from dispatcher.models import utcnow
 from dispatcher.store import CallStatus, CallUpdate, Repository
@@ -50,6 +51,35 @@ async def test_round_trip_stores_once_and_sealed(repo: Repository) -> None:
     # A fresh codec (empty cache, another process) reads it back from the store.
     [back] = await codec(repo).decode([ref])
     assert back == original
+
+
+def json_payload(value: object) -> Payload:
+    return Payload(metadata={"encoding": b"json/plain"},
+                   data=json.dumps(value, separators=(",", ":")).encode())
+
+
+async def test_a_long_string_is_stored_once_across_payloads(repo: Repository) -> None:
+    """The content of a write travels in several payloads; the database holds it once."""
+    content = "line of a big file\n" * 20_000
+    start = json_payload({"call": {"input": {"path": "a.txt", "content": content}}})
+    execute = json_payload({"prepared": {"input": {"path": "a.txt", "content": content},
+                                         "edited": [content, "small"]}, "n": 1.5})
+    blobs = codec(repo, "call/s/t")
+    refs = await blobs.encode([start, execute])
+    assert all(r.ByteSize() < 4096 for r in refs)
+    [only] = await repo.blob_ids()  # one blob: the string, shared
+    assert only == hashlib.sha256(
+        Payload(metadata={"encoding": STRING_ENCODING}, data=content.encode())
+        .SerializeToString()).hexdigest()
+    back = await codec(repo).decode(refs)
+    assert [json.loads(p.data) for p in back] == [json.loads(start.data),
+                                                   json.loads(execute.data)]
+    assert [p.metadata["encoding"] for p in back] == [b"json/plain", b"json/plain"]
+    # Many short strings that are large together: the payload is stored whole.
+    many = json_payload([f"{i:06d}" * 2000 for i in range(100)])
+    [ref] = await blobs.encode([many])
+    assert ref.metadata["encoding"] == BLOB_ENCODING
+    assert await codec(repo).decode([ref]) == [many]
 
 
 async def test_small_and_foreign_payloads_pass_unchanged(repo: Repository) -> None:
