@@ -131,8 +131,10 @@ async def _for_principal(
     return resource.model_copy(update=update)
 
 
-def _check_tool_use_id(call: ToolUseBlock, max_depth: int = MAX_INPUT_DEPTH) -> None:
-    too_deep = depth_error(call.input, max_depth, root="body.input")
+def _reject_too_deep(value: Any, max_depth: int, root: str) -> None:
+    """422 `input_too_deep` for a tool input (submitted or edited) nested too deeply:
+    such an input could not travel the durable path."""
+    too_deep = depth_error(value, max_depth, root=root)
     if too_deep is not None:
         path = too_deep.split(":", 1)[0]
         raise ApiError(
@@ -142,6 +144,10 @@ def _check_tool_use_id(call: ToolUseBlock, max_depth: int = MAX_INPUT_DEPTH) -> 
             [{"loc": path.split("."), "msg": f"nested deeper than {max_depth} levels",
               "type": "too_deep", "max_depth": max_depth}],
         )
+
+
+def _check_tool_use_id(call: ToolUseBlock, max_depth: int = MAX_INPUT_DEPTH) -> None:
+    _reject_too_deep(call.input, max_depth, "body.input")
     _reject_unencodable(call.name, ["body", "name"])
     _reject_unencodable(call.input, ["body", "input"])
     if not re.fullmatch(_ID_RE, call.id):
@@ -519,6 +525,8 @@ async def confirm(
     key: ApproverDep,
     response: Response,
 ) -> ConfirmationOut:
+    if body.edited_input is not None:
+        _reject_too_deep(body.edited_input, settings.max_input_depth, "body.edited_input")
     _reject_unencodable(body.model_dump(), ["body"])
     await _session(repo, session_id, key)
     approval = await repo.get_approval(request_id)

@@ -107,3 +107,39 @@ async def test_batch_of_large_results_does_not_wedge_the_turn(big: ApiRig) -> No
     assert await largest_event(big.rig.client, turn_id) < HISTORY_EVENT_LIMIT
     last = await big.http.get(f"/v1/sessions/{sid}/tool-calls/{calls[-1]['id']}/output")
     assert last.text == "z" * 60_000 + "44\n"
+
+
+@pytest.fixture
+async def gated(dev_temporal: Client, repo: Repository, tmp_path: Path) -> AsyncIterator[ApiRig]:
+    """Writes park for a human (the default policy); large payloads by reference."""
+    async with api_rig(with_blobs(dev_temporal, repo), repo, tmp_path) as rig:
+        yield rig
+
+
+async def test_approve_with_one_mib_of_edits(gated: ApiRig) -> None:
+    sid = await gated.register()
+    cid = f"toolu_{uuid.uuid4().hex[:10]}"
+    r = await gated.submit(sid, "write_file", {"path": "e.txt", "content": "draft"},
+                           call_id=cid)
+    assert r.status_code in (200, 202), r.text
+    parked = await gated.wait_parked(sid, cid)
+    url = f"/v1/sessions/{sid}/turns/t1/confirmations/{parked['request_id']}"
+    deep: dict[str, object] = {}
+    node = deep
+    for _ in range(100):
+        node["a"] = {}
+        node = node["a"]  # type: ignore[assignment]
+    refused = await gated.http.post(url, json={"decision": "allow_with_edits",
+                                               "edited_input": deep})
+    assert refused.status_code == 422
+    assert refused.json()["error"]["code"] == "input_too_deep"
+    content = one_mib_content().replace("big.txt", "e.txt")[: MiB - 40]
+    r = await gated.http.post(url, json={
+        "decision": "allow_with_edits",
+        "edited_input": {"path": "e.txt", "content": content},
+    })
+    assert r.status_code == 200, r.text[:500]
+    done = await gated.http.get(f"/v1/sessions/{sid}/tool-calls/{cid}", params={"wait": 30})
+    assert done.json()["status"] == "succeeded", done.text[:500]
+    assert (gated.workspace / "e.txt").read_text() == content
+    assert await largest_event(gated.rig.client, call_workflow_id(sid, cid)) < HISTORY_EVENT_LIMIT
