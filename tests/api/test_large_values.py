@@ -4,16 +4,19 @@
 from __future__ import annotations
 
 import hashlib
+import re
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import httpx
 import pytest
 from temporalio.client import Client
 
 from dispatcher.durable_models import call_workflow_id, turn_workflow_id
 from dispatcher.store.repository import Repository
 from tests.api.rig import ApiRig, api_rig
+from tests.api.test_audit_pages import login
 from tests.fixtures.temporal import AUTO_ALL, with_blobs
 
 MiB = 1024 * 1024
@@ -76,6 +79,17 @@ async def test_ten_mb_output_is_truncated_for_the_model_and_downloadable(big: Ap
     as_json = await big.http.get(f"/v1/sessions/{sid}/tool-calls/{cid}/output",
                                  params={"format": "json"})
     assert as_json.status_code == 200 and as_json.json()["metadata"]["content"] == text
+    # The audit page of the call links the same download (auditor's browser session).
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=big.app),
+                                 base_url=big.base_url) as browser:
+        assert (await login(big, browser, big.human_key)).status_code == 303
+        listing = await browser.get("/audit", params={"session_id": sid})
+        page = re.search(r'href="(/audit/calls/\d+)"', listing.text)
+        assert page
+        detail = await browser.get(page.group(1))
+        assert f'href="{page.group(1)}/output"' in detail.text
+        full = await browser.get(f"{page.group(1)}/output")
+        assert full.status_code == 200 and full.content == download.content
     assert await largest_event(big.rig.client, call_workflow_id(sid, cid)) < HISTORY_EVENT_LIMIT
 
 
