@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import base64
 import hashlib
+import json
 import re
 import uuid
 from collections.abc import AsyncIterator
@@ -58,6 +60,15 @@ async def test_one_mib_write_file_end_to_end(big: ApiRig) -> None:
     assert await largest_event(big.rig.client, call_workflow_id(sid, cid)) < HISTORY_EVENT_LIMIT
     # Stored once: the content is one blob, however many payloads carried it.
     assert len(await big.repo.blob_ids()) == 1
+    # The Temporal UI's codec endpoint resolves the reference: the whole input shows.
+    history = await big.rig.client.get_workflow_handle(call_workflow_id(sid, cid)).fetch_history()
+    started = history.events[0].workflow_execution_started_event_attributes.input.payloads
+    wire = [{"metadata": {k: base64.b64encode(v).decode() for k, v in p.metadata.items()},
+             "data": base64.b64encode(p.data).decode()} for p in started]
+    decoded = await big.http.post("/codec/decode", json={"payloads": wire})
+    assert decoded.status_code == 200, decoded.text[:300]
+    [plain] = decoded.json()["payloads"]
+    assert json.loads(base64.b64decode(plain["data"]))["call"]["input"]["content"] == content
 
 
 async def test_ten_mb_output_is_truncated_for_the_model_and_downloadable(big: ApiRig) -> None:
