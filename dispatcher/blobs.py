@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import logging
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, Self
@@ -38,6 +39,8 @@ if TYPE_CHECKING:
     from dispatcher.codec import EncryptionCodec
     from dispatcher.store.repository import Repository
 
+log = logging.getLogger("parkgate.blobs")
+
 #: The encoding of a reference payload.
 BLOB_ENCODING = b"binary/parkgate-blob"
 SHA_META = "parkgate-blob-sha256"
@@ -48,6 +51,9 @@ STRINGS_ENCODING = b"json/parkgate-blob-strings"
 STRINGS_META = "parkgate-blob-strings"
 #: The payload a stored string is kept in (its data is the UTF-8 text).
 STRING_ENCODING = b"text/parkgate-blob-string"
+#: Largest payload sent inline when the store cannot take it (Temporal warns
+#: above 512 KiB and refuses 2 MiB per payload group).
+INLINE_FALLBACK_BYTES = 512 * 1024
 #: Clear payloads kept in memory per process (replays decode the same blobs again).
 CACHE_BYTES = 64 * 1024 * 1024
 
@@ -146,6 +152,20 @@ class BlobCodec(PayloadCodec, WithSerializationContext):
     async def _encode_one(self, payload: Payload) -> Payload:
         if payload.ByteSize() <= self.threshold:
             return payload
+        try:
+            return await self._by_reference(payload)
+        except BlobError:
+            raise
+        except Exception as exc:
+            # The store is down: a payload Temporal still takes travels inline
+            # (as before blobs) rather than failing an activity that already ran.
+            if payload.ByteSize() > INLINE_FALLBACK_BYTES:
+                raise
+            log.warning("blob store unavailable (%s); a %d-byte payload travels inline",
+                        type(exc).__name__, payload.ByteSize())
+            return payload
+
+    async def _by_reference(self, payload: Payload) -> Payload:
         if payload.metadata.get("encoding") == JSON_ENCODING:
             # The same large string (a file's content) is in the workflow input,
             # classify's and execute's inputs...: store it once, by content.

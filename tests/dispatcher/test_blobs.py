@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 from sqlalchemy import update
@@ -16,6 +17,7 @@ from dispatcher.codec import ENCODING, CodecError, EncryptionCodec
 from dispatcher.models import utcnow
 from dispatcher.store import CallStatus, CallUpdate, Repository
 from dispatcher.store.statements import BLOBS
+from tests.fixtures.db import fresh_sqlite_url
 from tests.fixtures.temporal import TEST_CODEC, blob_converter
 from tests.store.helpers import call_events, finished, uid
 
@@ -146,3 +148,13 @@ async def test_prune_removes_unreferenced_blobs_only(repo: Repository) -> None:
     assert left == {"kept", "turn", "shared"}
     [back] = await codec(repo).decode([kept])
     assert back == big_payload(fill="k")
+
+
+async def test_store_down_small_enough_payloads_travel_inline(tmp_path: Path) -> None:
+    """A database that cannot take blobs (here: never migrated) must not fail a call
+    whose payload Temporal still accepts; a payload it cannot carry is an error."""
+    async with await Repository.connect(fresh_sqlite_url(tmp_path)) as broken:
+        medium = big_payload(200_000)
+        assert await BlobCodec(broken, TEST_CODEC, THRESHOLD).encode([medium]) == [medium]
+        with pytest.raises(Exception, match="no such table"):
+            await BlobCodec(broken, TEST_CODEC, THRESHOLD).encode([big_payload(600_000)])
