@@ -122,7 +122,7 @@ async def open_stack(
     try:
         await server.start()
         # The production converter over the stack's data-dir key (settings(...) share it).
-        converter = data_converter(Settings(data_dir=root / "data"))
+        converter = data_converter(Settings(data_dir=root / "data"), store)
         client = await Client.connect(server.address, data_converter=converter)
         yield Stack(root, server, client, store, url, workspace, uuid.uuid4().hex[:6])
     finally:

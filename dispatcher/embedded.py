@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from temporalio.client import Client
 
     from activities.deps import Deps
+    from dispatcher.blobs import BlobStore
     from dispatcher.store import Repository
 
 log = logging.getLogger("parkgate.serve")
@@ -85,6 +86,7 @@ async def connect_temporal(
     address: str | None = None,
     timeout: float = 60.0,
     stop: asyncio.Event | None = None,
+    blobs: BlobStore | None = None,
 ) -> Client:
     """Connect, retrying while Temporal starts (compose starts everything at once).
 
@@ -96,7 +98,7 @@ async def connect_temporal(
     delay = 0.2
     while True:
         try:
-            return await connect(settings, address=address)
+            return await connect(settings, address=address, blobs=blobs)
         except Exception as exc:
             if time.monotonic() >= deadline:
                 raise StartupError(
@@ -362,7 +364,9 @@ async def run_api(
             announce()
         repo = await migrated_repository(settings)
         try:
-            client = await connect_temporal(settings, timeout=connect_timeout, stop=stop)
+            client = await connect_temporal(
+                settings, timeout=connect_timeout, stop=stop, blobs=repo
+            )
             deps = await worker_deps(settings, repo)
             server = api_server(
                 api_app(settings, repo, client, deps),
@@ -395,7 +399,9 @@ async def run_worker(
 
         repo = await migrated_repository(settings)
         try:
-            client = await connect_temporal(settings, timeout=connect_timeout, stop=stop)
+            client = await connect_temporal(
+                settings, timeout=connect_timeout, stop=stop, blobs=repo
+            )
             deps = await worker_deps(settings, repo)
             worker = build_worker(client, settings, deps)
             log.info("worker polling task queue %r", settings.temporal_task_queue)
@@ -509,7 +515,7 @@ class EmbeddedStack:
                     "temporal_tls_ca_path": None,
                 }
             )
-            client = await connect_temporal(settings, timeout=30)
+            client = await connect_temporal(settings, timeout=30, blobs=repo)
             # Temporal's and the store's files exist now: make them private too.
             secure_data_dir(settings.data_dir)
             deps = await worker_deps(settings, repo)

@@ -116,6 +116,9 @@ class Settings(BaseSettings):
     payload_keys: dict[str, str] = Field(default_factory=dict)
     #: The key id new payloads are encrypted with (default: the first of payload_keys).
     payload_key_id: str | None = None
+    #: Temporal payloads larger than this many serialized bytes are stored once in
+    #: the history database (content-addressed, encrypted) and travel by reference.
+    blob_threshold_bytes: int = Field(default=64 * 1024, ge=1024, le=1024 * 1024)
     #: Origin of the Temporal UI allowed to call /codec/* (CORS); empty = no CORS.
     codec_cors_origin: str = ""
     #: Bearer token required on /metrics when set.
