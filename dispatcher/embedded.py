@@ -71,6 +71,21 @@ def port_in_use(host: str, port: int) -> bool:
     return False
 
 
+def listening_socket(host: str = "127.0.0.1", port: int = 0) -> socket.socket:
+    """A bound TCP socket to hand to uvicorn (`server.serve(sockets=[...])`).
+
+    Created with proto=IPPROTO_TCP on purpose: asyncio turns Nagle off
+    (TCP_NODELAY) only for sockets whose proto says TCP, and a plain
+    `socket.socket(AF_INET, SOCK_STREAM)` has proto 0, which its accepted
+    connections inherit. With Nagle on, uvicorn's header and body writes meet
+    the client's delayed ACK and every response waits ~40 ms.
+    """
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    return sock
+
+
 def pick_port(host: str, preferred: int) -> int:
     """`preferred` when free, else any free port (0 = any)."""
     if preferred and not port_in_use(host, preferred):
