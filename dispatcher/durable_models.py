@@ -178,6 +178,8 @@ class CallStatusView(BaseModel):
     outcome: CallOutcome | None = None
     #: Quorum requests: the named approvers who have allowed so far.
     votes: list[str] = Field(default_factory=list)
+    #: The session's worker group (its calls classify and run only there).
+    worker_group: str | None = None
 
 
 # ---------------------------------------------------------------------------

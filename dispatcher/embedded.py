@@ -29,6 +29,7 @@ import uvicorn
 
 from dispatcher.datadir import secure_data_dir
 from dispatcher.settings import Settings
+from dispatcher.worker_groups import group_queue
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -410,7 +411,7 @@ async def run_worker(
         if announce is not None:
             announce()
         from dispatcher.stuck import healing
-        from dispatcher.worker import build_worker
+        from dispatcher.worker import serving
 
         repo = await migrated_repository(settings)
         try:
@@ -418,9 +419,10 @@ async def run_worker(
                 settings, timeout=connect_timeout, stop=stop, blobs=repo
             )
             deps = await worker_deps(settings, repo)
-            worker = build_worker(client, settings, deps)
-            log.info("worker polling task queue %r", settings.temporal_task_queue)
-            async with worker, healing(client, settings, deps.store):
+            queues = [settings.temporal_task_queue] if settings.serve_main_queue else []
+            queues += [group_queue(settings.temporal_task_queue, g) for g in settings.serve_groups]
+            log.info("worker polling task queues %s", ", ".join(map(repr, queues)))
+            async with serving(client, settings, deps), healing(client, settings, deps.store):
                 await stop.wait()
         except Interrupted:
             return
@@ -494,7 +496,7 @@ class EmbeddedStack:
         from dispatcher.store import ApiKeyNameTakenError
         from dispatcher.store.urls import display_url
         from dispatcher.stuck import healing
-        from dispatcher.worker import build_worker
+        from dispatcher.worker import serving
 
         (settings.data_dir / RUNTIME_FILE).unlink(missing_ok=True)
         leftovers = await asyncio.to_thread(stop_leftovers, settings.data_dir / "temporal.db")
@@ -562,7 +564,7 @@ class EmbeddedStack:
                 data_dir=settings.data_dir,
                 database=display_url(settings.effective_database_url),
             )
-            async with build_worker(client, settings, deps), healing(client, settings, repo):
+            async with serving(client, settings, deps), healing(client, settings, repo):
                 yield banner, server
         finally:
             await dev.stop()

@@ -23,6 +23,7 @@ from pydantic_settings import (
 )
 
 from dispatcher.mcp_source.config import McpServer
+from dispatcher.worker_groups import check_group_name
 
 
 def default_data_dir() -> Path:
@@ -133,6 +134,18 @@ class Settings(BaseSettings):
     #: that have it flag a workflow after a few consecutive task failures): cheap
     #: with many parked calls. False checks every running call of the queue.
     stuck_task_flagged_only: bool = True
+    #: Workspace-affine routing (docs/OPERATIONS.md, "Worker groups"): group name ->
+    #: the workspace roots that live on that group's hosts. A session whose
+    #: workspace is under one of them (or that names its group on registration)
+    #: has its calls classified and run only by workers serving that group.
+    worker_groups: dict[str, list[Path]] = Field(default_factory=dict)
+    #: The groups this worker serves: it polls `<temporal_task_queue>.<group>` for
+    #: each (it must have those groups' workspaces).
+    serve_groups: list[str] = Field(default_factory=list)
+    #: Whether this worker also polls the main queue (workflows, store writes,
+    #: calls of sessions without a group). False for a host that only runs its
+    #: group's calls.
+    serve_main_queue: bool = True
 
     @field_validator("payload_keys", mode="after")
     @classmethod
@@ -197,6 +210,27 @@ class Settings(BaseSettings):
             if seconds < 0:
                 raise ValueError(f"{key}: expiry must be >= 0 seconds (0 means never)")
         return value
+
+    @field_validator("worker_groups", mode="after")
+    @classmethod
+    def _check_worker_groups(cls, value: dict[str, list[Path]]) -> dict[str, list[Path]]:
+        for name in value:
+            check_group_name(name)
+        return {name: [Path(p).expanduser() for p in roots] for name, roots in value.items()}
+
+    @model_validator(mode="after")
+    def _check_serve_groups(self) -> Settings:
+        for name in self.serve_groups:
+            check_group_name(name)
+            if self.worker_groups and name not in self.worker_groups:
+                raise ValueError(
+                    f"serve_groups: unknown worker group {name!r} "
+                    f"(worker_groups defines {', '.join(sorted(self.worker_groups))})"
+                )
+        if not self.serve_main_queue and not self.serve_groups:
+            raise ValueError("serve_main_queue is false and serve_groups is empty: "
+                             "the worker would poll nothing")
+        return self
 
     @field_validator("workspace_roots", mode="after")
     @classmethod

@@ -7,9 +7,10 @@ build their worker here, so registration cannot drift.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import signal
 import sys
-from collections.abc import Iterable
+from collections.abc import AsyncIterator, Iterable
 from datetime import timedelta
 from typing import TYPE_CHECKING, cast
 
@@ -22,6 +23,7 @@ import workflows
 from activities.deps import Deps
 from dispatcher.settings import Settings, get_settings
 from dispatcher.store.records import HistoryStore
+from dispatcher.worker_groups import group_queue
 
 if TYPE_CHECKING:
     from dispatcher.blobs import BlobStore
@@ -53,6 +55,44 @@ def build_worker(client: Client, settings: Settings, deps: Deps, **overrides: ob
     }
     options.update(overrides)
     return Worker(client, **options)  # type: ignore[arg-type]
+
+
+def build_workers(
+    client: Client, settings: Settings, deps: Deps, **overrides: object
+) -> list[Worker]:
+    """Every worker this process runs: the main one (unless `serve_main_queue` is
+    false) and one per served worker group, on `<task queue>.<group>`.
+
+    A group worker runs activities only (the workflows stay on the main queue);
+    it registers the same activity list, so registration cannot drift.
+    """
+    workers: list[Worker] = []
+    if settings.serve_main_queue:
+        workers.append(build_worker(client, settings, deps, **overrides))
+    base = str(overrides.get("task_queue", settings.temporal_task_queue))
+    group_options = {k: v for k, v in overrides.items() if k not in {"task_queue", "workflows"}}
+    for group in settings.serve_groups:
+        workers.append(
+            build_worker(
+                client,
+                settings,
+                deps,
+                **{**group_options, "task_queue": group_queue(base, group), "workflows": []},
+            )
+        )
+    return workers
+
+
+@contextlib.asynccontextmanager
+async def serving(
+    client: Client, settings: Settings, deps: Deps, **overrides: object
+) -> AsyncIterator[list[Worker]]:
+    """Run `build_workers(...)` for the duration of the block (graceful stop after)."""
+    async with contextlib.AsyncExitStack() as stack:
+        workers = build_workers(client, settings, deps, **overrides)
+        for worker in workers:
+            await stack.enter_async_context(worker)
+        yield workers
 
 
 def build_registry(extra_tools: Iterable[ToolFactory] = ()) -> ToolRegistry:
@@ -128,7 +168,7 @@ async def run_worker(settings: Settings, *, deps: Deps | None = None) -> None:
         loop.add_signal_handler(sig, stop.set)
     from dispatcher.stuck import healing
 
-    async with build_worker(client, settings, deps), healing(client, settings, deps.store):
+    async with serving(client, settings, deps), healing(client, settings, deps.store):
         await stop.wait()
 
 

@@ -76,6 +76,7 @@ with workflow.unsafe.imports_passed_through():
     from dispatcher.schema import validate_input
     from dispatcher.store.records import ApprovalRecord, CallStatus, CallUpdate, status_for
     from dispatcher.verdicts import ApprovalInfo, Deny, Execute, PreparedCall
+    from dispatcher.worker_groups import group_queue
 
 #: Local activities (classify, record, revalidate) are fast and idempotent.
 _LOCAL_TIMEOUT = timedelta(seconds=30)
@@ -214,15 +215,31 @@ class ToolCallWorkflow:
         # An auto-approved read runs inside classify (one local activity, one
         # history write); anything else comes back as a verdict to act on.
         queued = self._update(status=CallStatus.QUEUED, verdict="execute")
+        classify_input = ClassifyInput(call=inp.call, session=inp.session, run_row=queued)
+        queue = self._group_queue()
         try:
-            classified = await workflow.execute_local_activity(
-                ACT_CLASSIFY,
-                ClassifyInput(call=inp.call, session=inp.session, run_row=queued),
-                result_type=ClassifyOutput,
-                start_to_close_timeout=_CLASSIFY_TIMEOUT,
-                retry_policy=_LOCAL_RETRY,
-                cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
-            )
+            if queue is not None:
+                # The session's workspace lives on its group's hosts: classify
+                # (realpath, symlinks) there. Sessions without a group keep the
+                # local activity, so their histories replay unchanged.
+                classified = await workflow.execute_activity(
+                    ACT_CLASSIFY,
+                    classify_input,
+                    result_type=ClassifyOutput,
+                    task_queue=queue,
+                    start_to_close_timeout=_CLASSIFY_TIMEOUT,
+                    retry_policy=_LOCAL_RETRY,
+                    cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+                )
+            else:
+                classified = await workflow.execute_local_activity(
+                    ACT_CLASSIFY,
+                    classify_input,
+                    result_type=ClassifyOutput,
+                    start_to_close_timeout=_CLASSIFY_TIMEOUT,
+                    retry_policy=_LOCAL_RETRY,
+                    cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+                )
         except ActivityError as exc:
             if isinstance(exc.cause, CancelledError):
                 raise asyncio.CancelledError("cancelled while classifying") from exc
@@ -559,9 +576,21 @@ class ToolCallWorkflow:
     async def _revalidate(self, prepared: PreparedCall, inp: DecideInput) -> RevalidateOutput:
         """Full re-scope of edited input (pure: no store writes, safe to discard)."""
         assert inp.edited_input is not None
+        checked = RevalidateInput(prepared=prepared, new_input=inp.edited_input)
+        queue = self._group_queue()
+        if queue is not None:
+            # Re-scoping (realpath) needs the workspace: on the group's hosts.
+            return await workflow.execute_activity(
+                ACT_REVALIDATE,
+                checked,
+                result_type=RevalidateOutput,
+                task_queue=queue,
+                start_to_close_timeout=_LOCAL_TIMEOUT,
+                retry_policy=_LOCAL_RETRY,
+            )
         return await workflow.execute_local_activity(
             ACT_REVALIDATE,
-            RevalidateInput(prepared=prepared, new_input=inp.edited_input),
+            checked,
             result_type=RevalidateOutput,
             start_to_close_timeout=_LOCAL_TIMEOUT,
             retry_policy=_LOCAL_RETRY,
@@ -628,6 +657,7 @@ class ToolCallWorkflow:
             decision=self._decision,
             outcome=self._outcome,
             votes=list(self._votes),
+            worker_group=session.worker_group,
         )
 
     # ------------------------------------------------ named approvers, quorum
@@ -703,8 +733,22 @@ class ToolCallWorkflow:
             resolved=self._unwritten_resolution if decided else None,
         )
         start_to_close = timedelta(seconds=plan.start_to_close_seconds) + _EXECUTE_MARGIN
+        queue = self._group_queue()
         try:
-            if plan.local and not prepared.definition.side_effects.mutates and not decided:
+            local = plan.local and not prepared.definition.side_effects.mutates and not decided
+            if local and queue is not None:
+                # A read for a grouped session: idempotent like the local
+                # activity, but on the hosts that have the workspace.
+                out = await workflow.execute_activity(
+                    ACT_EXECUTE_LOCAL,
+                    inp,
+                    result_type=ExecuteOutput,
+                    task_queue=queue,
+                    start_to_close_timeout=start_to_close,
+                    retry_policy=RetryPolicy(maximum_attempts=2),
+                    cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+                )
+            elif local:
                 out = await workflow.execute_local_activity(
                     ACT_EXECUTE_LOCAL,
                     inp,
@@ -718,6 +762,8 @@ class ToolCallWorkflow:
                     ACT_EXECUTE,
                     inp,
                     result_type=ExecuteOutput,
+                    # None: the workflow's own (main) queue, as before groups.
+                    task_queue=queue,
                     start_to_close_timeout=start_to_close,
                     heartbeat_timeout=timedelta(seconds=plan.heartbeat_timeout_seconds),
                     retry_policy=RetryPolicy(maximum_attempts=1),
@@ -778,6 +824,18 @@ class ToolCallWorkflow:
         )
 
     # -------------------------------------------------------------- helpers
+    def _group_queue(self) -> str | None:
+        """The task queue of the session's worker group; None without a group.
+
+        Derived from the workflow's own queue (the main one), so a deployment
+        and its tests agree on it without the workflow reading settings. No
+        schedule-to-start or schedule-to-close timeout is ever set on these
+        activities: with no live worker in the group a call waits, it never
+        fails early and never runs on another group's worker.
+        """
+        group = self._input.session.worker_group
+        return group_queue(workflow.info().task_queue, group) if group else None
+
     def _error(self, error_class: ToolErrorClass, text: str) -> CallOutcome:
         return CallOutcome(
             result=error_result(self._input.call.id, error_class, text),

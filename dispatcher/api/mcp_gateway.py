@@ -260,7 +260,8 @@ def _session(caller: Caller, turn_id: str) -> Session:
     record = caller.session
     return Session(session_id=record.session_id, turn_id=turn_id,
                    workspace_path=record.workspace_path,
-                   kind=record.kind)  # type: ignore[arg-type]
+                   kind=record.kind,  # type: ignore[arg-type]
+                   worker_group=record.worker_group)
 
 
 def _content(resource: CallResource) -> list[types.ContentBlock]:

@@ -6,10 +6,11 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
+import posixpath
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Header, Query, Request, Response
@@ -67,6 +68,7 @@ from dispatcher.store.errors import InvalidCursorError, SessionConflictError
 from dispatcher.store.records import CallStatus
 from dispatcher.store.repository import Repository
 from dispatcher.store.results import CallFilters, EventRecord, SessionRecord
+from dispatcher.worker_groups import group_for_workspace, in_group_roots
 
 router = APIRouter(prefix="/v1", tags=["agent"])
 
@@ -211,6 +213,42 @@ def _check_workspace(raw_path: str, settings: Settings) -> Path:
     return resolved
 
 
+def _worker_group(body: SessionIn, settings: Settings) -> str | None:
+    """The session's worker group: the one named (it must be configured), else the
+    group whose root holds the workspace, else None (any worker)."""
+    groups = settings.worker_groups
+    if body.worker_group is not None:
+        if body.worker_group not in groups:
+            raise ApiError(
+                422,
+                "unknown_worker_group",
+                f"worker group {body.worker_group!r} is not configured",
+                {"worker_groups": sorted(groups)},
+            )
+        return body.worker_group
+    return group_for_workspace(body.workspace_path, groups)
+
+
+def _check_remote_workspace(raw_path: str, group: str, settings: Settings) -> PurePosixPath:
+    """A grouped session's workspace, checked without touching this host's disk:
+    absolute, normalized, under the group's roots or the workspace roots."""
+    if "\x00" in raw_path:
+        raise ApiError(422, "invalid_workspace", "workspace_path contains a NUL byte")
+    if not raw_path.startswith("/"):
+        raise ApiError(422, "invalid_workspace", "workspace_path must be an absolute path")
+    path = PurePosixPath(posixpath.normpath(raw_path))
+    roots = [*settings.worker_groups.get(group, []), *settings.workspace_roots]
+    if not in_group_roots(path, roots):
+        raise ApiError(
+            422,
+            "workspace_not_allowed",
+            f"workspace_path is not under a root of worker group {group!r} "
+            "or a configured workspace root",
+            {"workspace_roots": [str(r) for r in roots]},
+        )
+    return path
+
+
 # ---------------------------------------------------------------- sessions
 @router.post(
     "/sessions",
@@ -224,16 +262,26 @@ async def register_session(
     body: SessionIn, repo: RepoDep, settings: SettingsDep, key: AgentDep, response: Response
 ) -> SessionOut:
     _reject_unencodable(body.workspace_path, ["body", "workspace_path"])
-    resolved = await asyncio.to_thread(_check_workspace, body.workspace_path, settings)
+    group = _worker_group(body, settings)
+    resolved: Path | PurePosixPath
+    if group is None:
+        resolved = await asyncio.to_thread(_check_workspace, body.workspace_path, settings)
+    else:
+        # The workspace lives on the group's hosts, not necessarily here: a
+        # lexical check only; the group's worker resolves it when it classifies.
+        resolved = _check_remote_workspace(body.workspace_path, group, settings)
     try:
         record, created = await repo.register_session(
             body.session_id, str(resolved), body.kind,
             project=key.project, registered_by=key.key_id,
+            worker_group=group, group_explicit=body.worker_group is not None,
         )
     except SessionConflictError as exc:
         details: dict[str, Any] = {"session_id": exc.session_id}
         if exc.existing_workspace is not None:  # never another project's workspace
             details["workspace_path"] = exc.existing_workspace
+        if exc.existing_group is not None:
+            details["worker_group"] = exc.existing_group
         raise ApiError(409, "session_conflict", str(exc), details) from exc
     if not created:
         response.status_code = 200
@@ -279,6 +327,7 @@ async def submit_call(
         turn_id=turn_id,
         workspace_path=record.workspace_path,
         kind=record.kind,  # type: ignore[arg-type]
+        worker_group=record.worker_group,
     )
     service = _service(request)
     try:
@@ -347,6 +396,7 @@ async def submit_batch(
         turn_id=turn_id,
         workspace_path=record.workspace_path,
         kind=record.kind,  # type: ignore[arg-type]
+        worker_group=record.worker_group,
     )
     service = _service(request)
     handle = await service.start_turn(body.calls, session)
@@ -497,6 +547,7 @@ async def list_tools(
         turn_id="-",
         workspace_path=record.workspace_path,
         kind=record.kind,  # type: ignore[arg-type]
+        worker_group=record.worker_group,
     )
     definitions = deps.registry.definitions_for(session)
     if format == "openai":

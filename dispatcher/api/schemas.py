@@ -21,6 +21,13 @@ class SessionIn(BaseModel):
     session_id: str = _ID
     workspace_path: str = Field(min_length=1, max_length=4096)
     kind: Literal["main", "worker"] = "main"
+    worker_group: str | None = Field(
+        default=None,
+        max_length=64,
+        description="The worker group whose hosts have this workspace (a name from "
+        "the server's `worker_groups`); default: the group whose root holds "
+        "workspace_path, else none (any worker).",
+    )
 
 
 class SessionOut(BaseModel):
@@ -29,6 +36,7 @@ class SessionOut(BaseModel):
     kind: str
     created_at: datetime
     project: str = "default"
+    worker_group: str | None = None
 
 
 class CallLinks(BaseModel):
@@ -54,6 +62,11 @@ class CallResource(BaseModel):
     )
     request_id: str | None = None
     expires_at: datetime | None = None
+    waiting_for: str | None = Field(
+        default=None,
+        description="What the call waits for before it can go on, e.g. "
+        "'worker group gpu-1' while no worker of the session's group has picked it up.",
+    )
     rule: str | None = None
     decision: str | None = None
     decided_by: str | None = Field(

@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 from typing import Any
 
+from temporalio.api.enums.v1 import PendingActivityState
 from temporalio.client import WorkflowFailureError, WorkflowHandle
 from temporalio.service import RPCError, RPCStatusCode
 
@@ -32,6 +33,7 @@ from dispatcher.settings import Settings
 from dispatcher.store.records import CallStatus
 from dispatcher.store.repository import Repository
 from dispatcher.store.results import CallRecord
+from dispatcher.worker_groups import WORKSPACE_ACTIVITIES
 
 
 class CallService:
@@ -102,7 +104,27 @@ class CallService:
         resource = self._build(session_id, tool_use_id, row, view, turn_id)
         if problem is not None:
             resource = resource.model_copy(update={"problem": problem})
+        if view is not None and view.worker_group and not resource.finished:
+            waiting = await self._waiting_for(session_id, tool_use_id, view.worker_group)
+            if waiting is not None:
+                resource = resource.model_copy(update={"waiting_for": waiting})
         return resource
+
+    async def _waiting_for(self, session_id: str, tool_use_id: str, group: str) -> str | None:
+        """'worker group <name>' while a workspace activity of the call is scheduled
+        but no worker of the session's group has started it (none is live, or
+        all are busy); None otherwise, or when Temporal does not answer."""
+        try:
+            desc = await self.handle(session_id, tool_use_id).describe()
+        except TEMPORAL_NO_ANSWER:
+            return None
+        for pending in desc.raw_description.pending_activities:
+            if (
+                pending.activity_type.name in WORKSPACE_ACTIVITIES
+                and pending.state == PendingActivityState.PENDING_ACTIVITY_STATE_SCHEDULED
+            ):
+                return f"worker group {group}"
+        return None
 
     async def _query_unless_wedged(
         self, session_id: str, tool_use_id: str, *, unclassified: bool

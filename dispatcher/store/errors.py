@@ -23,16 +23,33 @@ class SessionConflictError(StoreError):
     """A session id is already registered with a different workspace (or, with
     `existing` None, by another project: its workspace is not disclosed)."""
 
-    def __init__(self, session_id: str, existing: str | None, requested: str) -> None:
-        super().__init__(
-            f"session {session_id!r} is already registered with workspace {existing!r}"
-            f" (requested {requested!r})"
-            if existing is not None
-            else f"session id {session_id!r} is already in use; choose another"
-        )
+    def __init__(
+        self,
+        session_id: str,
+        existing: str | None,
+        requested: str,
+        *,
+        existing_group: str | None = None,
+        group: str | None = None,
+    ) -> None:
+        group_differs = existing_group is not None or group is not None
+        if group_differs:
+            message = (
+                f"session {session_id!r} is already registered with worker group "
+                f"{existing_group!r} (requested {group!r})"
+            )
+        elif existing is not None:
+            message = (
+                f"session {session_id!r} is already registered with workspace {existing!r}"
+                f" (requested {requested!r})"
+            )
+        else:
+            message = f"session id {session_id!r} is already in use; choose another"
+        super().__init__(message)
         self.session_id = session_id
         self.existing_workspace = existing
         self.requested_workspace = requested
+        self.existing_group = existing_group if group_differs else None
 
 
 class ApprovalNotFoundError(StoreError, KeyError):

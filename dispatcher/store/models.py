@@ -212,6 +212,8 @@ class SessionRow(Base):
     #: The project of the key that registered it; other projects never see it.
     project: Mapped[str] = mapped_column(CleanString(100), server_default="default")
     registered_by: Mapped[str | None] = mapped_column(CleanString(32))
+    #: The worker group whose hosts have the workspace (None: any worker).
+    worker_group: Mapped[str | None] = mapped_column(CleanString(64))
 
 
 class CallSubmission(Base):

@@ -816,11 +816,15 @@ class Repository:
         *,
         project: str = DEFAULT_PROJECT,
         registered_by: str | None = None,
+        worker_group: str | None = None,
+        group_explicit: bool = False,
     ) -> tuple[SessionRecord, bool]:
         """Register a session; re-registering with the same workspace is a no-op.
 
         Returns (record, created). A different workspace (or another project)
-        for a known id raises SessionConflictError.
+        for a known id raises SessionConflictError; so does an explicitly
+        requested worker group other than the stored one. A group derived from
+        settings does not: a known session keeps the group it was registered with.
         """
         async with self._write() as conn:
             result = await conn.execute(
@@ -832,6 +836,7 @@ class Repository:
                     created_at=utcnow(),
                     project=project,
                     registered_by=registered_by,
+                    worker_group=worker_group,
                 )
                 .on_conflict_do_nothing(index_elements=["session_id"])
             )
@@ -846,6 +851,11 @@ class Repository:
             raise SessionConflictError(session_id, None, workspace_path)
         if record.workspace_path != clean_text(workspace_path):
             raise SessionConflictError(session_id, record.workspace_path, workspace_path)
+        if group_explicit and record.worker_group != worker_group:
+            raise SessionConflictError(
+                session_id, record.workspace_path, workspace_path,
+                existing_group=record.worker_group, group=worker_group,
+            )
         return record, created
 
     # ------------------------------------------------------------------ submitters

@@ -115,6 +115,7 @@ class SessionRecord(BaseModel):
     created_at: datetime
     project: str = "default"
     registered_by: str | None = None
+    worker_group: str | None = None
 
 
 class ApiKeyRecord(BaseModel):
