@@ -1,0 +1,178 @@
+"""Workspace-affine routing (worker groups) on the dev server.
+
+Each "host" is a worker serving one group with its own workspace root; the
+main worker (workflows, store writes) serves no group. Which worker ran what
+is read back from Temporal history: every ActivityTaskStarted event carries
+the identity of the worker that picked the task up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client
+
+from activities.deps import Deps
+from dispatcher.devserver import DevServer
+from dispatcher.durable_models import call_workflow_id
+from dispatcher.settings import Settings
+from dispatcher.worker import serving
+from dispatcher.worker_groups import WORKSPACE_ACTIVITIES
+from tests.api.rig import ApiRig, api_rig
+from tests.fixtures.temporal import AUTO_ALL, dev_client, make_pipeline
+
+pytestmark = [pytest.mark.devserver, pytest.mark.timeout(120)]
+
+
+@contextlib.asynccontextmanager
+async def host(rig: ApiRig, group: str) -> AsyncIterator[None]:
+    """A worker that serves only `group` (it has that group's workspace)."""
+    settings = rig.rig.settings.model_copy(
+        update={"serve_main_queue": False, "serve_groups": [group]}
+    )
+    deps = Deps(settings=settings, pipeline=make_pipeline(settings), store=rig.repo)
+    async with serving(rig.rig.client, settings, deps, identity=f"host-{group}"):
+        yield
+
+
+async def started_by(client: Client, workflow_id: str) -> dict[str, set[str]]:
+    """Activity type -> identities of the workers that started it (from history)."""
+    scheduled: dict[int, str] = {}
+    out: dict[str, set[str]] = {}
+    async for event in client.get_workflow_handle(workflow_id).fetch_history_events():
+        if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+            name = event.activity_task_scheduled_event_attributes.activity_type.name
+            scheduled[event.event_id] = name
+        elif event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED:
+            attrs = event.activity_task_started_event_attributes
+            out.setdefault(scheduled[attrs.scheduled_event_id], set()).add(attrs.identity)
+    return out
+
+
+@contextlib.asynccontextmanager
+async def grouped_api(
+    dev_server: DevServer, sqlite_repo: Any, tmp_path: Path, groups: list[str]
+) -> AsyncIterator[tuple[ApiRig, dict[str, Path]]]:
+    roots = {g: tmp_path / f"host-{g}" for g in groups}
+    for root in roots.values():
+        root.mkdir()
+    client = await dev_client(dev_server)
+    async with api_rig(
+        client, sqlite_repo, tmp_path, policy=AUTO_ALL,
+        worker_groups={g: [root] for g, root in roots.items()},
+    ) as rig:
+        yield rig, roots
+
+
+async def register(rig: ApiRig, sid: str, workspace: Path, group: str | None = None) -> Any:
+    body: dict[str, Any] = {"session_id": sid, "workspace_path": str(workspace)}
+    if group is not None:
+        body["worker_group"] = group
+    return await rig.http.post("/v1/sessions", json=body)
+
+
+async def test_each_sessions_calls_run_only_on_its_groups_worker(
+    dev_server: DevServer, sqlite_repo: Any, tmp_path: Path
+) -> None:
+    async with grouped_api(dev_server, sqlite_repo, tmp_path, ["a", "b"]) as (rig, roots):
+        for g in ("a", "b"):
+            ws = roots[g] / "agent"
+            ws.mkdir()
+            (ws / "who.txt").write_text(f"workspace {g}\n")
+            r = await register(rig, f"s-{g}", ws)
+            assert r.status_code == 201, r.text
+            assert r.json()["worker_group"] == g  # derived from the group's root
+        async with host(rig, "a"), host(rig, "b"):
+            for g in ("a", "b"):
+                read = await rig.submit(f"s-{g}", "read_file", {"path": "who.txt"},
+                                        call_id=f"tu-read-{g}", wait=30)
+                assert read.json()["status"] == "succeeded", read.text
+                assert f"workspace {g}" in str(read.json()["result"])
+                write = await rig.submit(f"s-{g}", "write_file",
+                                         {"path": "out.txt", "content": g},
+                                         call_id=f"tu-write-{g}", wait=30)
+                assert write.json()["status"] == "succeeded", write.text
+            for g in ("a", "b"):
+                assert (roots[g] / "agent" / "out.txt").read_text() == g
+                for tid in (f"tu-read-{g}", f"tu-write-{g}"):
+                    ran = await started_by(rig.rig.client, call_workflow_id(f"s-{g}", tid))
+                    workspace_work = {k: v for k, v in ran.items() if k in WORKSPACE_ACTIVITIES}
+                    assert "parkgate.classify" in workspace_work, ran
+                    assert all(ids == {f"host-{g}"} for ids in workspace_work.values()), ran
+                    # store writes may run on any main-queue worker, never on a host
+                    others = set().union(*(v for k, v in ran.items() if k not in workspace_work))
+                    assert not any(i.startswith("host-") for i in others), ran
+            write_ran = await started_by(rig.rig.client, call_workflow_id("s-a", "tu-write-a"))
+            assert write_ran["parkgate.execute"] == {"host-a"}
+
+
+async def test_call_waits_for_its_group_and_says_so_then_runs(
+    dev_server: DevServer, sqlite_repo: Any, tmp_path: Path
+) -> None:
+    async with grouped_api(dev_server, sqlite_repo, tmp_path, ["a", "c"]) as (rig, roots):
+        # Explicit group on registration; the workspace is under workspace_roots.
+        (rig.workspace / "note.txt").write_text("from c\n")
+        r = await register(rig, "s-c", rig.workspace, group="c")
+        assert r.status_code == 201, r.text
+        assert r.json()["worker_group"] == "c"
+        async with host(rig, "a"):  # a live worker, but of another group
+            sub = await rig.submit("s-c", "read_file", {"path": "note.txt"}, call_id="tu-c")
+            assert sub.status_code == 202, sub.text
+            body: dict[str, Any] = {}
+            for _ in range(100):
+                body = (await rig.http.get("/v1/sessions/s-c/tool-calls/tu-c")).json()
+                if body.get("waiting_for"):
+                    break
+                await asyncio.sleep(0.1)
+            assert body["waiting_for"] == "worker group c", body
+            assert body["status"] == "queued" and not body["finished"]
+            await asyncio.sleep(1.0)  # still waiting: never picked up elsewhere
+            again = (await rig.http.get("/v1/sessions/s-c/tool-calls/tu-c")).json()
+            assert again["waiting_for"] == "worker group c" and not again["finished"]
+        async with host(rig, "c"):
+            done = await rig.http.get("/v1/sessions/s-c/tool-calls/tu-c", params={"wait": 30})
+            out = done.json()
+            assert out["status"] == "succeeded", out
+            assert "waiting_for" not in out or out["waiting_for"] is None
+            assert "from c" in str(out["result"])
+        ran = await started_by(rig.rig.client, call_workflow_id("s-c", "tu-c"))
+        assert ran["parkgate.classify"] == {"host-c"}, ran
+
+
+async def test_registration_validates_the_group(
+    dev_server: DevServer, sqlite_repo: Any, tmp_path: Path
+) -> None:
+    async with grouped_api(dev_server, sqlite_repo, tmp_path, ["a"]) as (rig, roots):
+        r = await register(rig, "s-x", rig.workspace, group="nope")
+        assert r.status_code == 422, r.text
+        assert r.json()["error"]["code"] == "unknown_worker_group"
+        # The API need not have a grouped workspace: checked lexically only.
+        remote = roots["a"] / "only-on-host-a"
+        r = await register(rig, "s-remote", remote)
+        assert r.status_code == 201, r.text
+        assert r.json()["worker_group"] == "a"
+        outside = await register(rig, "s-out", tmp_path / "elsewhere", group="a")
+        assert outside.status_code == 422, outside.text
+        # Same session, another explicit group: a conflict, not a silent move.
+        r = await register(rig, "s-remote", remote, group="a")
+        assert r.status_code == 200, r.text
+        ws = roots["a"] / "ws"
+        ws.mkdir()
+        assert (await register(rig, "s-plain", rig.workspace)).json()["worker_group"] is None
+        moved = await register(rig, "s-plain", rig.workspace, group="a")
+        assert moved.status_code == 409, moved.text
+
+
+def test_settings_reject_unknown_served_group(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="unknown worker group 'b'"):
+        Settings(data_dir=tmp_path, worker_groups={"a": [tmp_path]}, serve_groups=["b"])
+    with pytest.raises(ValueError, match="worker group name"):
+        Settings(data_dir=tmp_path, worker_groups={"a/b": [tmp_path]})
+    with pytest.raises(ValueError, match="poll nothing"):
+        Settings(data_dir=tmp_path, serve_main_queue=False)
