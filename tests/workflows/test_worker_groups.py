@@ -20,14 +20,15 @@ from temporalio.client import Client
 
 from activities.deps import Deps
 from dispatcher.devserver import DevServer
-from dispatcher.durable_models import call_workflow_id
+from dispatcher.durable_models import WORKER_LOST_TEXT, call_workflow_id
 from dispatcher.settings import Settings
 from dispatcher.worker import serving
 from dispatcher.worker_groups import WORKSPACE_ACTIVITIES
 from tests.api.rig import ApiRig, api_rig
-from tests.fixtures.temporal import AUTO_ALL, dev_client, make_pipeline
+from tests.fixtures.temporal import AUTO_ALL, WorkerProcess, dev_client, make_pipeline
+from tests.workflows.test_restarts import kill_leftovers
 
-pytestmark = [pytest.mark.devserver, pytest.mark.timeout(120)]
+pytestmark = [pytest.mark.devserver, pytest.mark.timeout(180)]
 
 
 @contextlib.asynccontextmanager
@@ -176,3 +177,92 @@ def test_settings_reject_unknown_served_group(tmp_path: Path) -> None:
         Settings(data_dir=tmp_path, worker_groups={"a/b": [tmp_path]})
     with pytest.raises(ValueError, match="poll nothing"):
         Settings(data_dir=tmp_path, serve_main_queue=False)
+
+
+# ---------------------------------------------------------------------------
+# Scale-out: hosts as real worker processes, one SIGKILLed mid-run
+# ---------------------------------------------------------------------------
+
+
+def pids(identities: set[str]) -> set[int]:
+    return {int(i.split("@", 1)[0]) for i in identities}
+
+
+async def wait_for(rig: ApiRig, sid: str, tid: str, check: Any, timeout: float = 60) -> Any:
+    deadline = asyncio.get_running_loop().time() + timeout
+    body: dict[str, Any] = {}
+    while asyncio.get_running_loop().time() < deadline:
+        body = (await rig.http.get(f"/v1/sessions/{sid}/tool-calls/{tid}")).json()
+        if check(body):
+            return body
+        await asyncio.sleep(0.2)
+    raise AssertionError(f"{sid}/{tid}: {body}")
+
+
+async def test_hosts_as_processes_killed_host_calls_wait_then_finish(
+    dev_server: DevServer, sqlite_repo: Any, sqlite_url: str, tmp_path: Path
+) -> None:
+    marker = f"sleep 47{id(tmp_path) % 100:02d}"
+    async with grouped_api(dev_server, sqlite_repo, tmp_path, ["a", "b"]) as (rig, roots):
+        hosts: dict[str, WorkerProcess] = {}
+
+        def start_host(group: str) -> WorkerProcess:
+            settings = rig.rig.settings.model_copy(update={
+                "database_url": sqlite_url,
+                "temporal_address": dev_server.address,
+                "serve_main_queue": False,
+                "serve_groups": [group],
+                "workspace_roots": [roots[group]],
+                "execute_heartbeat_timeout_seconds": 3.0,
+            })
+            proc = WorkerProcess(settings, tmp_path / f"host-{group}-{len(hosts)}.log").start()
+            hosts[group] = proc
+            return proc
+
+        try:
+            for g in ("a", "b"):
+                (roots[g] / "ws").mkdir()
+                assert (await register(rig, f"s-{g}", roots[g] / "ws")).status_code == 201
+                start_host(g)
+            long = await rig.submit("s-a", "shell", {"command": f"echo run >> runs.txt; {marker}"},
+                                    call_id="tu-long")
+            assert long.status_code == 202, long.text
+            await wait_for(rig, "s-a", "tu-long", lambda b: b["status"] == "running"
+                           and not b.get("waiting_for"))
+            while not (roots["a"] / "ws" / "runs.txt").exists():
+                await asyncio.sleep(0.1)
+            hosts["a"].kill()  # SIGKILL host a mid-run
+
+            after = {}
+            for g in ("a", "b"):
+                r = await rig.submit(f"s-{g}", "write_file", {"path": "after.txt", "content": g},
+                                     call_id="tu-after")
+                assert r.status_code in (200, 202), r.text
+                after[g] = r
+            done_b = await wait_for(rig, "s-b", "tu-after", lambda b: b["finished"])
+            assert done_b["status"] == "succeeded", done_b
+            assert (roots["b"] / "ws" / "after.txt").read_text() == "b"
+            # The call that was running on the dead host: outcome unknown, never re-run.
+            lost = await wait_for(rig, "s-a", "tu-long", lambda b: b["finished"])
+            assert lost["status"] == "failed", lost
+            assert WORKER_LOST_TEXT in str(lost["result"]), lost
+            # Host a's new call waits, and says what for; nothing ran it elsewhere.
+            waiting = await wait_for(rig, "s-a", "tu-after",
+                                     lambda b: b.get("waiting_for") == "worker group a")
+            assert not waiting["finished"]
+            assert not (roots["a"] / "ws" / "after.txt").exists()
+
+            restarted = start_host("a")
+            done_a = await wait_for(rig, "s-a", "tu-after", lambda b: b["finished"])
+            assert done_a["status"] == "succeeded", done_a
+            assert (roots["a"] / "ws" / "after.txt").read_text() == "a"
+            assert (roots["a"] / "ws" / "runs.txt").read_text() == "run\n"  # at most once
+            ran = await started_by(rig.rig.client, call_workflow_id("s-a", "tu-after"))
+            # Default worker identity is "<pid>@<host>": each ran on its host's process.
+            assert pids(ran["parkgate.execute"]) == {restarted.process.pid}
+            ran_b = await started_by(rig.rig.client, call_workflow_id("s-b", "tu-after"))
+            assert pids(ran_b["parkgate.execute"]) == {hosts["b"].process.pid}
+        finally:
+            for proc in hosts.values():
+                proc.stop()
+            kill_leftovers(marker)
