@@ -7,6 +7,7 @@ installed; it needs no Docker engine.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -194,3 +195,21 @@ def test_only_the_worker_can_set_up_the_tool_sandbox(compose: dict[str, Any]) ->
     for name in ("api", "migrate"):
         assert "cap_add" not in services[name] and "security_opt" not in services[name]
     assert "PARKGATE_TOOL_SANDBOX" in worker["environment"]
+
+
+def test_a_workspace_host_serves_only_its_worker_group(compose: dict[str, Any]) -> None:
+    """The worker-group shape: the group's root is in the shared configuration
+    (the API maps workspaces to groups), and only that group's host mounts it."""
+    services = compose["services"]
+    shared = services["api"]["environment"]
+    groups = json.loads(shared["PARKGATE_WORKER_GROUPS"])
+    host = services["worker-host-b"]
+    env = host["environment"]
+    assert json.loads(env["PARKGATE_SERVE_GROUPS"]) == ["host-b"]
+    assert env["PARKGATE_SERVE_MAIN_QUEUE"] == "false"
+    assert {k: v for k, v in env.items() if not k.startswith("PARKGATE_SERVE_")} == shared
+    mounts = {v.split(":")[1] for v in host["volumes"]}
+    assert mounts == set(groups["host-b"])
+    for name in ("api", "worker"):
+        assert not mounts & {v.split(":")[1] for v in services[name].get("volumes", [])}
+    assert _depends(host)["migrate"] == "service_completed_successfully"
