@@ -2,7 +2,7 @@
 (only the named histories when given, e.g. `quorum`; all of them otherwise).
 
 Runs every path of the durable call (auto, approved, denied, expired,
-cancelled, edited, turn) on the time-skipping test server with a worker from
+cancelled, edited, turn, quorum, grouped) on the time-skipping test server with a worker from
 the production recipe and a throwaway migrated SQLite store, then saves each
 workflow's history as JSON next to this file. Machine-specific paths (the
 temporary workspace) are replaced by WORKSPACE_PLACEHOLDER inside payloads.
@@ -30,6 +30,7 @@ from temporalio.testing import WorkflowEnvironment
 from dispatcher.models import ToolUseBlock
 from dispatcher.store import Repository
 from dispatcher.store.migrate import upgrade_async
+from dispatcher.worker import serving
 from tests.fixtures.temporal import TEST_CONVERTER, TEST_SERVER, DurableRig, durable_rig
 
 HERE = Path(__file__).resolve().parent
@@ -158,6 +159,39 @@ async def generate(env: WorkflowEnvironment, store: Repository, tmp: Path) -> No
         await vote("carol")
         await handle.result()
         await save("quorum", handle, rig)
+
+
+    # A session with a worker group: classify, revalidate and execute are
+    # regular activities on `<queue>.hosts` (dispatcher.worker_groups).
+    grouped_tmp = tmp / "grouped"
+    grouped_tmp.mkdir()
+    async with durable_rig(env.client, store, grouped_tmp,
+                           worker_groups={"hosts": [str(grouped_tmp / "workspace")]}) as rig:
+        d = rig.dispatcher
+        (rig.workspace / "README.md").write_text("# grouped\n")
+        host = rig.settings.model_copy(update={"serve_main_queue": False,
+                                               "serve_groups": ["hosts"]})
+        async with serving(env.client, host, rig.deps):
+            session = rig.session("s-replay-grouped").model_copy(
+                update={"worker_group": "hosts"}
+            )
+            handle = await d.start(
+                ToolUseBlock(id="grouped_auto", name="read_file", input={"path": "README.md"}),
+                session,
+            )
+            await handle.result()
+            await save("grouped_auto", handle, rig)
+            handle = await d.start(
+                ToolUseBlock(id="grouped", name="write_file", input={"path": "g.txt",
+                                                                    "content": "g"}),
+                session,
+            )
+            rid = await rig.wait_parked(session.session_id, "grouped")
+            await d.decide(
+                rid, "allow_with_edits", edited_input={"path": "g.txt", "content": "edited"}
+            )
+            await handle.result()
+            await save("grouped", handle, rig)
 
 
 async def main() -> None:
