@@ -29,7 +29,7 @@ import uvicorn
 
 from dispatcher.datadir import secure_data_dir
 from dispatcher.settings import Settings
-from dispatcher.worker_groups import group_queue
+from dispatcher.worker_groups import served_queues
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -419,8 +419,10 @@ async def run_worker(
                 settings, timeout=connect_timeout, stop=stop, blobs=repo
             )
             deps = await worker_deps(settings, repo)
-            queues = [settings.temporal_task_queue] if settings.serve_main_queue else []
-            queues += [group_queue(settings.temporal_task_queue, g) for g in settings.serve_groups]
+            queues = served_queues(
+                settings.temporal_task_queue, settings.serve_groups,
+                main=settings.serve_main_queue,
+            )
             log.info("worker polling task queues %s", ", ".join(map(repr, queues)))
             async with serving(client, settings, deps), healing(client, settings, deps.store):
                 await stop.wait()

@@ -68,3 +68,8 @@ def in_group_roots(workspace: str | PurePath, roots: Sequence[str | PurePath]) -
     """Whether `workspace` is (lexically) under one of `roots`."""
     path = _lexical(workspace)
     return any(_under(path, _lexical(root)) for root in roots)
+
+
+def served_queues(main_queue: str, groups: Sequence[str], *, main: bool = True) -> list[str]:
+    """Every task queue a worker with these settings polls, main queue first."""
+    return ([main_queue] if main else []) + [group_queue(main_queue, g) for g in groups]

@@ -22,12 +22,17 @@ def worker(
 ) -> None:
     """Run a worker (classification, approvals, tool execution) until SIGTERM/Ctrl-C."""
     from dispatcher.embedded import StartupError, run_worker
+    from dispatcher.worker_groups import served_queues
 
     settings = load_settings()
 
     def announce() -> None:
+        queues = served_queues(
+            settings.temporal_task_queue, settings.serve_groups, main=settings.serve_main_queue
+        )
+        plural = "s" if len(queues) > 1 else ""
         err_console.print(
-            f"parkgate worker: task queue {settings.temporal_task_queue!r} on "
+            f"parkgate worker: task queue{plural} {', '.join(map(repr, queues))} on "
             f"{settings.temporal_address} (namespace {settings.temporal_namespace!r})"
         )
 

@@ -116,7 +116,7 @@ async def test_each_sessions_calls_run_only_on_its_groups_worker(
 async def test_call_waits_for_its_group_and_says_so_then_runs(
     dev_server: DevServer, sqlite_repo: Any, tmp_path: Path
 ) -> None:
-    async with grouped_api(dev_server, sqlite_repo, tmp_path, ["a", "c"]) as (rig, roots):
+    async with grouped_api(dev_server, sqlite_repo, tmp_path, ["a", "c"]) as (rig, _roots):
         # Explicit group on registration; the workspace is under workspace_roots.
         (rig.workspace / "note.txt").write_text("from c\n")
         r = await register(rig, "s-c", rig.workspace, group="c")
@@ -163,8 +163,6 @@ async def test_registration_validates_the_group(
         # Same session, another explicit group: a conflict, not a silent move.
         r = await register(rig, "s-remote", remote, group="a")
         assert r.status_code == 200, r.text
-        ws = roots["a"] / "ws"
-        ws.mkdir()
         assert (await register(rig, "s-plain", rig.workspace)).json()["worker_group"] is None
         moved = await register(rig, "s-plain", rig.workspace, group="a")
         assert moved.status_code == 409, moved.text
