@@ -83,11 +83,15 @@ class AsyncParkgateClient:
 
     # ------------------------------------------------------------- sessions
     async def register_session(
-        self, session_id: str, workspace_path: str, kind: Literal["main", "worker"] = "main"
+        self, session_id: str, workspace_path: str, kind: Literal["main", "worker"] = "main",
+        *, worker_group: str | None = None,
     ) -> SessionOut:
         """Register (or re-register, same workspace) a session; 409 -> ConflictError."""
-        r = await self._request("POST", "/v1/sessions", json={
-            "session_id": session_id, "workspace_path": workspace_path, "kind": kind})
+        body: dict[str, str] = {
+            "session_id": session_id, "workspace_path": workspace_path, "kind": kind}
+        if worker_group is not None:  # else the server derives it from the workspace
+            body["worker_group"] = worker_group
+        r = await self._request("POST", "/v1/sessions", json=body)
         return SessionOut.model_validate(r.json())
 
     async def tools(

@@ -76,10 +76,14 @@ class ParkgateClient:
 
     # ------------------------------------------------------------- sessions
     def register_session(
-        self, session_id: str, workspace_path: str, kind: Literal["main", "worker"] = "main"
+        self, session_id: str, workspace_path: str, kind: Literal["main", "worker"] = "main",
+        *, worker_group: str | None = None,
     ) -> SessionOut:
-        r = self._request("POST", "/v1/sessions", json={
-            "session_id": session_id, "workspace_path": workspace_path, "kind": kind})
+        body: dict[str, str] = {
+            "session_id": session_id, "workspace_path": workspace_path, "kind": kind}
+        if worker_group is not None:  # else the server derives it from the workspace
+            body["worker_group"] = worker_group
+        r = self._request("POST", "/v1/sessions", json=body)
         return SessionOut.model_validate(r.json())
 
     def tools(
