@@ -216,7 +216,12 @@ class Settings(BaseSettings):
     def _check_worker_groups(cls, value: dict[str, list[Path]]) -> dict[str, list[Path]]:
         for name in value:
             check_group_name(name)
-        return {name: [Path(p).expanduser() for p in roots] for name, roots in value.items()}
+        groups = {name: [Path(p).expanduser() for p in roots] for name, roots in value.items()}
+        for name, roots in groups.items():
+            for root in roots:
+                if not root.is_absolute():  # matched lexically against session paths
+                    raise ValueError(f"worker group {name!r}: root {str(root)!r} is not absolute")
+        return groups
 
     @model_validator(mode="after")
     def _check_serve_groups(self) -> Settings:

@@ -136,6 +136,15 @@ async def test_call_waits_for_its_group_and_says_so_then_runs(
             await asyncio.sleep(1.0)  # still waiting: never picked up elsewhere
             again = (await rig.http.get("/v1/sessions/s-c/tool-calls/tu-c")).json()
             assert again["waiting_for"] == "worker group c" and not again["finished"]
+            # A waiting call can still be cancelled, and it never ran.
+            await rig.submit("s-c", "write_file", {"path": "never.txt", "content": "x"},
+                             call_id="tu-cancel")
+            cancel = await rig.http.post("/v1/sessions/s-c/tool-calls/tu-cancel/cancel")
+            assert cancel.status_code in (200, 202), cancel.text
+            gone = (await rig.http.get("/v1/sessions/s-c/tool-calls/tu-cancel",
+                                       params={"wait": 20})).json()
+            assert gone["status"] == "cancelled" and gone["finished"], gone
+            assert not (rig.workspace / "never.txt").exists()
         async with host(rig, "c"):
             done = await rig.http.get("/v1/sessions/s-c/tool-calls/tu-c", params={"wait": 30})
             out = done.json()
@@ -173,6 +182,8 @@ def test_settings_reject_unknown_served_group(tmp_path: Path) -> None:
         Settings(data_dir=tmp_path, worker_groups={"a": [tmp_path]}, serve_groups=["b"])
     with pytest.raises(ValueError, match="worker group name"):
         Settings(data_dir=tmp_path, worker_groups={"a/b": [tmp_path]})
+    with pytest.raises(ValueError, match="absolute"):
+        Settings(data_dir=tmp_path, worker_groups={"a": ["relative/root"]})
     with pytest.raises(ValueError, match="poll nothing"):
         Settings(data_dir=tmp_path, serve_main_queue=False)
 
