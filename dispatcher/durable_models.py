@@ -274,7 +274,7 @@ class ApprovalCreated(BaseModel):
     #: Never set any more (links are derived when read, so no token reaches
     #: Temporal history); kept optional so older histories still decode.
     approval_url: str | None = None
-    #: True when webhooks are configured, so the workflow starts parkgate.notify.
+    #: True when parkgate.notify has someone to tell (webhooks, approvers by e-mail).
     notify: bool = False
 
 
