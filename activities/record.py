@@ -123,7 +123,8 @@ class RecordActivities:
         )
         await self.store.apply([event], req.update)
         # No link in the result either: it would be written to workflow history.
-        return ApprovalCreated(approval=record, notify=self._notifies(info))
+        return ApprovalCreated(approval=record, notify=self._notifies(info),
+                               slack=self.settings.slack_enabled)
 
     def _notifies(self, info: ApprovalInfo) -> bool:
         """Whether parkgate.notify has anyone to tell: a webhook, or a named
