@@ -38,24 +38,25 @@ class NotifyActivities:
                 req.info.request_id, req.expires_at,
             )})
         # Progress travels in the heartbeat: a retry skips what already went out.
-        # Keys: "webhook:<index>", "mail:<approver>" (older runs: bare indices).
-        delivered: set[str] = set()
+        # Keys: a webhook's index (as before mail existed, so any worker reads
+        # them) and "mail:<approver>".
+        delivered: set[int | str] = set()
         details = activity.info().heartbeat_details
         if details and isinstance(details[0], list):
-            delivered = {f"webhook:{i}" if isinstance(i, int) else str(i) for i in details[0]}
+            delivered = {i if isinstance(i, int) else str(i) for i in details[0]}
         failures: list[str] = []
         approvers = self._approvers(req)
         async with httpx.AsyncClient() as client:
             for index, hook in enumerate(hooks):
-                if f"webhook:{index}" in delivered:
+                if index in delivered:
                     continue
                 try:
                     await deliver(client, hook, req, timeout=self.timeout, approvers=approvers)
                 except WebhookError as exc:
                     failures.append(f"webhook[{index}] ({hook.kind}): {exc}")
                     continue
-                delivered.add(f"webhook:{index}")
-                activity.heartbeat(sorted(delivered))
+                delivered.add(index)
+                activity.heartbeat(_progress(delivered))
         if self.settings.email_enabled:
             for approver in approvers:
                 key = f"mail:{approver['name']}"
@@ -71,7 +72,7 @@ class NotifyActivities:
                     failures.append(f"mail to {approver['name']}: {exc}")
                     continue
                 delivered.add(key)
-                activity.heartbeat(sorted(delivered))
+                activity.heartbeat(_progress(delivered))
         if failures:
             # Retryable: Temporal tries again with the workflow's retry policy.
             raise ApplicationError("; ".join(failures), type="NotifyError")
@@ -89,3 +90,9 @@ class NotifyActivities:
             out.append({"name": name, "email": entry.email if entry else None,
                         "approval_url": base + token})
         return out
+
+
+def _progress(delivered: set[int | str]) -> list[int | str]:
+    """Heartbeat details: webhook indices first, then mail keys, each sorted."""
+    return [*sorted(i for i in delivered if isinstance(i, int)),
+            *sorted(k for k in delivered if isinstance(k, str))]
