@@ -16,11 +16,13 @@ from __future__ import annotations
 import json
 import logging
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 from urllib.parse import parse_qs
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
+from starlette.background import BackgroundTask
 
 from dispatcher import slack, slack_web
 from dispatcher.api.approval_links import named_approvers
@@ -89,13 +91,17 @@ async def slack_interactivity(request: Request) -> JSONResponse:
     if problem is not None:
         raise ApiError(401, "unauthorized", problem)
     click = _Click(_payload(body))
-    ok, text = await _apply(request, settings, click)
-    if not ok:
-        await _tell(click, text)
-    return JSONResponse({"ok": ok, "text": text})
+    later: list[Any] = []
+    ok, text = await _apply(request, settings, click, later)
+    if not ok and click.response_url:
+        later.append(partial(slack_web.tell_clicker, click.response_url, text))
+    # Slack wants the answer within 3 seconds: its own Web API calls run after it.
+    return JSONResponse({"ok": ok, "text": text}, background=BackgroundTask(_run, later))
 
 
-async def _apply(request: Request, settings: Settings, click: _Click) -> tuple[bool, str]:
+async def _apply(
+    request: Request, settings: Settings, click: _Click, later: list[Any]
+) -> tuple[bool, str]:
     """Decide (or refuse) the click; (accepted, what to tell the user)."""
     repo: Repository = request.app.state.deps.repo
     approval = await repo.get_approval(click.request_id)
@@ -111,7 +117,7 @@ async def _apply(request: Request, settings: Settings, click: _Click) -> tuple[b
         return False, (f"This call is decided by its named approvers ({', '.join(named)}); "
                        f"you act as {approver}. Nothing was decided.")
     if approval.decision is not None or _past(approval.expires_at):
-        text = await _show_stored(request, settings, click, approval, info)
+        text = await _show_stored(request, settings, click, approval, info, later)
         return False, f"This call is no longer waiting: {text}"
     service: CallService = request.app.state.calls
     result = await service.decide(approval.session_id, approval.tool_use_id, DecideInput(
@@ -119,23 +125,24 @@ async def _apply(request: Request, settings: Settings, click: _Click) -> tuple[b
         via="slack", principal_id=f"approver:{approver}", approver=approver,
     ))
     if result.accepted and result.winner is None:
-        await _slack(slack_web.update_waiting(settings, click.message, info,
-                                              approval.session_id, approval.expires_at,
-                                              list(result.votes)) if click.message else None)
+        if click.message:
+            later.append(partial(slack_web.update_waiting, settings, click.message, info,
+                                                  approval.session_id, approval.expires_at,
+                                                  list(result.votes)))
         return True, (f"Your approval is counted ({len(result.votes)} of {result.quorum}); "
                       "the call runs when enough approvers have approved.")
     if result.winner is not None:
         status = ("denied" if result.winner.decision == "deny" else "running")
         text = slack.outcome_text(status, result.winner)
         if click.message:
-            await _slack(slack_web.update_outcome(settings, click.message, info,
+            later.append(partial(slack_web.update_outcome, settings, click.message, info,
                                                   approval.session_id, text))
         if result.accepted:
             return True, text
         return False, f"Already decided: {text}"
     stored = await repo.get_approval(approval.request_id) or approval
     if stored.decision is not None or _past(stored.expires_at):
-        text = await _show_stored(request, settings, click, stored, info)
+        text = await _show_stored(request, settings, click, stored, info, later)
         return False, f"This call is no longer waiting: {text}"
     return False, result.message or "The decision was not accepted."
 
@@ -150,7 +157,7 @@ def _past(expires_at: datetime | None) -> bool:
 
 async def _show_stored(
     request: Request, settings: Settings, click: _Click, approval: ApprovalRecord,
-    info: ApprovalInfo,
+    info: ApprovalInfo, later: list[Any],
 ) -> str:
     """Update the message with what the store knows and return that text."""
     repo: Repository = request.app.state.deps.repo
@@ -167,21 +174,15 @@ async def _show_stored(
         status = "expired"  # past its expiry; the workflow records it at its timer
     text = slack.outcome_text(status, decision)
     if click.message:
-        await _slack(slack_web.update_outcome(settings, click.message, info,
+        later.append(partial(slack_web.update_outcome, settings, click.message, info,
                                               approval.session_id, text))
     return text
 
 
-async def _slack(coro: Any) -> None:
-    """Run one Slack call; Slack being down never fails the click's answer."""
-    if coro is None:
-        return
-    try:
-        await coro
-    except slack_web.SlackError as exc:
-        log.warning("slack: %s", exc)
-
-
-async def _tell(click: _Click, text: str) -> None:
-    if click.response_url:
-        await _slack(slack_web.tell_clicker(click.response_url, text))
+async def _run(calls: list[Any]) -> None:
+    """Slack calls made after answering; Slack being down is logged, never raised."""
+    for call in calls:
+        try:
+            await call()
+        except slack_web.SlackError as exc:
+            log.warning("slack: %s", exc)

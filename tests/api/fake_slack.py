@@ -122,6 +122,12 @@ def signed(payload: dict[str, Any], *, secret: str = SIGNING_SECRET,
     """The body and headers of an interactivity request, signed as Slack signs it:
     v0=HMAC-SHA256(secret, "v0:<timestamp>:<raw body>")."""
     body = urlencode({"payload": json.dumps(payload)}).encode()
+    return signed_raw(body, secret=secret, timestamp=timestamp)
+
+
+def signed_raw(body: bytes, *, secret: str = SIGNING_SECRET,
+               timestamp: int | None = None) -> tuple[bytes, dict[str, str]]:
+    """Sign any raw body the way Slack does."""
     ts = str(int(time.time()) if timestamp is None else timestamp)
     digest = hmac.new(secret.encode(), b"v0:" + ts.encode() + b":" + body,
                       hashlib.sha256).hexdigest()

@@ -15,7 +15,14 @@ from temporalio.client import Client
 
 from dispatcher.api.approval_links import personal_link
 from dispatcher.store.repository import Repository
-from tests.api.fake_slack import BOT_TOKEN, CHANNEL, SIGNING_SECRET, FakeSlack, signed
+from tests.api.fake_slack import (
+    BOT_TOKEN,
+    CHANNEL,
+    SIGNING_SECRET,
+    FakeSlack,
+    signed,
+    signed_raw,
+)
 from tests.api.rig import ApiRig, api_rig
 from tests.api.test_named_approvers import post_link
 
@@ -99,14 +106,9 @@ async def test_signature_is_checked_before_anything(
             assert r.status_code == 401, (name, r.status_code, r.text)
             assert text in r.json()["error"]["message"], (name, r.text)
         # Signed, but the body is not Slack's shape: 400 with a message.
-        bad_body, bad_headers = b"payload=%7Bnot-json", signed({})[1]
-        import hashlib
-        import hmac
-        digest = hmac.new(SIGNING_SECRET.encode(),
-                          f"v0:{bad_headers['X-Slack-Request-Timestamp']}:".encode() + bad_body,
-                          hashlib.sha256).hexdigest()
-        r = await api.http.post("/slack/interactivity", content=bad_body, headers={
-            **bad_headers, "X-Slack-Signature": f"v0={digest}", **no_key})
+        bad_body, bad_headers = signed_raw(b"payload=%7Bnot-json")
+        r = await api.http.post("/slack/interactivity", content=bad_body,
+                                headers={**bad_headers, **no_key})
         assert r.status_code == 400 and "payload" in r.json()["error"]["message"]
         # Nothing was decided by any of it.
         view = (await api.http.get(f"/v1/sessions/{sid}/tool-calls/toolu_sig")).json()
@@ -135,7 +137,8 @@ async def test_quorum_through_slack_refuses_strangers_and_runs_the_call(
             r = await click(api, fake, ts, user, "parkgate_approve")
             assert r.status_code == 200 and r.json()["ok"] is False, r.text
             assert why in r.json()["text"]
-            reply = await wait_for(lambda: [e for e in fake.ephemeral if why in e["text"]])
+            reply = await wait_for(lambda why=why: [e for e in fake.ephemeral
+                                                    if why in e["text"]])
             assert reply[0]["response_type"] == "ephemeral"
             assert reply[0]["replace_original"] is False
         view = (await api.http.get(f"/v1/sessions/{sid}/tool-calls/toolu_q")).json()
@@ -143,7 +146,9 @@ async def test_quorum_through_slack_refuses_strangers_and_runs_the_call(
 
         r = await click(api, fake, ts, "U0ALICE", "parkgate_approve")
         assert r.json() == {"ok": True, "text": r.json()["text"]} and "1 of 2" in r.json()["text"]
-        assert "1 of 2 approvals: alice" in context_text(fake.messages[(CHANNEL, ts)])
+        # The message shows the tally (updated after the answer, Slack's 3-second rule).
+        await wait_for(lambda: "1 of 2 approvals: alice" in context_text(
+            fake.messages[(CHANNEL, ts)]))
         assert has_buttons(fake.messages[(CHANNEL, ts)])
         assert not (api.workspace / "q.txt").exists()
         # Clicking again does not count twice.
