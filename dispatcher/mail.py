@@ -93,6 +93,7 @@ async def send(settings: Settings, message: EmailMessage) -> None:
             use_tls=security == "ssl",
             start_tls=True if security == "starttls" else False,
             timeout=settings.smtp_timeout_seconds,
+            cert_bundle=str(settings.smtp_ca_path) if settings.smtp_ca_path else None,
         )
     except (aiosmtplib.SMTPException, OSError) as exc:
         # The exception text names the server's reply, never the password.

@@ -168,6 +168,8 @@ class Settings(BaseSettings):
     #: Never passed to tools (PARKGATE_* names are dropped from their environment).
     smtp_password: str | None = Field(default=None, repr=False)
     smtp_from: str = "parkgate@localhost"
+    #: CA bundle (PEM) the SMTP server's certificate must chain to; unset = system store.
+    smtp_ca_path: Path | None = None
     smtp_timeout_seconds: float = Field(default=10.0, gt=0)
     #: Slack app (docs/APPROVERS.md): interactive messages with Approve/Deny buttons.
     #: Posting is on when slack_bot_token and slack_channel are both set.

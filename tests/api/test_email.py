@@ -207,3 +207,120 @@ def test_smtp_password_never_reaches_a_tool(tmp_path: Path) -> None:
     tool_env = tool_environment(str(tmp_path), passthrough=["PARKGATE_SMTP_PASSWORD"],
                                 source={**env, "PATH": "/usr/bin"})
     assert "s3cret-smtp" not in tool_env.values()
+
+
+# ------------------------------------------------------------------ TLS
+def make_cert(tmp_path: Path) -> tuple[Path, Path]:
+    """A self-signed certificate for 127.0.0.1 (it is its own CA bundle)."""
+    import datetime as dt
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "parkgate test smtp")])
+    now = dt.datetime.now(dt.UTC)
+    cert = (
+        x509.CertificateBuilder().subject_name(name).issuer_name(name)
+        .public_key(key.public_key()).serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=5))
+        .not_valid_after(now + dt.timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName(
+            [x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    cert_path, key_path = tmp_path / "smtp.pem", tmp_path / "smtp.key"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption()))
+    return cert_path, key_path
+
+
+class TlsInbox(Inbox):
+    """Also records whether each message arrived over TLS."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.over_tls: list[bool] = []
+
+    async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
+        self.over_tls.append(server.transport.get_extra_info("ssl_object") is not None)
+        return await super().handle_DATA(server, session, envelope)
+
+
+@contextlib.contextmanager
+def tls_smtp_server(inbox: Inbox, cert: Path, key: Path, *, implicit: bool,
+                    starttls: bool = True) -> Iterator[int]:
+    import ssl
+
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(str(cert), str(key))
+    sock = free_socket()
+    port = sock.getsockname()[1]
+    sock.close()
+    auth = Authenticator("parkgate", "s3cret-smtp")
+    kwargs: dict[str, Any] = (
+        {"ssl_context": context} if implicit
+        else {"tls_context": context, "require_starttls": True} if starttls else {})
+    controller = Controller(inbox, hostname="127.0.0.1", port=port, authenticator=auth,
+                            # (aiosmtpd only counts STARTTLS as TLS for this check)
+                            auth_require_tls=starttls and not implicit,
+                            **kwargs)
+    controller.start()
+    try:
+        yield port
+    finally:
+        controller.stop()
+
+
+def tls_message() -> EmailMessage:
+    msg = EmailMessage()
+    msg["From"], msg["To"], msg["Subject"] = "parkgate@example.org", "a@example.org", "tls"
+    msg.set_content("over tls")
+    return msg
+
+
+async def test_starttls_and_implicit_tls_verify_the_server(tmp_path: Path) -> None:
+    from dispatcher import mail
+    from dispatcher.settings import Settings
+
+    cert, key = make_cert(tmp_path)
+    for security, implicit in (("starttls", False), ("ssl", True)):
+        inbox = TlsInbox()
+        with tls_smtp_server(inbox, cert, key, implicit=implicit) as port:
+            settings = Settings(data_dir=tmp_path, **{
+                **smtp_settings(port), "smtp_security": security, "smtp_ca_path": cert})
+            await mail.send(settings, tls_message())
+            assert [m["Subject"] for m in inbox.messages] == ["tls"] and inbox.over_tls == [True]
+            # Without the CA the server's certificate is not trusted: nothing is sent.
+            untrusted = settings.model_copy(update={"smtp_ca_path": None})
+            try:
+                await mail.send(untrusted, tls_message())
+                raise AssertionError("an untrusted certificate was accepted")
+            except mail.MailError as exc:
+                assert "CERTIFICATE_VERIFY_FAILED" in str(exc) or "certificate" in str(exc)
+            assert len(inbox.messages) == 1
+
+
+async def test_starttls_is_required_when_configured(tmp_path: Path) -> None:
+    """A server that does not offer STARTTLS gets no login and no mail."""
+    from dispatcher import mail
+    from dispatcher.settings import Settings
+
+    cert, key = make_cert(tmp_path)
+    inbox = TlsInbox()
+    with tls_smtp_server(inbox, cert, key, implicit=False, starttls=False) as port:
+        settings = Settings(data_dir=tmp_path, **{**smtp_settings(port),
+                                                  "smtp_security": "starttls",
+                                                  "smtp_ca_path": cert})
+        try:
+            await mail.send(settings, tls_message())
+            raise AssertionError("sent without TLS")
+        except mail.MailError as exc:
+            assert "STARTTLS" in str(exc) or "starttls" in str(exc).lower(), exc
+        assert inbox.messages == []
