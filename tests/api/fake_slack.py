@@ -37,6 +37,8 @@ class FakeSlack:
     def __init__(self) -> None:
         self.messages: dict[tuple[str, str], dict[str, Any]] = {}
         self.calls: list[tuple[str, dict[str, Any]]] = []
+        #: Every request per method, refused ones included.
+        self.attempts: dict[str, int] = {}
         self.ephemeral: list[dict[str, Any]] = []
         #: The blocks as first posted (a stale client still shows these buttons).
         self.first_blocks: dict[tuple[str, str], list[dict[str, Any]]] = {}
@@ -58,6 +60,7 @@ class FakeSlack:
 
     async def _api(self, request: Request) -> JSONResponse:
         method = request.path_params["method"]
+        self.attempts[method] = self.attempts.get(method, 0) + 1
         if request.headers.get("authorization") != f"Bearer {BOT_TOKEN}":
             return JSONResponse({"ok": False, "error": "invalid_auth"})
         args = await self._args(request)

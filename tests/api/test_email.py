@@ -14,6 +14,7 @@ from email.policy import default as default_policy
 from pathlib import Path
 from typing import Any
 
+import pytest
 from aiosmtpd.controller import Controller
 from aiosmtpd.smtp import AuthResult, LoginPassword
 from temporalio.client import Client
@@ -22,6 +23,9 @@ from dispatcher.store.repository import Repository
 from dispatcher.toolenv import tool_environment
 from tests.api.rig import api_rig, free_socket
 from tests.api.test_named_approvers import post_link
+
+#: aiosmtpd warns about AUTH without TLS (the plain tests; TLS is tested below).
+pytestmark = pytest.mark.filterwarnings("ignore:Requiring AUTH:UserWarning")
 
 POLICY = {"rules": [{"tool": "write_file", "mode": "prompt",
                      "approvers": ["alice", "bob"], "quorum": 2}]}

@@ -233,3 +233,28 @@ async def test_message_shows_expiry(
         r = await click(api, fake, ts, "U0ALICE", "parkgate_approve")
         assert r.json()["ok"] is False and "no longer waiting" in r.json()["text"]
         assert not (api.workspace / "x.txt").exists()
+
+
+async def test_slack_refusing_the_bot_never_blocks_the_call(
+    dev_temporal: Client, sqlite_repo: Repository, tmp_path: Path
+) -> None:
+    """chat.postMessage fails (invalid_auth) and is retried; the call is decided
+    through a personal link meanwhile and runs."""
+    async with FakeSlack().running() as fake, api_rig(
+        dev_temporal, sqlite_repo, tmp_path, policy=policy(["alice"]),
+        **{**slack_settings(fake), "slack_bot_token": "xoxb-revoked"},
+    ) as api:
+        sid = await api.register()
+        await api.submit(sid, "write_file", {"path": "z.txt", "content": "z"}, call_id="toolu_z")
+        await wait_for(lambda: fake.attempts.get("chat.postMessage", 0) >= 1)
+        assert fake.posted() == []
+        view = (await api.http.get(f"/v1/sessions/{sid}/tool-calls/toolu_z")).json()
+        approval = await api.repo.get_approval(view["request_id"])
+        assert approval is not None
+        link = personal_link(api.rig.settings, api.rig.settings.signing_secret(), approval,
+                             "alice")
+        assert (await post_link(api, link)).status_code == 200
+        done = (await api.http.get(f"/v1/sessions/{sid}/tool-calls/toolu_z",
+                                   params={"wait": 20})).json()
+        assert done["status"] == "succeeded", done
+        assert fake.posted() == []
