@@ -26,6 +26,7 @@ from temporalio.exceptions import (
     ApplicationError,
     CancelledError,
     TimeoutType,
+    WorkflowAlreadyStartedError,
 )
 from temporalio.exceptions import (
     TimeoutError as TemporalTimeoutError,
@@ -444,7 +445,7 @@ class ToolCallWorkflow:
                 id=f"{workflow.info().workflow_id}/slack-outcome",
                 parent_close_policy=workflow.ParentClosePolicy.ABANDON,
             )
-        except Exception as exc:  # a child that cannot start must not fail the call
+        except WorkflowAlreadyStartedError as exc:  # never fails the call
             workflow.logger.warning("slack outcome not started: %s", exc)
 
     async def _resolved(self, decision: str, *, reason: str | None = None) -> None:

@@ -25,7 +25,7 @@ from fastapi.responses import JSONResponse
 from starlette.background import BackgroundTask
 
 from dispatcher import slack, slack_web
-from dispatcher.api.approval_links import named_approvers
+from dispatcher.api.approval_links import named_approvers, self_approval_of, submitter_of
 from dispatcher.api.errors import ApiError
 from dispatcher.api.service import CallService
 from dispatcher.durable_models import DecideInput, DecisionRecord, SlackMessageRef
@@ -119,10 +119,19 @@ async def _apply(
     if approval.decision is not None or _past(approval.expires_at):
         text = await _show_stored(request, settings, click, approval, info, later)
         return False, f"This call is no longer waiting: {text}"
+    # Separation of duties: an approver whose own API key submitted the call
+    # does not decide it from Slack either, unless the rule allows self-approval.
+    submitter = await submitter_of(repo, approval)
+    own_key = settings.approvers[approver].key
+    is_self = submitter is not None and own_key is not None and own_key == submitter.key_name
+    if is_self and not self_approval_of(approval):
+        return False, (f"{approver}'s API key ({own_key}) submitted this call; the rule does "
+                       "not allow self-approval (separation of duties). Nothing was decided.")
     service: CallService = request.app.state.calls
     result = await service.decide(approval.session_id, approval.tool_use_id, DecideInput(
         request_id=approval.request_id, decision=click.decision, decided_by=approver,
         via="slack", principal_id=f"approver:{approver}", approver=approver,
+        self_approved=is_self,
     ))
     if result.accepted and result.winner is None:
         if click.message:

@@ -258,3 +258,50 @@ async def test_slack_refusing_the_bot_never_blocks_the_call(
                                    params={"wait": 20})).json()
         assert done["status"] == "succeeded", done
         assert fake.posted() == []
+
+
+async def test_an_approver_does_not_approve_their_own_agents_call(
+    dev_temporal: Client, sqlite_repo: Repository, tmp_path: Path
+) -> None:
+    """Separation of duties: alice's API key submitted the call, so alice's click
+    decides nothing (the rule does not allow self-approval); bob's does."""
+    people = {"approvers": {"alice": {"slack_user_id": "U0ALICE", "key": "alice-agent"},
+                            "bob": {"slack_user_id": "U0BOB"}}}
+    async with FakeSlack().running() as fake, api_rig(
+        dev_temporal, sqlite_repo, tmp_path, policy=policy(["alice", "bob"]),
+        **{**slack_settings(fake), **people},
+    ) as api:
+        alice_key, _ = await api.repo.create_api_key("alice-agent", roles=["agent", "auditor"])
+        sid = await api.register()
+        r = await api.http.post(f"/v1/sessions/{sid}/turns/t1/tool-calls",
+                                headers={"Authorization": f"Bearer {alice_key}"},
+                                json={"id": "toolu_self", "name": "write_file",
+                                      "input": {"path": "self.txt", "content": "s"}})
+        assert r.status_code in (200, 201, 202), r.text
+        messages = await wait_for(lambda: fake.posted())
+        ts = str(messages[0]["ts"])
+        refused = await click(api, fake, ts, "U0ALICE", "parkgate_approve")
+        assert refused.json()["ok"] is False
+        assert "separation of duties" in refused.json()["text"]
+        view = (await api.http.get(f"/v1/sessions/{sid}/tool-calls/toolu_self")).json()
+        assert view["status"] == "parked" and view["decision"] is None
+        assert (await click(api, fake, ts, "U0BOB", "parkgate_approve")).json()["ok"] is True
+        done = (await api.http.get(f"/v1/sessions/{sid}/tool-calls/toolu_self",
+                                   params={"wait": 20})).json()
+        assert done["status"] == "succeeded", done
+        assert done["decided_by"] == "bob"
+
+
+async def test_message_shows_a_cancellation(
+    dev_temporal: Client, sqlite_repo: Repository, tmp_path: Path
+) -> None:
+    async with FakeSlack().running() as fake, api_rig(
+        dev_temporal, sqlite_repo, tmp_path, policy=policy(["alice"]), **slack_settings(fake),
+    ) as api:
+        sid, ts = await park(api, fake, "toolu_c", "c.txt")
+        r = await api.http.post(f"/v1/sessions/{sid}/tool-calls/toolu_c/cancel")
+        assert r.status_code in (200, 202), r.text
+        final = await wait_for(lambda: "Cancelled" in context_text(
+            fake.messages[(CHANNEL, ts)]) and fake.messages[(CHANNEL, ts)])
+        assert context_text(final) == "Cancelled before anyone decided; the call did not run."
+        assert not has_buttons(final)
