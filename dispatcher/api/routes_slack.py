@@ -46,23 +46,26 @@ class _Click:
         actions = payload.get("actions")
         if payload.get("type") != "block_actions" or not isinstance(actions, list) or not actions:
             raise ApiError(400, "bad_request", "only block_actions interactions are handled")
-        action = actions[0] if isinstance(actions[0], dict) else {}
+        action = _obj(actions[0])
         decision = slack.ACTIONS.get(str(action.get("action_id")))
         request_id = action.get("value")
-        user = payload.get("user") if isinstance(payload.get("user"), dict) else {}
-        user_id = (user or {}).get("id")
+        user_id = _obj(payload.get("user")).get("id")
         if decision is None or not isinstance(request_id, str) or not isinstance(user_id, str):
             raise ApiError(400, "bad_request", "not a parkgate Approve/Deny action")
         self.decision = decision
         self.request_id = request_id
         self.user_id = user_id
-        container = payload.get("container") if isinstance(payload.get("container"), dict) else {}
-        channel = (container or {}).get("channel_id") or (payload.get("channel") or {}).get("id")
-        ts = (container or {}).get("message_ts") or (payload.get("message") or {}).get("ts")
-        self.message = (SlackMessageRef(channel=str(channel), ts=str(ts))
-                        if channel and ts else None)
+        container = _obj(payload.get("container"))
+        channel = container.get("channel_id") or _obj(payload.get("channel")).get("id")
+        ts = container.get("message_ts") or _obj(payload.get("message")).get("ts")
+        self.message = (SlackMessageRef(channel=channel, ts=ts)
+                        if isinstance(channel, str) and isinstance(ts, str) else None)
         url = payload.get("response_url")
         self.response_url = url if isinstance(url, str) else None
+
+
+def _obj(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
 
 
 def _payload(body: bytes) -> dict[str, Any]:

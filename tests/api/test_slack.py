@@ -110,6 +110,17 @@ async def test_signature_is_checked_before_anything(
         r = await api.http.post("/slack/interactivity", content=bad_body,
                                 headers={**bad_headers, **no_key})
         assert r.status_code == 400 and "payload" in r.json()["error"]["message"]
+        # Signed payloads of the wrong shape are 400s with a message, never 500s.
+        for odd in ({"type": "view_submission"}, {"type": "block_actions", "actions": "x"},
+                    {"type": "block_actions", "actions": [{"action_id": "parkgate_approve",
+                                                           "value": "r"}], "user": "U0ALICE"},
+                    {**payload, "channel": 5, "container": [], "message": None,
+                     "actions": [{"action_id": "nope", "value": 1}]}, [1, 2]):
+            odd_body, odd_headers = signed(odd)  # type: ignore[arg-type]
+            r = await api.http.post("/slack/interactivity", content=odd_body,
+                                    headers={**odd_headers, **no_key})
+            assert r.status_code == 400, (odd, r.text)
+            assert r.json()["error"]["message"], r.text
         # Nothing was decided by any of it.
         view = (await api.http.get(f"/v1/sessions/{sid}/tool-calls/toolu_sig")).json()
         assert view["status"] == "parked" and view["decision"] is None
