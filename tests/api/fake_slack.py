@@ -136,3 +136,4 @@ def signed_raw(body: bytes, *, secret: str = SIGNING_SECRET,
                       hashlib.sha256).hexdigest()
     return body, {"X-Slack-Request-Timestamp": ts, "X-Slack-Signature": f"v0={digest}",
                   "Content-Type": "application/x-www-form-urlencoded"}
+

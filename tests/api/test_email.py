@@ -21,7 +21,7 @@ from temporalio.client import Client
 
 from dispatcher.store.repository import Repository
 from dispatcher.toolenv import tool_environment
-from tests.api.rig import api_rig, free_socket
+from tests.api.rig import api_rig, cancelled_activities, free_socket
 from tests.api.test_named_approvers import post_link
 
 #: aiosmtpd warns about AUTH without TLS (the plain tests; TLS is tested below).
@@ -173,7 +173,7 @@ async def test_refused_recipient_is_retried_without_resending_the_others(
                 "alice@example.com", "bob@example.com"]
 
 
-async def test_wrong_smtp_password_never_blocks_the_call(
+async def test_wrong_smtp_password_never_blocks_the_call_and_the_retry_ends_with_it(
     dev_temporal: Client, sqlite_repo: Repository, tmp_path: Path
 ) -> None:
     inbox, auth = Inbox(), Authenticator("parkgate", "another-password")
@@ -199,6 +199,9 @@ async def test_wrong_smtp_password_never_blocks_the_call(
             done = (await api.http.get(f"/v1/sessions/{sid}/tool-calls/toolu_pw",
                                        params={"wait": 20})).json()
             assert done["status"] == "succeeded", done
+            # The notice still being retried was cancelled when the call ended.
+            assert "parkgate.notify" in await cancelled_activities(api.rig.client, sid,
+                                                                   "toolu_pw")
 
 
 def test_smtp_password_never_reaches_a_tool(tmp_path: Path) -> None:

@@ -23,7 +23,7 @@ from tests.api.fake_slack import (
     signed,
     signed_raw,
 )
-from tests.api.rig import ApiRig, api_rig
+from tests.api.rig import ApiRig, api_rig, cancelled_activities
 from tests.api.test_named_approvers import post_link
 
 PEOPLE: dict[str, Any] = {
@@ -269,6 +269,9 @@ async def test_slack_refusing_the_bot_never_blocks_the_call(
                                    params={"wait": 20})).json()
         assert done["status"] == "succeeded", done
         assert fake.posted() == []
+        # The post still being retried was cancelled when the call ended.
+        assert "parkgate.slack_post" in await cancelled_activities(api.rig.client, sid,
+                                                                   "toolu_z")
 
 
 async def test_an_approver_does_not_approve_their_own_agents_call(
