@@ -195,6 +195,7 @@ async def cancelled_activities(client: Any, session_id: str, tool_use_id: str) -
     from dispatcher.durable_models import call_workflow_id
 
     handle = client.get_workflow_handle(call_workflow_id(session_id, tool_use_id))
+    await handle.result()  # the store may say "succeeded" a moment before the workflow ends
     events = list((await handle.fetch_history()).events)
     names = {e.event_id: e.activity_task_scheduled_event_attributes.activity_type.name
              for e in events if e.HasField("activity_task_scheduled_event_attributes")}
