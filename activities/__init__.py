@@ -23,7 +23,7 @@ def build(deps: Deps) -> list[Callable[..., Any]]:
     classify = ClassifyActivities(deps, runner=execute)
     record = RecordActivities(deps.store, deps.settings)
     notify = NotifyActivities(deps.settings)
-    slack = SlackActivities(deps.settings)
+    slack = SlackActivities(deps.settings, deps.store)
     return [
         classify.classify,
         classify.revalidate,

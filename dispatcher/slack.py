@@ -16,6 +16,7 @@ from typing import Any
 from slack_sdk.signature import Clock, SignatureVerifier
 
 from dispatcher.durable_models import DecisionRecord
+from dispatcher.store.records import ApprovalRecord
 from dispatcher.verdicts import ApprovalInfo
 
 ACTION_APPROVE = "parkgate_approve"
@@ -142,6 +143,18 @@ def outcome_text(status: str, decision: DecisionRecord | None) -> str:
     if decision.reason:
         text += f" Reason: {decision.reason}"
     return text
+
+
+def stored_decision(approval: ApprovalRecord) -> DecisionRecord | None:
+    """The decision a stored approval row holds (None: undecided or expired)."""
+    if approval.decision not in ("allow", "deny", "allow_with_edits"):
+        return None
+    return DecisionRecord.model_validate({
+        "request_id": approval.request_id, "decision": approval.decision,
+        "reason": approval.reason, "decided_by": approval.decided_by, "via": approval.via,
+        "decided_at": approval.decided_at or approval.requested_at,
+        "claimed_name": approval.claimed_name,
+    })
 
 
 def outcome_blocks(info: ApprovalInfo, session_id: str, text: str) -> list[dict[str, Any]]:

@@ -28,7 +28,7 @@ from dispatcher import slack, slack_web
 from dispatcher.api.approval_links import named_approvers, self_approval_of, submitter_of
 from dispatcher.api.errors import ApiError
 from dispatcher.api.service import CallService
-from dispatcher.durable_models import DecideInput, DecisionRecord, SlackMessageRef
+from dispatcher.durable_models import DecideInput, SlackMessageRef
 from dispatcher.models import utcnow
 from dispatcher.settings import Settings
 from dispatcher.store.records import ApprovalRecord
@@ -175,14 +175,8 @@ async def _show_stored(
     repo: Repository = request.app.state.deps.repo
     call = await repo.get_call(approval.session_id, approval.tool_use_id)
     status = call.status.value if call is not None else "expired"
-    decision = None
-    if approval.decision in ("allow", "deny", "allow_with_edits"):
-        decision = DecisionRecord(
-            request_id=approval.request_id, decision=approval.decision,  # type: ignore[arg-type]
-            reason=approval.reason, decided_by=approval.decided_by, via=approval.via,
-            decided_at=approval.decided_at or utcnow(), claimed_name=approval.claimed_name,
-        )
-    elif status in ("parked", "queued", "running"):
+    decision = slack.stored_decision(approval)
+    if decision is None and status in ("parked", "queued", "running"):
         status = "expired"  # past its expiry; the workflow records it at its timer
     text = slack.outcome_text(status, decision)
     if click.message:

@@ -9,6 +9,7 @@ Interactivity requests are signed exactly as Slack signs them (`signed`).
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import hmac
 import itertools
@@ -39,6 +40,8 @@ class FakeSlack:
         self.calls: list[tuple[str, dict[str, Any]]] = []
         #: Every request per method, refused ones included.
         self.attempts: dict[str, int] = {}
+        #: When set, chat.postMessage answers only once this event is set (a slow Slack).
+        self.hold_posts: asyncio.Event | None = None
         self.ephemeral: list[dict[str, Any]] = []
         #: The blocks as first posted (a stale client still shows these buttons).
         self.first_blocks: dict[tuple[str, str], list[dict[str, Any]]] = {}
@@ -66,6 +69,8 @@ class FakeSlack:
         args = await self._args(request)
         self.calls.append((method, args))
         if method == "chat.postMessage":
+            if self.hold_posts is not None:
+                await self.hold_posts.wait()
             if args.get("channel") != CHANNEL:
                 return JSONResponse({"ok": False, "error": "channel_not_found"})
             ts = f"{int(time.time())}.{next(self._ts):06d}"

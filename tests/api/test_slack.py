@@ -319,3 +319,35 @@ async def test_message_shows_a_cancellation(
             fake.messages[(CHANNEL, ts)]) and fake.messages[(CHANNEL, ts)])
         assert context_text(final) == "Cancelled before anyone decided; the call did not run."
         assert not has_buttons(final)
+
+
+async def test_a_message_posted_after_the_call_ended_shows_the_outcome(
+    dev_temporal: Client, sqlite_repo: Repository, tmp_path: Path
+) -> None:
+    """Slack is slow: the call is decided and ends while chat.postMessage is in
+    flight, so the workflow cancels the post and never learns the message; the
+    post activity reads the ended call from the store and shows its outcome."""
+    fake = FakeSlack()
+    fake.hold_posts = asyncio.Event()
+    async with fake.running(), api_rig(
+        dev_temporal, sqlite_repo, tmp_path, policy=policy(["alice"]), **slack_settings(fake),
+    ) as api:
+        sid = await api.register()
+        await api.submit(sid, "write_file", {"path": "slow.txt", "content": "s"},
+                         call_id="toolu_slow")
+        await wait_for(lambda: fake.attempts.get("chat.postMessage", 0) >= 1)
+        view = (await api.http.get(f"/v1/sessions/{sid}/tool-calls/toolu_slow")).json()
+        approval = await api.repo.get_approval(view["request_id"])
+        assert approval is not None
+        link = personal_link(api.rig.settings, api.rig.settings.signing_secret(), approval,
+                             "alice")
+        assert (await post_link(api, link)).status_code == 200
+        assert "parkgate.slack_post" in await cancelled_activities(api.rig.client, sid,
+                                                                   "toolu_slow")
+        assert fake.posted() == []
+        fake.hold_posts.set()  # Slack answers now
+        message = await wait_for(lambda: [m for m in fake.posted()
+                                          if "succeeded" in context_text(m)])
+        assert context_text(message[0]) == (
+            "Approved by alice via link; the call ran and succeeded.")
+        assert not has_buttons(message[0])
