@@ -83,7 +83,8 @@ async def main(n: int) -> None:
         pipeline = Pipeline(registry, ConfirmationPolicy.from_mapping(settings.tool_confirmation))
         deps = Deps(settings=settings, pipeline=pipeline, store=store)  # type: ignore[arg-type]
         async with DevServer(tmp / "temporal") as server:
-            client = await Client.connect(server.address, data_converter=data_converter(settings))
+            client = await Client.connect(server.address,
+                                          data_converter=data_converter(settings, store))
             worker = build_worker(
                 client, settings, deps, workflows=[*workflows.ALL, EmptyWorkflow]
             )

@@ -5,6 +5,9 @@ at each concurrency level, in the same run:
 - in-process: `ToolDispatcher` (classify -> execute, no Temporal, no history);
 - durable: `DurableDispatcher` over the call workflow, the worker in this
   process (production recipe) and eager start, history in the store;
+- http: the same durable path through the real API (uvicorn on a free port,
+  API key): `POST .../turns/{turn}/tool-calls?wait=30` until its 200 with the
+  result, as an agent that is not in the worker's process calls it;
 - floor: an empty workflow started with request_eager_start=True.
 Concurrency C means C agents, each with its own session, calling back to back.
 """
@@ -22,7 +25,14 @@ from bench.cpu import CpuMeter
 from bench.floor import Empty, FloorWorkflow
 from bench.progress import Reporter
 from bench.report import Report, Row
-from bench.stack import BENCH_POLICY, Stack, durable_dispatcher, in_process_worker
+from bench.stack import (
+    BENCH_POLICY,
+    Api,
+    Stack,
+    durable_dispatcher,
+    in_process_worker,
+    serve_api,
+)
 from dispatcher.local import ToolDispatcher
 from dispatcher.models import Session, ToolResultBlock, ToolUseBlock
 from dispatcher.policy import ConfirmationPolicy
@@ -30,6 +40,10 @@ from dispatcher.tools import builtin_tools
 
 #: Targets on the durable/floor p50 ratio (docs/PERFORMANCE.md).
 TARGETS = {"read_file": 2.0, "write_file": 4.0}
+#: The same through the HTTP API (issue 19: an auto read within 2.5x the floor).
+HTTP_TARGETS = {"read_file": 2.5, "write_file": 4.5}
+#: How long a submission may wait for its result in one request (seconds).
+HTTP_WAIT = 30
 
 Call = Callable[[int, int], Awaitable[object]]
 
@@ -94,7 +108,9 @@ async def run(
     def session(path: str, c: int, lane: int) -> Session:
         return Session(session_id=f"{path}-{run_id}-c{c}-{lane}", turn_id="t", workspace_path=ws)
 
-    def paths(c: int) -> dict[str, Call]:
+    registered: set[str] = set()
+
+    def paths(c: int, api: Api) -> dict[str, Call]:
         async def floor(lane: int, i: int) -> object:
             return await stack.client.execute_workflow(
                 FloorWorkflow.run,
@@ -123,21 +139,44 @@ async def run(
 
             return call
 
+        def over_http(tool: str) -> Call:
+            tag = f"http-{tool}-c{c}"
+
+            async def call(lane: int, i: int) -> object:
+                sid = session("http", c, lane).session_id
+                if sid not in registered:
+                    await api.register(sid, stack.workspace)
+                    registered.add(sid)
+                block = tool_call(tool, tag, i)
+                r = await api.http.post(
+                    f"/v1/sessions/{sid}/turns/t/tool-calls",
+                    params={"wait": HTTP_WAIT},
+                    json={"id": block.id, "name": block.name, "input": block.input},
+                )
+                body = r.json()
+                if r.status_code != 200 or body.get("status") != "succeeded":
+                    raise RuntimeError(f"benchmark call failed: {r.status_code} {r.text}")
+                return body
+
+            return call
+
         return {
             "floor": floor,
             "in-process read_file": via(local, "inproc", "read_file"),
             "durable read_file": via(durable, "durable", "read_file"),
             "in-process write_file": via(local, "inproc", "write_file"),
             "durable write_file": via(durable, "durable", "write_file"),
+            "http read_file": over_http("read_file"),
+            "http write_file": over_http("write_file"),
         }
 
     server = stack.server.process.pid if stack.server.process else None
     meter = CpuMeter({"this process": os.getpid(), "dev server": server})
-    async with worker:
+    async with worker, serve_api(stack, settings, pipeline.registry, dispatcher=durable) as api:
         for c in concurrencies:
             total = max(calls, 2 * c)
             loads: dict[str, Load] = {}
-            for name, call in paths(c).items():
+            for name, call in paths(c, api).items():
                 # Warm up (imports, caches, connections) on ids past the measured ones.
                 await run_load(_offset(call, total), max(3, c), c, lambda: None)
                 step = ui.step(f"latency c={c}: {name}", total)
@@ -173,6 +212,16 @@ def _rows(report: Report, c: int, loads: dict[str, Load]) -> None:
         row.x_floor = p50 / floor_p50 if floor_p50 else None
         row.x_inprocess = p50 / local_row.p50_ms if local_row.p50_ms else None
         limit = TARGETS[tool]
+        row.target = f"p50 ≤ {limit:g}x floor"
+        row.met = row.x_floor is not None and row.x_floor <= limit
+        report.add(row)
+    for tool in ("read_file", "write_file"):
+        http = loads[f"http {tool}"]
+        row = Row.latency("latency", f"http {tool} (POST ?wait= → 200, uvicorn, API key)",
+                          http.samples_ms, concurrency=c, wall_s=http.wall_s, note=http.cpu)
+        p50 = row.p50_ms or 0.0
+        row.x_floor = p50 / floor_p50 if floor_p50 else None
+        limit = HTTP_TARGETS[tool]
         row.target = f"p50 ≤ {limit:g}x floor"
         row.met = row.x_floor is not None and row.x_floor <= limit
         report.add(row)

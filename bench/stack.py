@@ -9,7 +9,6 @@ recipe and the FastAPI app served by uvicorn on a free port.
 from __future__ import annotations
 
 import asyncio
-import socket
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -29,7 +28,7 @@ from dispatcher.api import ApiDeps, create_app
 from dispatcher.client import DurableDispatcher
 from dispatcher.codec import data_converter
 from dispatcher.devserver import DevServer
-from dispatcher.embedded import ApiServer
+from dispatcher.embedded import ApiServer, listening_socket
 from dispatcher.pipeline import Pipeline
 from dispatcher.registry import ToolRegistry
 from dispatcher.settings import Settings
@@ -122,7 +121,7 @@ async def open_stack(
     try:
         await server.start()
         # The production converter over the stack's data-dir key (settings(...) share it).
-        converter = data_converter(Settings(data_dir=root / "data"))
+        converter = data_converter(Settings(data_dir=root / "data"), store)
         client = await Client.connect(server.address, data_converter=converter)
         yield Stack(root, server, client, store, url, workspace, uuid.uuid4().hex[:6])
     finally:
@@ -176,9 +175,7 @@ async def serve_api(
     connections: int = 64,
 ) -> AsyncIterator[Api]:
     """Serve create_app(...) with uvicorn on a socket bound to port 0."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
+    sock = listening_socket()
     port = sock.getsockname()[1]
     base = f"http://127.0.0.1:{port}"
     settings = settings.model_copy(update={"public_base_url": base})

@@ -25,7 +25,7 @@ from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
-from dispatcher import subcalls
+from dispatcher import stuck, subcalls
 from dispatcher.durable_models import (
     CALL_WORKFLOW,
     DECISIONS,
@@ -207,12 +207,12 @@ class DurableDispatcher:
 
     async def cancel_session_tools(self, session_id: str) -> int:
         """Cancel every running call (and batch) of the session; returns how many."""
-        prefixes = (session_call_prefix(session_id), turn_workflow_id(session_id, ""))
-        query = " OR ".join(f'WorkflowId STARTS_WITH "{_quote(p)}"' for p in prefixes)
-        query = f"({query}) AND ExecutionStatus = 'Running'"
         count = 0
-        async for execution in self.client.list_workflows(query):
+        async for execution in self.client.list_workflows(_running_in_session(session_id)):
             if execution.status != WorkflowExecutionStatus.RUNNING:
+                continue
+            if await self.end_if_wedged(execution.id, execution.run_id):
+                count += 1
                 continue
             handle = self.client.get_workflow_handle(execution.id, run_id=execution.run_id)
             try:
@@ -221,6 +221,19 @@ class DurableDispatcher:
             except RPCError as exc:
                 if exc.status != RPCStatusCode.NOT_FOUND:
                     raise
+        return count
+
+    async def end_wedged_in_session(self, session_id: str, skip: set[str]) -> int:
+        """End the session's running calls and turns (workflow ids not in `skip`)
+        whose workflow task cannot heal; returns how many. For callers that
+        cancel from the store's rows: a call wedged before it was classified
+        has no row."""
+        count = 0
+        async for execution in self.client.list_workflows(_running_in_session(session_id)):
+            if execution.id in skip or execution.status != WorkflowExecutionStatus.RUNNING:
+                continue
+            if await self.end_if_wedged(execution.id, execution.run_id):
+                count += 1
         return count
 
     async def resolve_confirmation(
@@ -286,12 +299,38 @@ class DurableDispatcher:
         )
         return view.model_copy(update={"approval_url": url})
 
-    async def cancel(self, session_id: str, tool_use_id: str) -> None:
-        """Request cancellation of one call (parked: ends cancelled; running: tool stops)."""
+    async def cancel(self, session_id: str, tool_use_id: str) -> bool:
+        """Cancel one call (parked: ends cancelled; running: tool stops).
+
+        Returns True when the call was ended here because its workflow task
+        cannot heal (see `end_if_wedged`); False when cancellation was requested.
+        """
         try:
+            if await self.end_if_wedged(call_workflow_id(session_id, tool_use_id)):
+                return True
             await self.handle(session_id, tool_use_id).cancel()
         except RPCError as exc:
             raise _unknown(exc, session_id, tool_use_id) from exc
+        return False
+
+    async def end_if_wedged(self, workflow_id: str, run_id: str | None = None) -> bool:
+        """End a call whose workflow task failed for a reason retrying cannot fix.
+
+        A cancel request reaches a workflow only through a workflow task that
+        completes, so such a call would never see it: it is recorded as
+        cancelled (with the reason) and terminated instead. One failed attempt
+        is enough here, the caller asked for the end. Needs a store that can
+        record it (`approvals` is the Repository in the API and the CLI).
+        """
+        if not stuck.can_end(self.approvals):
+            return False
+        trouble = await stuck.diagnose(self.client, workflow_id, run_id)
+        if trouble is None or trouble.heals:
+            return False
+        await stuck.end_call(
+            self.client, cast(stuck.FinalStore, self.approvals), trouble, cancelled=True
+        )
+        return True
 
     async def locate(self, request_id: str) -> tuple[str, str]:
         """(session_id, tool_use_id) of an approval request, from the store."""
@@ -434,6 +473,13 @@ def _newly_started(handle: WorkflowHandle[Any, Any]) -> bool:
     """True when start_workflow created the run (not attached to an existing one)."""
     resp = getattr(handle, "_start_workflow_response", None)
     return bool(getattr(resp, "started", False))
+
+
+def _running_in_session(session_id: str) -> str:
+    """Visibility query: the session's running call and turn workflows."""
+    prefixes = (session_call_prefix(session_id), turn_workflow_id(session_id, ""))
+    query = " OR ".join(f'WorkflowId STARTS_WITH "{_quote(p)}"' for p in prefixes)
+    return f"({query}) AND ExecutionStatus = 'Running'"
 
 
 def _quote(value: str) -> str:

@@ -29,6 +29,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.converter import DataConverter, PayloadCodec
 
 if TYPE_CHECKING:
+    from dispatcher.blobs import BlobStore
     from dispatcher.settings import Settings
 
 ENCODING = b"binary/encrypted"
@@ -82,6 +83,12 @@ class EncryptionCodec(PayloadCodec):
     def decrypt(self, payload: Payload) -> Payload:
         if payload.metadata.get("encoding") != ENCODING:
             return payload  # written before encryption: readable as-is
+        out = Payload()
+        out.ParseFromString(self.open(payload))
+        return out
+
+    def open(self, payload: Payload) -> bytes:
+        """The clear serialized payload inside an encrypted one (CodecError if not ours)."""
         kid = payload.metadata.get(KEY_ID_META, b"").decode("utf-8", errors="replace")
         aes = self._keys.get(kid)
         if aes is None:
@@ -90,9 +97,7 @@ class EncryptionCodec(PayloadCodec):
             plain = aes.decrypt(payload.data[:_NONCE], payload.data[_NONCE:], kid.encode())
         except InvalidTag as exc:
             raise CodecError(f"payload with key id {kid!r} failed authentication") from exc
-        out = Payload()
-        out.ParseFromString(plain)
-        return out
+        return plain
 
 
 def load_or_create_key_file(data_dir: os.PathLike[str] | str) -> tuple[str, bytes]:
@@ -128,11 +133,29 @@ def codec_for(settings: Settings) -> EncryptionCodec:
     return EncryptionCodec({kid: raw}, kid)
 
 
-def converter_with(codec: PayloadCodec) -> DataConverter:
-    """The pydantic data converter with `codec` on every payload."""
-    return dataclasses.replace(pydantic_data_converter, payload_codec=codec)
+def converter_with(
+    codec: EncryptionCodec, blobs: BlobStore | None = None, *, threshold: int = 65536
+) -> DataConverter:
+    """The pydantic data converter with `codec` on every payload.
+
+    With `blobs`, payloads larger than `threshold` bytes are first stored there
+    and replaced by a reference (dispatcher.blobs), then everything is encrypted.
+    """
+    if blobs is None:
+        return dataclasses.replace(pydantic_data_converter, payload_codec=codec)
+    from dispatcher.blobs import BlobCodec, ChainCodec
+
+    chain = ChainCodec([BlobCodec(blobs, codec, threshold), codec])
+    return dataclasses.replace(pydantic_data_converter, payload_codec=chain)
 
 
-def data_converter(settings: Settings) -> DataConverter:
-    """The one DataConverter for clients, workers and replayers of these settings."""
-    return converter_with(codec_for(settings))
+def data_converter(settings: Settings, blobs: BlobStore | None = None) -> DataConverter:
+    """The one DataConverter for clients, workers and replayers of these settings.
+
+    Large payloads go to `blobs`, by default the history store of `settings`
+    (opened on first use), so no Temporal payload nears its 2 MiB limit.
+    """
+    from dispatcher.blobs import LazyRepositoryBlobs
+
+    store = blobs or LazyRepositoryBlobs(settings.effective_database_url)
+    return converter_with(codec_for(settings), store, threshold=settings.blob_threshold_bytes)

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from temporalio.client import Client
 
     from activities.deps import Deps
+    from dispatcher.blobs import BlobStore
     from dispatcher.store import Repository
 
 log = logging.getLogger("parkgate.serve")
@@ -70,6 +71,21 @@ def port_in_use(host: str, port: int) -> bool:
     return False
 
 
+def listening_socket(host: str = "127.0.0.1", port: int = 0) -> socket.socket:
+    """A bound TCP socket to hand to uvicorn (`server.serve(sockets=[...])`).
+
+    Created with proto=IPPROTO_TCP on purpose: asyncio turns Nagle off
+    (TCP_NODELAY) only for sockets whose proto says TCP, and a plain
+    `socket.socket(AF_INET, SOCK_STREAM)` has proto 0, which its accepted
+    connections inherit. With Nagle on, uvicorn's header and body writes meet
+    the client's delayed ACK and every response waits ~40 ms.
+    """
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    return sock
+
+
 def pick_port(host: str, preferred: int) -> int:
     """`preferred` when free, else any free port (0 = any)."""
     if preferred and not port_in_use(host, preferred):
@@ -85,6 +101,7 @@ async def connect_temporal(
     address: str | None = None,
     timeout: float = 60.0,
     stop: asyncio.Event | None = None,
+    blobs: BlobStore | None = None,
 ) -> Client:
     """Connect, retrying while Temporal starts (compose starts everything at once).
 
@@ -96,7 +113,7 @@ async def connect_temporal(
     delay = 0.2
     while True:
         try:
-            return await connect(settings, address=address)
+            return await connect(settings, address=address, blobs=blobs)
         except Exception as exc:
             if time.monotonic() >= deadline:
                 raise StartupError(
@@ -362,7 +379,9 @@ async def run_api(
             announce()
         repo = await migrated_repository(settings)
         try:
-            client = await connect_temporal(settings, timeout=connect_timeout, stop=stop)
+            client = await connect_temporal(
+                settings, timeout=connect_timeout, stop=stop, blobs=repo
+            )
             deps = await worker_deps(settings, repo)
             server = api_server(
                 api_app(settings, repo, client, deps),
@@ -390,15 +409,18 @@ async def run_worker(
     with stop_on_signals(stop):  # first: the imports below take a while
         if announce is not None:
             announce()
+        from dispatcher.stuck import healing
         from dispatcher.worker import build_worker
 
         repo = await migrated_repository(settings)
         try:
-            client = await connect_temporal(settings, timeout=connect_timeout, stop=stop)
+            client = await connect_temporal(
+                settings, timeout=connect_timeout, stop=stop, blobs=repo
+            )
             deps = await worker_deps(settings, repo)
             worker = build_worker(client, settings, deps)
             log.info("worker polling task queue %r", settings.temporal_task_queue)
-            async with worker:
+            async with worker, healing(client, settings, deps.store):
                 await stop.wait()
         except Interrupted:
             return
@@ -471,6 +493,7 @@ class EmbeddedStack:
         from dispatcher.devserver import DevServer, DevServerError, stop_leftovers
         from dispatcher.store import ApiKeyNameTakenError
         from dispatcher.store.urls import display_url
+        from dispatcher.stuck import healing
         from dispatcher.worker import build_worker
 
         (settings.data_dir / RUNTIME_FILE).unlink(missing_ok=True)
@@ -507,7 +530,7 @@ class EmbeddedStack:
                     "temporal_tls_ca_path": None,
                 }
             )
-            client = await connect_temporal(settings, timeout=30)
+            client = await connect_temporal(settings, timeout=30, blobs=repo)
             # Temporal's and the store's files exist now: make them private too.
             secure_data_dir(settings.data_dir)
             deps = await worker_deps(settings, repo)
@@ -539,7 +562,7 @@ class EmbeddedStack:
                 data_dir=settings.data_dir,
                 database=display_url(settings.effective_database_url),
             )
-            async with build_worker(client, settings, deps):
+            async with build_worker(client, settings, deps), healing(client, settings, repo):
                 yield banner, server
         finally:
             await dev.stop()

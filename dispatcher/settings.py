@@ -118,10 +118,23 @@ class Settings(BaseSettings):
     payload_keys: dict[str, str] = Field(default_factory=dict)
     #: The key id new payloads are encrypted with (default: the first of payload_keys).
     payload_key_id: str | None = None
+    #: Temporal payloads larger than this many serialized bytes are stored once in
+    #: the history database (content-addressed, encrypted) and travel by reference.
+    blob_threshold_bytes: int = Field(default=64 * 1024, ge=1024, le=1024 * 1024)
     #: Origin of the Temporal UI allowed to call /codec/* (CORS); empty = no CORS.
     codec_cors_origin: str = ""
     #: Bearer token required on /metrics when set.
     metrics_token: str | None = None
+    #: Calls whose workflow task cannot heal (docs/DURABLE.md): every worker
+    #: checks its task queue every `stuck_task_check_seconds` (0 = never; a
+    #: cancel still ends such a call) and ends a call whose workflow task failed
+    #: `stuck_task_failures` times for a reason no retry can fix.
+    stuck_task_check_seconds: float = Field(default=60.0, ge=0, le=3600)
+    stuck_task_failures: int = Field(default=5, ge=2, le=1000)
+    #: Check only the calls Temporal flags with TemporalReportedProblems (servers
+    #: that have it flag a workflow after a few consecutive task failures): cheap
+    #: with many parked calls. False checks every running call of the queue.
+    stuck_task_flagged_only: bool = True
 
     @field_validator("payload_keys", mode="after")
     @classmethod

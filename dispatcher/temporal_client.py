@@ -9,6 +9,7 @@ from __future__ import annotations
 from temporalio.client import Client
 from temporalio.service import TLSConfig
 
+from dispatcher.blobs import BlobStore
 from dispatcher.codec import data_converter
 from dispatcher.settings import Settings
 
@@ -27,12 +28,17 @@ def tls_config(settings: Settings) -> TLSConfig | bool:
     return bool(settings.temporal_tls or settings.temporal_api_key)
 
 
-async def connect(settings: Settings, *, address: str | None = None) -> Client:
-    """A Temporal client for `settings` (address override for embedded servers)."""
+async def connect(
+    settings: Settings, *, address: str | None = None, blobs: BlobStore | None = None
+) -> Client:
+    """A Temporal client for `settings` (address override for embedded servers).
+
+    Large payloads go to `blobs` (an open history store), else to the store of
+    `settings.database_url`, opened on first use."""
     return await Client.connect(
         address or settings.temporal_address,
         namespace=settings.temporal_namespace,
         api_key=settings.temporal_api_key,
         tls=tls_config(settings),
-        data_converter=data_converter(settings),
+        data_converter=data_converter(settings, blobs),
     )

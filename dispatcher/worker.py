@@ -24,6 +24,7 @@ from dispatcher.settings import Settings, get_settings
 from dispatcher.store.records import HistoryStore
 
 if TYPE_CHECKING:
+    from dispatcher.blobs import BlobStore
     from dispatcher.pipeline import Pipeline
     from dispatcher.registry import ToolFactory, ToolRegistry
 
@@ -117,13 +118,17 @@ async def run_worker(settings: Settings, *, deps: Deps | None = None) -> None:
     """Run a worker until SIGTERM/SIGINT."""
     from dispatcher.temporal_client import connect
 
-    client = await connect(settings)
     deps = deps or await build_deps(settings)
+    # The worker's store also keeps the large payloads (dispatcher.blobs).
+    blobs = cast("BlobStore", deps.store) if hasattr(deps.store, "put_blob") else None
+    client = await connect(settings, blobs=blobs)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    async with build_worker(client, settings, deps):
+    from dispatcher.stuck import healing
+
+    async with build_worker(client, settings, deps), healing(client, settings, deps.store):
         await stop.wait()
 
 

@@ -22,6 +22,7 @@ from dispatcher.api.logredact import install_log_redaction
 from dispatcher.api.ratelimit import RateLimiter
 from dispatcher.api.service import CallService
 from dispatcher.api.views import STATIC_DIR, make_templates
+from dispatcher.blobs import BlobCodec, ChainCodec
 from dispatcher.client import DurableDispatcher
 from dispatcher.codec import EncryptionCodec, codec_for
 from dispatcher.settings import Settings
@@ -60,8 +61,7 @@ def create_app(settings: Settings, deps: ApiDeps) -> FastAPI:
     app.state.static_url = "/static"
     app.state.sampler = metrics.StoreSampler()
     metrics.register_tool_names(deps.registry.names())
-    codec = deps.temporal.data_converter.payload_codec
-    app.state.codec = codec if isinstance(codec, EncryptionCodec) else codec_for(settings)
+    app.state.codec = _remote_codec(settings, deps)
     install_error_handlers(app)
     app.include_router(routes_v1.router)
     app.include_router(routes_ops.router)
@@ -73,3 +73,13 @@ def create_app(settings: Settings, deps: ApiDeps) -> FastAPI:
     app.mount("/static", StaticFiles(directory=str(STATIC_DIR)), name="static")
     app.add_middleware(BodySizeLimitMiddleware, max_bytes=settings.max_request_bytes)
     return app
+
+
+def _remote_codec(settings: Settings, deps: ApiDeps) -> ChainCodec:
+    """What /codec/* runs: the client's encryption key, and blob references resolved
+    from this store, so the Temporal UI shows large values too."""
+    codec = deps.temporal.data_converter.payload_codec
+    if isinstance(codec, ChainCodec):
+        codec = codec.encryption
+    enc = codec if isinstance(codec, EncryptionCodec) else codec_for(settings)
+    return ChainCodec([BlobCodec(deps.repo, enc, settings.blob_threshold_bytes), enc])

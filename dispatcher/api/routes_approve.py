@@ -25,6 +25,7 @@ from dispatcher.client import TEMPORAL_NO_ANSWER
 from dispatcher.durable_models import DecideInput
 from dispatcher.links import LinkError, token_approver, token_hash, verify_token
 from dispatcher.models import utcnow
+from dispatcher.schema import depth_error
 from dispatcher.settings import Settings
 from dispatcher.store.records import ApprovalRecord, CallStatus
 from dispatcher.store.repository import Repository
@@ -327,6 +328,10 @@ async def approval_decide(token: str, request: Request) -> Response:
         if not isinstance(parsed, dict):
             return _form_page(request, ctx, approval, status=422, form=kept,
                               error="The edited arguments must be a JSON object.")
+        max_depth = request.app.state.settings.max_input_depth
+        if depth_error(parsed, max_depth) is not None:
+            return _form_page(request, ctx, approval, status=422, form=kept,
+                              error=f"The edited arguments nest deeper than {max_depth} levels.")
         edited = parsed
     service: CallService = request.app.state.calls
     if link_approver is not None:

@@ -19,6 +19,7 @@ from dispatcher.access import Role
 from dispatcher.api import csrf
 from dispatcher.api.approval_links import link_for_principal, links_for_admin, submitter_of
 from dispatcher.api.deps import principal_of
+from dispatcher.api.full_output import OutputFormat, output_response
 from dispatcher.api.views import pretty_json
 from dispatcher.settings import Settings
 from dispatcher.store.errors import InvalidCursorError
@@ -248,6 +249,42 @@ async def audit_call(request: Request, call_id: str) -> Response:
     key = await current_key(request)
     if key is None:
         return _login_redirect(request)
+    record = await _audit_record(request, key, call_id)
+    if record is None:
+        return _page(request, "message.html", 404, title="Not found",
+                     text=f"No tool call with id {call_id}.", detail="", kind="error")
+    repo: Repository = request.app.state.deps.repo
+    timeline = await repo.timeline(record.session_id, record.tool_use_id)
+    result_text = record.result.text if record.result is not None else None
+    approval_url, approver_links = await _links(request, key, record)
+    return _page(
+        request, "audit_call.html", c=record, timeline=timeline,
+        input_pretty=pretty_json(record.input or {}), result_text=result_text,
+        approval_url=approval_url, approver_links=approver_links,
+        output_url=f"/audit/calls/{call_id}/output" if record.full_output is not None else None,
+    )
+
+
+@router.get("/audit/calls/{call_id}/output")
+async def audit_call_output(
+    request: Request, call_id: str, format: OutputFormat = "text"
+) -> Response:
+    """The whole stored output of a call (the model saw it truncated)."""
+    if not request.app.state.settings.audit_pages_enabled:
+        return _not_found(request)
+    key = await current_key(request)
+    if key is None:
+        return _login_redirect(request)
+    record = await _audit_record(request, key, call_id)
+    out = output_response(record, format) if record is not None else None
+    if out is None:
+        return _page(request, "message.html", 404, title="Not found",
+                     text=f"No stored output for tool call {call_id}.", detail="", kind="error")
+    return out
+
+
+async def _audit_record(request: Request, key: ApiKeyRecord, call_id: str) -> CallRecord | None:
+    """The call with numeric id `call_id` when it is in the key's project."""
     repo: Repository = request.app.state.deps.repo
     record = None
     if call_id.isdigit() and len(call_id) < 19:
@@ -259,17 +296,7 @@ async def audit_call(request: Request, call_id: str) -> Response:
             session = await repo.get_session(row[0])
             if session is not None and session.project == key.project:
                 record = await repo.get_call(row[0], row[1])
-    if record is None:
-        return _page(request, "message.html", 404, title="Not found",
-                     text=f"No tool call with id {call_id}.", detail="", kind="error")
-    timeline = await repo.timeline(record.session_id, record.tool_use_id)
-    result_text = record.result.text if record.result is not None else None
-    approval_url, approver_links = await _links(request, key, record)
-    return _page(
-        request, "audit_call.html", c=record, timeline=timeline,
-        input_pretty=pretty_json(record.input or {}), result_text=result_text,
-        approval_url=approval_url, approver_links=approver_links,
-    )
+    return record
 
 
 async def _links(

@@ -20,11 +20,12 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, Field, ValidationError
 from temporalio.api.common.v1 import Payload
+from temporalio.converter import PayloadCodec
 
 from dispatcher.access import Role
 from dispatcher.api.errors import ApiError, error_responses
 from dispatcher.api.routes_audit import current_key
-from dispatcher.codec import CodecError, EncryptionCodec
+from dispatcher.codec import CodecError
 from dispatcher.settings import Settings
 
 router = APIRouter(tags=["operations"])
@@ -115,8 +116,8 @@ def _b64(text: str) -> bytes:
     return base64.b64decode(text, validate=True)
 
 
-def _codec(request: Request) -> EncryptionCodec:
-    codec: EncryptionCodec = request.app.state.codec
+def _codec(request: Request) -> PayloadCodec:
+    codec: PayloadCodec = request.app.state.codec
     return codec
 
 

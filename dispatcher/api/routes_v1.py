@@ -39,6 +39,7 @@ from dispatcher.api.deps import (
     SettingsDep,
 )
 from dispatcher.api.errors import ApiError, ErrorResponse, error_responses, not_found
+from dispatcher.api.full_output import OutputFormat, output_response
 from dispatcher.api.schemas import (
     BatchIn,
     BatchOut,
@@ -58,7 +59,7 @@ from dispatcher.api.schemas import (
 )
 from dispatcher.api.service import CallService, decision_out
 from dispatcher.client import IdempotencyConflictError
-from dispatcher.durable_models import DecideInput
+from dispatcher.durable_models import DecideInput, call_workflow_id
 from dispatcher.models import Session, ToolUseBlock
 from dispatcher.schema import MAX_INPUT_DEPTH, depth_error
 from dispatcher.settings import Settings
@@ -130,8 +131,10 @@ async def _for_principal(
     return resource.model_copy(update=update)
 
 
-def _check_tool_use_id(call: ToolUseBlock, max_depth: int = MAX_INPUT_DEPTH) -> None:
-    too_deep = depth_error(call.input, max_depth, root="body.input")
+def _reject_too_deep(value: Any, max_depth: int, root: str) -> None:
+    """422 `input_too_deep` for a tool input (submitted or edited) nested too deeply:
+    such an input could not travel the durable path."""
+    too_deep = depth_error(value, max_depth, root=root)
     if too_deep is not None:
         path = too_deep.split(":", 1)[0]
         raise ApiError(
@@ -141,6 +144,10 @@ def _check_tool_use_id(call: ToolUseBlock, max_depth: int = MAX_INPUT_DEPTH) -> 
             [{"loc": path.split("."), "msg": f"nested deeper than {max_depth} levels",
               "type": "too_deep", "max_depth": max_depth}],
         )
+
+
+def _check_tool_use_id(call: ToolUseBlock, max_depth: int = MAX_INPUT_DEPTH) -> None:
+    _reject_too_deep(call.input, max_depth, "body.input")
     _reject_unencodable(call.name, ["body", "name"])
     _reject_unencodable(call.input, ["body", "input"])
     if not re.fullmatch(_ID_RE, call.id):
@@ -386,6 +393,30 @@ async def get_call(
     return await _for_principal(request, key, resource)
 
 
+@router.get(
+    "/sessions/{session_id}/tool-calls/{tool_use_id}/output",
+    responses={200: {"description": "The untruncated output (text or JSON)",
+                     "content": {"text/plain": {}, "application/json": {}}},
+               **error_responses(401, 403, 429, 404, 422)},
+    summary="Download the whole output of a finished call (the model saw it truncated)",
+)
+async def get_call_output(
+    session_id: SessionId,
+    tool_use_id: ToolUseId,
+    repo: RepoDep,
+    key: ReaderDep,
+    format: Annotated[OutputFormat, Query()] = "text",
+) -> Response:
+    await _session(repo, session_id, key)
+    record = await repo.get_call(session_id, tool_use_id)
+    if record is None:
+        raise not_found(f"tool call {tool_use_id!r}")
+    out = output_response(record, format)
+    if out is None:
+        raise not_found(f"output of tool call {tool_use_id!r}")
+    return out
+
+
 @router.post(
     "/sessions/{session_id}/tool-calls/{tool_use_id}/cancel",
     response_model=CancelOut,
@@ -400,10 +431,16 @@ async def cancel_call(
     service = _service(request)
     cancelled = await service.cancel(session_id, tool_use_id)
     resource = await service.resource(session_id, tool_use_id)
+    if not cancelled:
+        message = "the call had already finished"
+    elif resource is not None and resource.finished:
+        message = "cancelled"  # e.g. a call whose workflow could not proceed, ended at once
+    else:
+        message = "cancellation requested"
     return CancelOut(
         cancelled=cancelled,
         status=resource.status if resource else None,
-        message="cancellation requested" if cancelled else "the call had already finished",
+        message=message,
     )
 
 
@@ -420,11 +457,13 @@ async def cancel_session(
     service = _service(request)
     count = 0
     cursor: str | None = None
+    seen: set[str] = set()
     while True:
         page = await repo.list_calls(
             CallFilters(session_id=session_id, status=list(_LIVE)), limit=200, cursor=cursor
         )
         for row in page.items:
+            seen.add(call_workflow_id(session_id, row.tool_use_id))
             try:
                 if await service.cancel(session_id, row.tool_use_id):
                     count += 1
@@ -433,6 +472,8 @@ async def cancel_session(
         if page.next_cursor is None:
             break
         cursor = page.next_cursor
+    # Calls wedged before they were classified have no row: end those too.
+    count += await service.dispatcher.end_wedged_in_session(session_id, seen)
     return SessionCancelOut(session_id=session_id, cancelled=count)
 
 
@@ -494,6 +535,8 @@ async def confirm(
     key: ApproverDep,
     response: Response,
 ) -> ConfirmationOut:
+    if body.edited_input is not None:
+        _reject_too_deep(body.edited_input, settings.max_input_depth, "body.edited_input")
     _reject_unencodable(body.model_dump(), ["body"])
     await _session(repo, session_id, key)
     approval = await repo.get_approval(request_id)

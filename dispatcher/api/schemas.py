@@ -84,6 +84,11 @@ class CallResource(BaseModel):
     started_at: datetime | None = None
     finished_at: datetime | None = None
     duration_ms: float | None = None
+    problem: str | None = Field(
+        default=None,
+        description="Set while the call's workflow task keeps failing (docs/DURABLE.md): "
+        "the cause, the failed attempts, and whether a deploy may heal it.",
+    )
     links: CallLinks
 
 

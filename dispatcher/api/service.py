@@ -15,6 +15,7 @@ from typing import Any
 from temporalio.client import WorkflowFailureError, WorkflowHandle
 from temporalio.service import RPCError, RPCStatusCode
 
+from dispatcher import stuck
 from dispatcher.api.approval_links import link_for
 from dispatcher.api.errors import ApiError
 from dispatcher.api.schemas import CallLinks, CallResource, DecisionOut
@@ -24,6 +25,7 @@ from dispatcher.durable_models import (
     DecideInput,
     DecideResult,
     DecisionRecord,
+    call_workflow_id,
 )
 from dispatcher.models import Session, ToolUseBlock
 from dispatcher.settings import Settings
@@ -81,18 +83,57 @@ class CallService:
             parked = await self._parked_from_store(row)
             if parked is not None:
                 return self._build(session_id, tool_use_id, row, parked, turn_id)
+        problem: str | None = None
         if row is None or not row.status.terminal:
             try:
-                view = await self.query(session_id, tool_use_id)
+                view, problem = await self._query_unless_wedged(
+                    session_id, tool_use_id, unclassified=row is None
+                )
             except TEMPORAL_NO_ANSWER:
-                if row is None:
+                # A workflow task that keeps failing answers no query: say so.
+                problem = await self._task_problem(session_id, tool_use_id)
+                if row is None and problem is None:
                     raise  # nothing to answer from: 503, retry
                 # No worker (or no Temporal) answered: the stored row still
                 # says where the call is, so answer from it.
                 view = None
-            if row is None and view is None:
+            if row is None and view is None and problem is None:
                 return None
-        return self._build(session_id, tool_use_id, row, view, turn_id)
+        resource = self._build(session_id, tool_use_id, row, view, turn_id)
+        if problem is not None:
+            resource = resource.model_copy(update={"problem": problem})
+        return resource
+
+    async def _query_unless_wedged(
+        self, session_id: str, tool_use_id: str, *, unclassified: bool
+    ) -> tuple[CallStatusView | None, str | None]:
+        """The status query; for a call not classified yet (no row), raced with a
+        look at its workflow task: a task that keeps failing would hold the
+        query until Temporal's query timeout (30 s). A describe answers before
+        the query's worker round trip, so a healthy call waits no longer.
+        Returns (view, None) or, for such a task, (None, what is wrong)."""
+        if not unclassified:
+            return await self.query(session_id, tool_use_id), None
+        query = asyncio.ensure_future(self.query(session_id, tool_use_id))
+        try:
+            problem = await self._task_problem(session_id, tool_use_id)
+            if problem is not None:
+                return None, problem
+            return await query, None
+        finally:
+            query.cancel()  # no-op once done; its outcome is collected either way
+            with contextlib.suppress(asyncio.CancelledError, *TEMPORAL_NO_ANSWER):
+                await query
+
+    async def _task_problem(self, session_id: str, tool_use_id: str) -> str | None:
+        """What is wrong with the call's workflow task, when it keeps failing."""
+        try:
+            trouble = await stuck.diagnose(
+                self.temporal, call_workflow_id(session_id, tool_use_id)
+            )
+        except TEMPORAL_NO_ANSWER:
+            return None  # no such workflow, or no Temporal: the caller decides
+        return trouble.describe() if trouble is not None else None
 
     async def _parked_from_store(self, row: CallRecord) -> CallStatusView | None:
         """A status view of a parked call rebuilt from its approval record.
@@ -198,6 +239,8 @@ class CallService:
         if desc.status is not None and desc.status.name != "RUNNING":
             return False
         try:
+            if await self.dispatcher.end_if_wedged(desc.id, desc.run_id):
+                return True
             await handle.cancel()
         except RPCError as exc:
             if exc.status == RPCStatusCode.NOT_FOUND:

@@ -152,9 +152,12 @@ def cancel(
                 count = await dispatcher.cancel_session_tools(session_id)
                 return f"cancelled {count} running call(s) of session {session_id}"
             try:
-                await dispatcher.cancel(session_id, tool_use_id)
+                ended = await dispatcher.cancel(session_id, tool_use_id)
             except UnknownCallError as exc:
                 raise CliError(str(exc).strip("'\"")) from exc
+            if ended:
+                return (f"cancelled {session_id}/{tool_use_id} (its workflow could not "
+                        "proceed; see `parkgate calls show`)")
             return f"cancellation requested for {session_id}/{tool_use_id}"
 
     console.print(run(go()))

@@ -10,10 +10,12 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import (
+    BigInteger,
     Boolean,
     Float,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     UniqueConstraint,
     text,
@@ -255,3 +257,34 @@ class ApiKey(Base):
     roles: Mapped[list[str]] = mapped_column(JSONColumn)
     #: True for keys that existed before roles: they were given every role.
     migrated: Mapped[bool] = mapped_column(Boolean, server_default=text("false"))
+
+
+class Blob(Base):
+    """A large Temporal payload stored once, by content (see dispatcher.blobs).
+
+    `id` is the SHA-256 of the clear serialized payload; `data` is that payload
+    sealed with the payload key, so the database never holds clear tool data.
+    """
+
+    __tablename__ = "blobs"
+
+    id: Mapped[str] = mapped_column(HASH, primary_key=True)
+    #: Bytes of the clear serialized payload.
+    size: Mapped[int] = mapped_column(BigInteger)
+    data: Mapped[bytes] = mapped_column(LargeBinary)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
+class BlobRef(Base):
+    """Which workflow carries a reference to a blob (prune keeps referenced blobs).
+
+    `workflow_id` is empty when the payload was written without a workflow
+    context; such references only protect the blob until the prune cutoff.
+    """
+
+    __tablename__ = "blob_refs"
+    __table_args__ = (Index("ix_blob_refs_workflow", "workflow_id"),)
+
+    blob_id: Mapped[str] = mapped_column(HASH, primary_key=True)
+    workflow_id: Mapped[str] = mapped_column(CleanString(500), primary_key=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)

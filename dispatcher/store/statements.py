@@ -22,6 +22,8 @@ CALLS: Table = Base.metadata.tables["tool_calls"]
 EVENTS: Table = Base.metadata.tables["tool_events"]
 CHAINS: Table = Base.metadata.tables["tool_event_chains"]
 APPROVALS: Table = Base.metadata.tables["approvals"]
+BLOBS: Table = Base.metadata.tables["blobs"]
+BLOB_REFS: Table = Base.metadata.tables["blob_refs"]
 CONFLICTS: Table = Base.metadata.tables["event_conflicts"]
 
 #: What an event says (its meaning), compared when an id is written again.

@@ -25,6 +25,7 @@ from temporalio.client import Client
 
 from dispatcher.api import ApiDeps, create_app
 from dispatcher.api.logredact import uvicorn_log_config
+from dispatcher.embedded import listening_socket
 from dispatcher.store.repository import Repository
 from tests.fixtures.keys import AgentAndHuman
 from tests.fixtures.temporal import DurableRig, durable_rig
@@ -78,10 +79,7 @@ class ApiRig:
 
 
 def free_socket() -> socket.socket:
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
-    return sock
+    return listening_socket()
 
 
 @asynccontextmanager

@@ -32,6 +32,7 @@ MATRIX: dict[str, set[str]] = {
     "decide": {"approver"},
     "audit_query": {"auditor"},
     "call_events": set(ROLES),
+    "call_output": set(ROLES),
     "session_events": set(ROLES),
 }
 
@@ -74,6 +75,8 @@ async def request_for(api: ApiRig, endpoint: str, sid: str, key: str) -> httpx.R
             return await http.get("/v1/tool-calls", headers=h)
         case "call_events":
             return await http.get(f"{call}/events", headers=h)
+        case "call_output":
+            return await http.get(f"{call}/output", headers=h)
         case "session_events":
             return await http.get(f"/v1/sessions/{sid}/events", headers=h,
                                   params={"follow": "false"})

@@ -67,6 +67,8 @@ def test_bad_argument_as_a_real_process(cli_env: dict[str, str]) -> None:
         ("max_request_bytes: 0\n", "max_request_bytes"),
         ("max_input_depth: 0\n", "max_input_depth"),
         ("api_port: 70000\n", "api_port"),
+        ("stuck_task_failures: 1\n", "stuck_task_failures: Input should be greater"),
+        ("stuck_task_check_seconds: -1\n", "stuck_task_check_seconds"),
         ("approval_expiry_by_class:\n  writes: 60\n", "approval_expiry_by_class: Value error, "
          "unknown side-effect class 'writes'"),
         ("approval_expiry_by_class:\n  write: -1\n", "approval_expiry_by_class"),
