@@ -24,7 +24,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from starlette.background import BackgroundTask
 
-from dispatcher import slack, slack_web
+from dispatcher import metrics, slack, slack_web
 from dispatcher.api.approval_links import named_approvers, self_approval_of, submitter_of
 from dispatcher.api.errors import ApiError
 from dispatcher.api.service import CallService
@@ -136,6 +136,13 @@ async def _apply(
         via="slack", principal_id=f"approver:{approver}", approver=approver,
         self_approved=is_self,
     ))
+    outcome = "counted" if result.accepted and result.winner is None else (
+        "won" if result.accepted else "lost")
+    metrics.count_decision(click.decision, outcome)
+    if result.accepted and result.winner is not None:
+        metrics.observe_approval_latency(
+            click.decision, "slack",
+            (result.winner.decided_at - approval.requested_at).total_seconds())
     if result.accepted and result.winner is None:
         if click.message:
             later.append(partial(slack_web.update_waiting, settings, click.message, info,

@@ -200,6 +200,8 @@ async def test_deny_through_slack(
         final = await wait_for(lambda: "did not run" in context_text(
             fake.messages[(CHANNEL, ts)]) and fake.messages[(CHANNEL, ts)])
         assert context_text(final) == "Denied by alice via slack; the call did not run."
+        scrape = (await api.http.get("/metrics")).text
+        assert 'parkgate_approval_latency_seconds_count{decision="deny",via="slack"}' in scrape
         assert not has_buttons(final)
 
 
