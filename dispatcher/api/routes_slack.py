@@ -28,7 +28,7 @@ from dispatcher import metrics, slack, slack_web
 from dispatcher.api.approval_links import named_approvers, self_approval_of, submitter_of
 from dispatcher.api.errors import ApiError
 from dispatcher.api.service import CallService
-from dispatcher.durable_models import DecideInput, SlackMessageRef
+from dispatcher.durable_models import DecideInput, DecisionRecord, SlackMessageRef
 from dispatcher.models import utcnow
 from dispatcher.settings import Settings
 from dispatcher.store.records import ApprovalRecord
@@ -146,16 +146,16 @@ async def _apply(
     if result.accepted and result.winner is None:
         if click.message:
             later.append(partial(slack_web.update_waiting, settings, click.message, info,
-                                                  approval.session_id, approval.expires_at,
-                                                  list(result.votes)))
+                                 approval.session_id, approval.expires_at,
+                                 list(result.votes)))
         return True, (f"Your approval is counted ({len(result.votes)} of {result.quorum}); "
                       "the call runs when enough approvers have approved.")
     if result.winner is not None:
         status = ("denied" if result.winner.decision == "deny" else "running")
         text = slack.outcome_text(status, result.winner)
         if click.message:
-            later.append(partial(slack_web.update_outcome, settings, click.message, info,
-                                                  approval.session_id, text))
+            later.append(partial(_refresh_outcome, repo, settings, click.message, info,
+                                 approval, result.winner, status))
         if result.accepted:
             return True, text
         return False, f"Already decided: {text}"
@@ -188,8 +188,21 @@ async def _show_stored(
     text = slack.outcome_text(status, decision)
     if click.message:
         later.append(partial(slack_web.update_outcome, settings, click.message, info,
-                                              approval.session_id, text))
+                             approval.session_id, text))
     return text
+
+
+async def _refresh_outcome(
+    repo: Repository, settings: Settings, message: SlackMessageRef, info: ApprovalInfo,
+    approval: ApprovalRecord, decision: DecisionRecord, status: str,
+) -> None:
+    """Show a decision's outcome, with the call's final status if it has one by
+    now (a fast call may have ended, and shown that, before this runs)."""
+    call = await repo.get_call(approval.session_id, approval.tool_use_id)
+    if call is not None and call.status.terminal:
+        status = call.status.value
+    await slack_web.update_outcome(settings, message, info, approval.session_id,
+                                   slack.outcome_text(status, decision))
 
 
 async def _run(calls: list[Any]) -> None:
