@@ -18,7 +18,7 @@ from dispatcher.worker import workflow_runner
 from tests.fixtures.temporal import TEST_CONVERTER
 
 HISTORIES = Path(__file__).resolve().parents[1] / "histories"
-PATHS = ["auto", "approved", "denied", "expired", "cancelled", "edited", "turn", "quorum"]
+PATHS = ["auto", "approved", "denied", "expired", "cancelled", "edited", "turn", "quorum", "slack"]
 #: Histories recorded before a workflow.patched change (they replay the old
 #: branch). *_pre_patch: before "committed-decision-writes-v1" (issue 12), when
 #: decision-dependent writes were local activities.
