@@ -17,11 +17,13 @@ from activities.record import RecordActivities
 def build(deps: Deps) -> list[Callable[..., Any]]:
     """Every parkgate activity, bound to `deps`."""
     from activities.notify import NotifyActivities
+    from activities.slack import SlackActivities
 
     execute = ExecuteActivities(deps)
     classify = ClassifyActivities(deps, runner=execute)
     record = RecordActivities(deps.store, deps.settings)
     notify = NotifyActivities(deps.settings)
+    slack = SlackActivities(deps.settings, deps.store)
     return [
         classify.classify,
         classify.revalidate,
@@ -31,6 +33,8 @@ def build(deps: Deps) -> list[Callable[..., Any]]:
         execute.execute,
         execute.execute_local,
         notify.notify,
+        slack.post,
+        slack.outcome,
     ]
 
 

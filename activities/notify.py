@@ -1,4 +1,5 @@
-"""`parkgate.notify`: deliver a parked call's notice to every configured webhook.
+"""`parkgate.notify`: deliver a parked call's notice to every webhook and, by
+e-mail, to each named approver (their own link each).
 
 Temporal retries the activity (the workflow sets the retry policy); the
 indices already delivered travel in the heartbeat details so a retry does not
@@ -14,6 +15,7 @@ import httpx
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from dispatcher import mail
 from dispatcher.durable_models import ACT_NOTIFY, NotifyInput, NotifyOutput
 from dispatcher.links import approval_url, sign_personal_token
 from dispatcher.notify import WebhookError, deliver
@@ -35,10 +37,13 @@ class NotifyActivities:
                 self.settings.public_base_url, self.settings.signing_secret(),
                 req.info.request_id, req.expires_at,
             )})
-        delivered: set[int] = set()
+        # Progress travels in the heartbeat: a retry skips what already went out.
+        # Keys: a webhook's index (as before mail existed, so any worker reads
+        # them) and "mail:<approver>".
+        delivered: set[int | str] = set()
         details = activity.info().heartbeat_details
         if details and isinstance(details[0], list):
-            delivered = {int(i) for i in details[0]}
+            delivered = {i if isinstance(i, int) else str(i) for i in details[0]}
         failures: list[str] = []
         approvers = self._approvers(req)
         async with httpx.AsyncClient() as client:
@@ -51,10 +56,26 @@ class NotifyActivities:
                     failures.append(f"webhook[{index}] ({hook.kind}): {exc}")
                     continue
                 delivered.add(index)
-                activity.heartbeat(sorted(delivered))
+                activity.heartbeat(_progress(delivered))
+        if self.settings.email_enabled:
+            for approver in approvers:
+                key = f"mail:{approver['name']}"
+                if not approver["email"] or key in delivered:
+                    continue
+                message = mail.build_message(
+                    req, sender=self.settings.smtp_from, approver=approver["name"],
+                    address=approver["email"], link=approver["approval_url"],
+                )
+                try:
+                    await mail.send(self.settings, message)
+                except mail.MailError as exc:
+                    failures.append(f"mail to {approver['name']}: {exc}")
+                    continue
+                delivered.add(key)
+                activity.heartbeat(_progress(delivered))
         if failures:
             # Retryable: Temporal tries again with the workflow's retry policy.
-            raise ApplicationError("; ".join(failures), type="WebhookError")
+            raise ApplicationError("; ".join(failures), type="NotifyError")
         return NotifyOutput(delivered=len(delivered), failed=0)
 
     def _approvers(self, req: NotifyInput) -> list[dict[str, Any]]:
@@ -69,3 +90,9 @@ class NotifyActivities:
             out.append({"name": name, "email": entry.email if entry else None,
                         "approval_url": base + token})
         return out
+
+
+def _progress(delivered: set[int | str]) -> list[int | str]:
+    """Heartbeat details: webhook indices first, then mail keys, each sorted."""
+    return [*sorted(i for i in delivered if isinstance(i, int)),
+            *sorted(k for k in delivered if isinstance(k, str))]

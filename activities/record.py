@@ -21,6 +21,7 @@ from dispatcher.events import ToolEvent
 from dispatcher.links import sign_token, token_hash
 from dispatcher.settings import Settings
 from dispatcher.store.records import ApprovalRecord, HistoryStore
+from dispatcher.verdicts import ApprovalInfo
 
 
 def approval_url(settings: Settings, token: str) -> str:
@@ -122,4 +123,15 @@ class RecordActivities:
         )
         await self.store.apply([event], req.update)
         # No link in the result either: it would be written to workflow history.
-        return ApprovalCreated(approval=record, notify=bool(self.settings.webhooks))
+        return ApprovalCreated(approval=record, notify=self._notifies(info),
+                               slack=self.settings.slack_enabled)
+
+    def _notifies(self, info: ApprovalInfo) -> bool:
+        """Whether parkgate.notify has anyone to tell: a webhook, or a named
+        approver with an address while e-mail is configured."""
+        if self.settings.webhooks:
+            return True
+        if not self.settings.email_enabled:
+            return False
+        return any((a := self.settings.approvers.get(n)) is not None and a.email
+                   for n in info.approvers)

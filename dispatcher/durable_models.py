@@ -28,6 +28,10 @@ ACT_RECORD = "parkgate.record"
 ACT_RECORD_COMMITTED = "parkgate.record_committed"
 ACT_CREATE_APPROVAL = "parkgate.create_approval"
 ACT_NOTIFY = "parkgate.notify"
+#: Slack: post the interactive message of a parked call, and show its outcome.
+ACT_SLACK_POST = "parkgate.slack_post"
+ACT_SLACK_OUTCOME = "parkgate.slack_outcome"
+SLACK_OUTCOME_WORKFLOW = "parkgate.SlackOutcome"
 ACT_REVALIDATE = "parkgate.revalidate"
 ACT_EXECUTE = "parkgate.execute"
 ACT_EXECUTE_LOCAL = "parkgate.execute_local"
@@ -276,8 +280,11 @@ class ApprovalCreated(BaseModel):
     #: Never set any more (links are derived when read, so no token reaches
     #: Temporal history); kept optional so older histories still decode.
     approval_url: str | None = None
-    #: True when webhooks are configured, so the workflow starts parkgate.notify.
+    #: True when parkgate.notify has someone to tell (webhooks, approvers by e-mail).
     notify: bool = False
+    #: True when a Slack app is configured: the workflow starts parkgate.slack_post
+    #: and, when the call ends, updates that message with the outcome.
+    slack: bool = False
 
 
 class NotifyInput(BaseModel):
@@ -294,6 +301,23 @@ class NotifyInput(BaseModel):
 class NotifyOutput(BaseModel):
     delivered: int = 0
     failed: int = 0
+
+
+class SlackMessageRef(BaseModel):
+    """Where a call's Slack message is (not secret: a channel id and a timestamp)."""
+
+    channel: str
+    ts: str
+
+
+class SlackOutcomeInput(BaseModel):
+    """What the ended call's Slack message should say (parkgate.SlackOutcome)."""
+
+    message: SlackMessageRef
+    info: ApprovalInfo
+    session_id: str
+    status: str
+    decision: DecisionRecord | None = None
 
 
 class RevalidateInput(BaseModel):

@@ -55,6 +55,8 @@ class Approver(BaseModel):
     email: str | None = None
     #: The API key name that decides as this approver through the API.
     key: str | None = None
+    #: The Slack member id (U...) whose Approve/Deny clicks decide as this approver.
+    slack_user_id: str | None = None
 
 
 class Settings(BaseSettings):
@@ -182,6 +184,27 @@ class Settings(BaseSettings):
     mcp_progress_seconds: float = Field(default=5.0, gt=0, le=300)
     #: MCP servers whose tools join the registry as `<name>__<tool>`, behind the gate.
     mcp_servers: dict[str, McpServer] = Field(default_factory=dict)
+    #: E-mail to named approvers (docs/APPROVERS.md): off while smtp_host is empty.
+    smtp_host: str = ""
+    smtp_port: int = Field(default=587, ge=1, le=65535)
+    #: "starttls" (upgrade a plain connection, required), "ssl" (implicit TLS,
+    #: usually port 465) or "none" (plain; only for a relay on localhost).
+    smtp_security: Literal["starttls", "ssl", "none"] = "starttls"
+    smtp_username: str | None = None
+    #: Never passed to tools (PARKGATE_* names are dropped from their environment).
+    smtp_password: str | None = Field(default=None, repr=False)
+    smtp_from: str = "parkgate@localhost"
+    #: CA bundle (PEM) the SMTP server's certificate must chain to; unset = system store.
+    smtp_ca_path: Path | None = None
+    smtp_timeout_seconds: float = Field(default=10.0, gt=0)
+    #: Slack app (docs/APPROVERS.md): interactive messages with Approve/Deny buttons.
+    #: Posting is on when slack_bot_token and slack_channel are both set.
+    slack_bot_token: str | None = Field(default=None, repr=False)
+    #: Verifies the interactivity endpoint's requests (POST /slack/interactivity).
+    slack_signing_secret: str | None = Field(default=None, repr=False)
+    slack_channel: str = ""
+    #: Slack's Web API base (tests point it at a local server).
+    slack_api_url: str = "https://slack.com/api/"
 
     @field_validator("approver_groups", mode="after")
     @classmethod
@@ -299,6 +322,21 @@ class Settings(BaseSettings):
             if resolved not in unique:
                 unique.append(resolved)
         return unique
+
+    @property
+    def email_enabled(self) -> bool:
+        return bool(self.smtp_host)
+
+    @property
+    def slack_enabled(self) -> bool:
+        return bool(self.slack_bot_token and self.slack_channel)
+
+    def approver_for_slack_user(self, user_id: str) -> str | None:
+        """The named approver a Slack member id decides as (None: not mapped)."""
+        for name, entry in self.approvers.items():
+            if entry.slack_user_id and entry.slack_user_id == user_id:
+                return name
+        return None
 
     def approver_keys(self) -> dict[str, str]:
         """API key name -> the named approver it decides as."""

@@ -14,21 +14,24 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from workflows.call import ToolCallWorkflow
+    from workflows.slack_outcome import SlackOutcomeWorkflow
     from workflows.turn import TurnWorkflow
 
     ALL: list[type]
 
-__all__ = ["ALL", "ToolCallWorkflow", "TurnWorkflow"]
+__all__ = ["ALL", "SlackOutcomeWorkflow", "ToolCallWorkflow", "TurnWorkflow"]
 
 
 def __getattr__(name: str) -> Any:
     if name not in __all__:
         raise AttributeError(f"module 'workflows' has no attribute {name!r}")
     from workflows.call import ToolCallWorkflow
+    from workflows.slack_outcome import SlackOutcomeWorkflow
     from workflows.turn import TurnWorkflow
 
     return {
-        "ALL": [ToolCallWorkflow, TurnWorkflow],
+        "ALL": [ToolCallWorkflow, TurnWorkflow, SlackOutcomeWorkflow],
+        "SlackOutcomeWorkflow": SlackOutcomeWorkflow,
         "ToolCallWorkflow": ToolCallWorkflow,
         "TurnWorkflow": TurnWorkflow,
     }[name]

@@ -26,6 +26,7 @@ from temporalio.exceptions import (
     ApplicationError,
     CancelledError,
     TimeoutType,
+    WorkflowAlreadyStartedError,
 )
 from temporalio.exceptions import (
     TimeoutError as TemporalTimeoutError,
@@ -42,10 +43,12 @@ with workflow.unsafe.imports_passed_through():
         ACT_RECORD,
         ACT_RECORD_COMMITTED,
         ACT_REVALIDATE,
+        ACT_SLACK_POST,
         CALL_WORKFLOW,
         DECISIONS,
         QUERY_STATUS,
         SIGNAL_DECIDE,
+        SLACK_OUTCOME_WORKFLOW,
         UPDATE_DECIDE,
         WORKER_LOST_TEXT,
         ApprovalCreated,
@@ -67,6 +70,8 @@ with workflow.unsafe.imports_passed_through():
         RecordOutput,
         RevalidateInput,
         RevalidateOutput,
+        SlackMessageRef,
+        SlackOutcomeInput,
         StatusRequest,
         prepared_fields,
         with_prepared,
@@ -162,6 +167,9 @@ class ToolCallWorkflow:
         self._background: list[asyncio.Task[None]] = []
         #: Patch "cancel-notify-on-end": a call's end cancels its pending webhook.
         self._cancel_notify_on_end = False
+        #: The call's Slack message once posted (ApprovalCreated.slack).
+        self._slack_message: SlackMessageRef | None = None
+        self._slack = False
         #: A cancellation swallowed while a store write finished (see _record_raw).
         self._cancel_requested = False
         self._verdict: str | None = None
@@ -180,6 +188,7 @@ class ToolCallWorkflow:
                 event="tool.failed",
             )
         await self._stop_background()
+        await self._slack_outcome(outcome)
         self._outcome = outcome
         # Let a decide update still in flight answer its caller (Temporal's
         # documented rule: never return while a handler is running).
@@ -193,7 +202,7 @@ class ToolCallWorkflow:
         (no "cancel-notify-on-end" marker) replay without it.
         """
         pending = [task for task in self._background if not task.done()]
-        if pending and self._cancel_notify_on_end:
+        if pending and (self._cancel_notify_on_end or self._slack):
             for task in pending:
                 task.cancel()
             await asyncio.gather(*pending, return_exceptions=True)
@@ -357,6 +366,11 @@ class ToolCallWorkflow:
             # sees the same marker (docs/DURABLE.md); only calls that notify pay it.
             self._cancel_notify_on_end = workflow.patched("cancel-notify-on-end")
             self._background.append(asyncio.create_task(self._notify(created)))
+        if created.slack:
+            # Only histories whose create_approval said `slack` reach this (the
+            # field did not exist before), so older histories replay unchanged.
+            self._slack = True
+            self._background.append(asyncio.create_task(self._slack_post(created)))
         # The expiry is a point in time: time spent storing the request counts.
         timeout = max(expires_at - workflow.now(), timedelta(seconds=1)) if expires_at else None
         try:
@@ -414,6 +428,42 @@ class ToolCallWorkflow:
             )
         except (ActivityError, asyncio.CancelledError) as exc:
             workflow.logger.warning("notify failed for %s: %s", info.request_id, exc)
+
+    async def _slack_post(self, created: ApprovalCreated) -> None:
+        """Post the interactive Slack message; a failure never blocks the call."""
+        info = self._info
+        assert info is not None
+        notice = NotifyInput(info=info, session=self._input.session,
+                             requested_at=created.approval.requested_at,
+                             expires_at=created.approval.expires_at)
+        try:
+            self._slack_message = await workflow.execute_activity(
+                ACT_SLACK_POST,
+                notice,
+                result_type=SlackMessageRef,
+                schedule_to_close_timeout=_NOTIFY_SCHEDULE_TO_CLOSE,
+                start_to_close_timeout=timedelta(seconds=30),
+                retry_policy=_NOTIFY_RETRY,
+            )
+        except (ActivityError, asyncio.CancelledError) as exc:
+            workflow.logger.warning("slack post failed for %s: %s", info.request_id, exc)
+
+    async def _slack_outcome(self, outcome: CallOutcome) -> None:
+        """Start the child that shows the outcome on the Slack message (it
+        outlives this call, so a slow Slack never holds the result)."""
+        if self._slack_message is None or self._info is None:
+            return
+        try:
+            await workflow.start_child_workflow(
+                SLACK_OUTCOME_WORKFLOW,
+                SlackOutcomeInput(message=self._slack_message, info=self._info,
+                                  session_id=self._input.session.session_id,
+                                  status=outcome.status.value, decision=self._decision),
+                id=f"{workflow.info().workflow_id}/slack-outcome",
+                parent_close_policy=workflow.ParentClosePolicy.ABANDON,
+            )
+        except WorkflowAlreadyStartedError as exc:  # never fails the call
+            workflow.logger.warning("slack outcome not started: %s", exc)
 
     async def _resolved(self, decision: str, *, reason: str | None = None) -> None:
         """Record tool.confirmation_resolved, the call row and the approval row

@@ -12,6 +12,7 @@ from dispatcher.api import (
     routes_audit,
     routes_codec,
     routes_ops,
+    routes_slack,
     routes_v1,
 )
 from dispatcher.api.deps import ApiDeps
@@ -67,6 +68,7 @@ def create_app(settings: Settings, deps: ApiDeps) -> FastAPI:
     app.include_router(routes_approve.router)
     app.include_router(routes_audit.router)
     app.include_router(routes_codec.router)
+    app.include_router(routes_slack.router)
     mcp_gateway.install(app, settings, deps, app.state.calls)
     app.mount("/static", StaticFiles(directory=str(STATIC_DIR)), name="static")
     app.add_middleware(BodySizeLimitMiddleware, max_bytes=settings.max_request_bytes)

@@ -26,7 +26,8 @@ from dispatcher.settings import Settings
 app = typer.Typer(help="Inspect and validate the configuration.", no_args_is_help=True)
 
 #: Settings never printed in clear.
-_SECRET_FIELDS = frozenset({"link_secret", "temporal_api_key"})
+_SECRET_FIELDS = frozenset({"link_secret", "temporal_api_key", "smtp_password",
+                            "slack_bot_token", "slack_signing_secret"})
 
 
 def load_policy(settings: Settings) -> ConfirmationPolicy:
@@ -37,6 +38,22 @@ def load_policy(settings: Settings) -> ConfirmationPolicy:
         )
     except (PolicyError, ValueError) as exc:
         raise ConfigError(f"invalid tool_confirmation policy: {one_line(str(exc))}") from exc
+
+
+def _approver_channel_problems(settings: Settings) -> list[str]:
+    """E-mail and Slack settings that would silently never notify anyone."""
+    problems: list[str] = []
+    if settings.email_enabled and not any(a.email for a in settings.approvers.values()):
+        problems.append("smtp_host: set, but no approver has an `email`")
+    if settings.smtp_password and not settings.smtp_username:
+        problems.append("smtp_password: set without smtp_username (never sent)")
+    if bool(settings.slack_bot_token) != bool(settings.slack_channel):
+        problems.append("slack_bot_token and slack_channel must be set together")
+    if settings.slack_enabled and not settings.slack_signing_secret:
+        problems.append("slack_signing_secret: required for the Approve/Deny buttons")
+    if settings.slack_enabled and not any(a.slack_user_id for a in settings.approvers.values()):
+        problems.append("slack_bot_token: set, but no approver has a `slack_user_id`")
+    return problems
 
 
 def check_settings(settings: Settings) -> list[str]:
@@ -68,6 +85,7 @@ def check_settings(settings: Settings) -> list[str]:
             problems.append(f"webhooks.{i}.kind: must be 'generic' or 'slack', got {hook.kind!r}")
     if not settings.workspace_roots:
         problems.append("workspace_roots: at least one root is required")
+    problems += _approver_channel_problems(settings)
     if settings.tool_sandbox == "required":
         from dispatcher.sandbox import probe
 

@@ -56,3 +56,48 @@ async def test_tool_calls_go_through_parkgate_with_the_models_ids(
         assert pending.value.resource.tool_use_id == "lc_call_3"
         assert pending.value.resource.status.value == "parked"
         assert not (api.workspace / "w.txt").exists()
+
+
+async def test_a_langgraph_agent_runs_its_tools_through_parkgate(
+    dev_temporal: Client, sqlite_repo: Repository, tmp_path: Path
+) -> None:
+    """A LangGraph graph (scripted model node -> prebuilt ToolNode -> model node):
+    the ToolNode invokes parkgate's tools with the model's tool-call ids."""
+    from langgraph.graph import END, START, MessagesState, StateGraph
+    from langgraph.prebuilt import ToolNode, tools_condition
+
+    sock = free_socket()
+    base = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    async with api_rig(dev_temporal, sqlite_repo, tmp_path, base_url=base) as api, \
+            live_server(api.app, sock), AsyncParkgateClient(base, api.key) as gate:
+        sid = f"s-{uuid.uuid4().hex[:8]}"
+        await gate.register_session(sid, str(api.workspace))
+        (api.workspace / "notes.txt").write_text("graph says hi")
+        tools = await parkgate_tools(gate, sid, turn_id="lg1", names=["read_file"])
+        model = FakeMessagesListChatModel(responses=[
+            AIMessage(content="", tool_calls=[
+                {"name": "read_file", "args": {"path": "notes.txt"}, "id": "lg_call_1"},
+            ]),
+            AIMessage(content="done"),
+        ])
+
+        async def call_model(state: MessagesState) -> dict[str, list[AIMessage]]:
+            reply = await model.ainvoke(state["messages"])
+            assert isinstance(reply, AIMessage)
+            return {"messages": [reply]}
+
+        graph = StateGraph(MessagesState)
+        graph.add_node("model", call_model)
+        graph.add_node("tools", ToolNode(tools))
+        graph.add_edge(START, "model")
+        graph.add_conditional_edges("model", tools_condition, ["tools", END])
+        graph.add_edge("tools", "model")
+        final = await graph.compile().ainvoke({"messages": [HumanMessage("read notes")]})
+
+        tool_messages = [m for m in final["messages"] if isinstance(m, ToolMessage)]
+        assert len(tool_messages) == 1
+        assert tool_messages[0].tool_call_id == "lg_call_1"
+        assert "graph says hi" in str(tool_messages[0].content)
+        assert final["messages"][-1].content == "done"
+        row = await gate.get_call(sid, "lg_call_1")
+        assert row.status.value == "succeeded" and row.turn_id == "lg1"

@@ -184,3 +184,19 @@ def closed_port_url() -> str:
     port = sock.getsockname()[1]
     sock.close()
     return f"http://127.0.0.1:{port}/hook"
+
+
+async def cancelled_activities(client: Any, session_id: str, tool_use_id: str) -> set[str]:
+    """Names of the activities whose cancellation the call's workflow requested."""
+    from temporalio.api.enums.v1 import EventType
+
+    from dispatcher.durable_models import call_workflow_id
+
+    handle = client.get_workflow_handle(call_workflow_id(session_id, tool_use_id))
+    await handle.result()  # the store may say "succeeded" a moment before the workflow ends
+    events = list((await handle.fetch_history()).events)
+    names = {e.event_id: e.activity_task_scheduled_event_attributes.activity_type.name
+             for e in events if e.HasField("activity_task_scheduled_event_attributes")}
+    return {names[e.activity_task_cancel_requested_event_attributes.scheduled_event_id]
+            for e in events
+            if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_CANCEL_REQUESTED}

@@ -164,3 +164,80 @@ async def test_an_unmapped_approver_key_cannot_decide_a_named_request(
         assert done["status"] == "denied"
         assert done["principal_id"] == "approver:alice" and done["decided_by"] == "alice"
         assert re.search(r"carol", str(done.get("votes") or ""))
+
+
+Tap = tuple[httpx.AsyncClient, str, dict[str, str]]
+
+
+async def _armed_tap(api: ApiRig, link: str, decision: str) -> Tap:
+    """A phone that has loaded its approver's page and is about to tap."""
+    browser = httpx.AsyncClient(transport=httpx.ASGITransport(app=api.app),
+                                base_url=api.base_url)
+    path = link.removeprefix(api.base_url)
+    page = await browser.get(path)
+    assert page.status_code == 200, page.text
+    return browser, path, {"csrf": csrf_of(page.text), "decision": decision}
+
+
+async def test_concurrent_named_approvers_leave_one_consistent_truth(
+    dev_temporal: Client, pg_repo: Repository, tmp_path: Path
+) -> None:
+    """Three named approvers (quorum 2) tap their links at the same moment, each
+    twice (a double tap), while bob also answers through his API key; in odd
+    rounds carol denies. Whatever the interleaving: exactly one answer says it
+    decided, the stored decision, its principal and the counted votes are those
+    the humans were told, and the file exists exactly when the call was allowed."""
+    async with api_rig(dev_temporal, pg_repo, tmp_path, policy=POLICY, **PEOPLE) as api:
+        admin, _ = await api.repo.create_api_key("admin-key", roles=["admin"])
+        bob_key, bob_rec = await api.repo.create_api_key("bob-key", roles=["approver"])
+        sid = await api.register()
+        for round_no in range(4):
+            call_id = f"toolu_race{round_no}"
+            target = f"race{round_no}.txt"
+            await api.submit(sid, "write_file", {"path": target, "content": "r"},
+                             call_id=call_id)
+            parked = await parked_for_admin(api, sid, call_id, admin)
+            rid, links = parked["request_id"], parked["approver_links"]
+            carol_says = "deny" if round_no % 2 else "allow"
+            plan = [("alice", "allow"), ("bob", "allow"), ("carol", carol_says)] * 2
+            taps = [await _armed_tap(api, links[who], how) for who, how in plan]
+            try:
+                link_posts = [browser.post(path, data=form) for browser, path, form in taps]
+                api_post = api.http.post(
+                    f"/v1/sessions/{sid}/turns/t1/confirmations/{rid}",
+                    headers=bearer(bob_key), json={"decision": "allow"})
+                answers = await asyncio.gather(*link_posts, api_post)
+            finally:
+                for browser, _path, _form in taps:
+                    await browser.aclose()
+            who_said = [*[f"approver:{who}" for who, _ in plan], f"key:{bob_rec.id}"]
+            codes = [a.status_code for a in answers]
+            assert set(codes) <= {200, 202, 409}, codes
+            deciders = [p for p, code in zip(who_said, codes, strict=True) if code == 200]
+            assert len(deciders) == 1, (round_no, codes)
+
+            done = (await api.http.get(f"/v1/sessions/{sid}/tool-calls/{call_id}",
+                                       params={"wait": 30})).json()
+            stored = await api.repo.get_approval(rid)
+            assert stored is not None and stored.decision in ("allow", "deny")
+            assert stored.principal_id == deciders[0], (round_no, stored, codes)
+            assert done["principal_id"] == deciders[0]
+            counted = {p for p, code in zip(who_said, codes, strict=True) if code == 202}
+            # bob counts once however he answered (link or key).
+            names = {p.removeprefix("approver:") if p.startswith("approver:") else "bob"
+                     for p in counted}
+            assert set(stored.votes or []) >= names, (round_no, stored.votes, codes)
+            if stored.decision == "allow":
+                assert done["status"] == "succeeded", done
+                assert (api.workspace / target).read_text() == "r"
+                assert len(set(stored.votes or [])) == 2
+            else:
+                assert carol_says == "deny" and deciders[0] == "approver:carol"
+                assert done["status"] == "denied", done
+                assert not (api.workspace / target).exists()
+            events = (await api.http.get(f"/v1/sessions/{sid}/tool-calls/{call_id}/events",
+                                         headers=bearer(admin))).json()
+            resolved = [e for e in events["events"]
+                        if e["type"] == "tool.confirmation_resolved"]
+            assert len(resolved) == 1
+            assert resolved[0]["data"]["decision"] == stored.decision

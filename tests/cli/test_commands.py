@@ -126,3 +126,23 @@ def test_calls_on_an_empty_history(cli_env: dict[str, str]) -> None:
 def test_an_unmigrated_database_is_one_line(cli_env: dict[str, str]) -> None:
     line = _fails(["calls", "list"], 1)
     assert "db upgrade" in line
+
+
+def test_config_check_never_prints_mail_or_slack_secrets(
+    cli_env: dict[str, str], tmp_path: Path
+) -> None:
+    config = tmp_path / "server.yaml"
+    config.write_text(
+        "smtp_host: mail.example.org\n"
+        "smtp_username: parkgate\n"
+        "smtp_password: smtp-do-not-print\n"
+        "slack_bot_token: xoxb-do-not-print\n"
+        "slack_signing_secret: signing-do-not-print\n"
+        "slack_channel: C0APPROVALS\n"
+        "approvers: {alice: {email: alice@example.org, slack_user_id: U0ALICE}}\n"
+    )
+    out = _ok(["--config", str(config), "config", "check"])
+    assert "configuration OK" in out
+    assert "mail.example.org" in out and "C0APPROVALS" in out
+    for secret in ("smtp-do-not-print", "xoxb-do-not-print", "signing-do-not-print"):
+        assert secret not in out

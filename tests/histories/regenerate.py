@@ -160,6 +160,31 @@ async def generate(env: WorkflowEnvironment, store: Repository, tmp: Path) -> No
         await handle.result()
         await save("quorum", handle, rig)
 
+    # The Slack path: the message is posted (parkgate.slack_post) and, at the
+    # end, the SlackOutcome child is started; Slack is the local fake.
+    from tests.api.fake_slack import BOT_TOKEN, CHANNEL, SIGNING_SECRET, FakeSlack
+
+    slack_tmp = tmp / "slack"
+    slack_tmp.mkdir()
+    async with FakeSlack().running() as fake, durable_rig(
+        env.client, store, slack_tmp,
+        policy={"rules": [{"tool": "write_file", "mode": "prompt", "approvers": ["alice"]}]},
+        approvers={"alice": {"slack_user_id": "U0ALICE"}}, slack_bot_token=BOT_TOKEN,
+        slack_signing_secret=SIGNING_SECRET, slack_channel=CHANNEL, slack_api_url=fake.api_url,
+    ) as rig:
+        d = rig.dispatcher
+        session = rig.session("s-replay-slack")
+        call = ToolUseBlock(id="slack", name="write_file", input={"path": "s.txt", "content": "s"})
+        handle = await d.start(call, session)
+        rid = await rig.wait_parked(session.session_id, "slack")
+        while not fake.posted():
+            await asyncio.sleep(0.05)
+        await d.decide(rid, "allow", decided_by="alice", via="slack",
+                       principal_id="approver:alice", approver="alice")
+        await handle.result()
+        while not any(m == "chat.update" for m, _ in fake.calls):
+            await asyncio.sleep(0.05)
+        await save("slack", handle, rig)
 
     # A session with a worker group: classify, revalidate and execute are
     # regular activities on `<queue>.hosts` (dispatcher.worker_groups).

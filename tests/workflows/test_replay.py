@@ -19,7 +19,7 @@ from tests.fixtures.temporal import TEST_CONVERTER
 
 HISTORIES = Path(__file__).resolve().parents[1] / "histories"
 PATHS = [
-    "auto", "approved", "denied", "expired", "cancelled", "edited", "turn", "quorum",
+    "auto", "approved", "denied", "expired", "cancelled", "edited", "turn", "quorum", "slack",
     # sessions with a worker group: workspace activities on `<queue>.<group>`
     "grouped", "grouped_auto",
 ]
