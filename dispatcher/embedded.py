@@ -480,7 +480,7 @@ class EmbeddedStack:
         """Start everything; yields the banner and the (not yet served) API server."""
         settings = self.effective_settings()
         host = settings.api_host
-        settings.data_dir.mkdir(parents=True, exist_ok=True)
+        settings.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         lock = lock_data_dir(settings.data_dir)
         try:
             async with self._locked(settings, host, lock) as started:
@@ -535,8 +535,9 @@ class EmbeddedStack:
                 }
             )
             client = await connect_temporal(settings, timeout=30, blobs=repo)
-            # Temporal's and the store's files exist now: make them private too.
-            secure_data_dir(settings.data_dir)
+            # Files this start created (the history store's) exist now: make them
+            # private too, quietly (the first pass reported what was exposed before).
+            secure_data_dir(settings.data_dir, report=False)
             deps = await worker_deps(settings, repo)
             name = self.key_name or f"serve-{datetime.now().strftime('%Y%m%d-%H%M%S-%f')}"
             try:

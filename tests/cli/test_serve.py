@@ -178,6 +178,10 @@ def test_serve_parks_survives_restart_and_approves(
     assert stat.S_IMODE(data_dir.stat().st_mode) == 0o700
     for name in ("temporal.db", "parkgate.db", "link-secret", "payload-key", "notes.txt"):
         assert stat.S_IMODE((data_dir / name).stat().st_mode) == 0o600, name
+    # What was exposed before the start is reported; files this start created are not.
+    exposed = [ln for ln in first.text().splitlines() if "readable by others" in ln]
+    assert any("notes.txt" in ln for ln in exposed), exposed
+    assert not any(n in ln for ln in exposed for n in ("temporal", "parkgate.db")), exposed
     headers = {"Authorization": f"Bearer {urls['key']}"}
 
     twin = subprocess.run(
