@@ -10,6 +10,7 @@ from dispatcher.api import (
     mcp_gateway,
     routes_approve,
     routes_audit,
+    routes_inbox,
     routes_codec,
     routes_ops,
     routes_slack,
@@ -67,6 +68,7 @@ def create_app(settings: Settings, deps: ApiDeps) -> FastAPI:
     app.include_router(routes_ops.router)
     app.include_router(routes_approve.router)
     app.include_router(routes_audit.router)
+    app.include_router(routes_inbox.router)
     app.include_router(routes_codec.router)
     app.include_router(routes_slack.router)
     mcp_gateway.install(app, settings, deps, app.state.calls)

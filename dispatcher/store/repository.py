@@ -745,6 +745,44 @@ class Repository:
             rows = (await conn.execute(query)).mappings().all()
         return [ApprovalRecord.model_validate(dict(r)) for r in rows]
 
+    async def waiting_approvals(
+        self,
+        *,
+        project: str | None = None,
+        session_id: str | None = None,
+        tool_name: str | None = None,
+        limit: int = 200,
+    ) -> list[tuple[ApprovalRecord, str, CallStatus | None]]:
+        """Undecided approval requests, newest first, with their session's project
+        and their call's status (None for a composed tool's sub-call, which has
+        no row): what an approver inbox lists. Expiry is the caller's to judge."""
+        query = (
+            select(APPROVALS, SESSIONS.c.project.label("_project"),
+                   CALLS.c.status.label("_status"))
+            .join(SESSIONS, SESSIONS.c.session_id == APPROVALS.c.session_id)
+            .outerjoin(CALLS, (CALLS.c.session_id == APPROVALS.c.session_id)
+                       & (CALLS.c.tool_use_id == APPROVALS.c.tool_use_id))
+            .where(APPROVALS.c.decision.is_(None))
+            .order_by(APPROVALS.c.requested_at.desc(), APPROVALS.c.request_id)
+            .limit(max(1, min(int(limit), 1000)))
+        )
+        if project is not None:
+            query = query.where(SESSIONS.c.project == project)
+        if session_id:
+            query = query.where(APPROVALS.c.session_id == session_id)
+        if tool_name:
+            query = query.where(APPROVALS.c.tool_name == tool_name)
+        async with self._read() as conn:
+            rows = (await conn.execute(query)).mappings().all()
+        out: list[tuple[ApprovalRecord, str, CallStatus | None]] = []
+        for row in rows:
+            data = dict(row)
+            project_name = str(data.pop("_project"))
+            status = data.pop("_status")
+            out.append((ApprovalRecord.model_validate(data), project_name,
+                        CallStatus(status) if status is not None else None))
+        return out
+
     @staticmethod
     def _decide(
         conn: Connection,
