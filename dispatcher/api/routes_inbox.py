@@ -69,6 +69,8 @@ _HEADERS = {
 }
 _WORDS = {"allow": "approved", "allow_with_edits": "approved with edits", "deny": "denied",
           "expired": "expired"}
+#: How often a key's stream re-checks that the key is still valid.
+_RECHECK_SECONDS = 10.0
 _INVALID_EDITS = ("edited input", "allow_with_edits", "edited_input")
 
 
@@ -272,10 +274,17 @@ def _stream(request: Request, viewer: Viewer, filters: Filters) -> EventSourceRe
     repo: Repository = request.app.state.deps.repo
     settings: Settings = request.app.state.settings
     poll = max(float(request.app.state.deps.sse_poll_seconds), 0.05)
+    loop = asyncio.get_running_loop()
 
     async def events() -> AsyncIterator[ServerSentEvent]:
         last: str | None = None
+        checked = loop.time()
         while True:
+            if viewer.principal is not None and loop.time() - checked > _RECHECK_SECONDS:
+                # A revoked key (or a lost approver role) ends the stream too.
+                checked = loop.time()
+                if await _key_viewer(request) is None:
+                    return
             waiting = await waiting_for(repo, settings, viewer, filters, utcnow())
             sig = signature(waiting)
             if sig != last:

@@ -132,10 +132,17 @@ async def test_authorization_and_visibility(api: ApiRig) -> None:
         assert "is not waiting for you" in flash((await browser.get("/inbox")).text)
     assert (await api.repo.get_approval(own)).decision is None  # type: ignore[union-attr]
     # The other project's approver sees only its own project's call.
+    other_human, _ = await api.repo.create_api_key("other-human", project="other",
+                                                   roles=["approver"])
     async with browser_for(api) as browser:
-        assert (await login(browser, other)).status_code == 303
-        listed = items((await browser.get("/inbox")).text)
-        assert listed == [] or mine not in listed
+        assert (await login(browser, other_human)).status_code == 303
+        assert items((await browser.get("/inbox")).text) == [row.request_id]
+        # ... and cannot decide this project's call by posting its id.
+        page = await browser.get("/inbox")
+        r = await browser.post("/inbox/decide", data={
+            "csrf": form_csrf(page.text), "request_id": mine, "decision": "deny"})
+        assert "is not waiting for you" in flash((await browser.get(r.headers["location"])).text)
+    assert (await api.repo.get_approval(mine)).decision is None  # type: ignore[union-attr]
 
 
 async def test_filters_and_newest_first(api: ApiRig) -> None:
@@ -172,8 +179,9 @@ async def test_approve_in_place_without_js_and_csrf(api: ApiRig) -> None:
     sid = await api.register()
     (api.workspace / "f.txt").write_text("old\n")
     rid = await park(api, sid, "toolu_ok")
+    oncall, _ = await api.repo.create_api_key("oncall", roles=["approver"])
     async with browser_for(api) as browser:
-        assert (await login(browser, api.human_key)).status_code == 303
+        assert (await login(browser, oncall)).status_code == 303
         page = await browser.get("/inbox")
         token = form_csrf(page.text)
         no_csrf = await browser.post("/inbox/decide", data={"request_id": rid,
@@ -194,9 +202,12 @@ async def test_approve_in_place_without_js_and_csrf(api: ApiRig) -> None:
         assert rid not in items(after.text)
         # The flash is shown once.
         assert 'data-testid="flash"' not in (await browser.get("/inbox")).text
+        # Revoking the key ends the inbox session.
+        await api.repo.revoke_api_key("oncall")
+        assert (await browser.get("/inbox")).status_code == 303
     done = await wait_status(api, sid, "toolu_ok")
     assert done["status"] == "succeeded" and done["via"] == "inbox"
-    assert done["decided_by"].startswith("human-")
+    assert done["decided_by"] == "oncall" and done["principal_id"].startswith("key:")
     assert (api.workspace / "f.txt").read_text() == "new\n"
 
 
@@ -290,6 +301,9 @@ async def test_personal_inbox_link(
             page = await browser.get(alice)
             assert page.status_code == 200 and page.headers["referrer-policy"] == "no-referrer"
             assert items(page.text) == [named]
+            assert items((await browser.get(alice, params={"project": "default"})).text) == [
+                named]
+            assert items((await browser.get(alice, params={"project": "elsewhere"})).text) == []
             # A key that is not mapped to alice does not see her request.
         async with browser_for(api) as human:
             assert (await login(human, api.human_key)).status_code == 303
