@@ -492,8 +492,9 @@ async def _outcome(request: Request, viewer: Viewer, back: str, item: Waiting, d
             (result.winner.decided_at - approval.requested_at).total_seconds())
         after = ("The agent has been told, with your reason." if decision == "deny"
                  else "The call is running now.")
-        return _back(request, viewer, back,
-                     f"You {_WORDS[decision]} {what}. {after}", "ok")
+        did = (f"You approved {what} with your edits." if decision == "allow_with_edits"
+               else f"You {_WORDS[decision]} {what}.")
+        return _back(request, viewer, back, f"{did} {after}", "ok")
     metrics.count_decision(decision, "lost")
     if result.winner is not None:
         return _back(request, viewer, back, _winner_text(approval, result), "warn")

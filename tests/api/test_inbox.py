@@ -227,7 +227,7 @@ async def test_deny_and_allow_with_edits(api: ApiRig) -> None:
         r = await decide(browser, edited, "allow_with_edits",
                          edited_input=json.dumps({"path": "e.txt", "content": "edited\n"}))
         assert r.status_code == 303
-        assert "approved with edits" in flash((await browser.get("/inbox")).text)
+        assert "with your edits" in flash((await browser.get("/inbox")).text)
     d = await wait_status(api, sid, "toolu_d")
     assert d["status"] == "denied" and d["reason"] == "not at 3 a.m."
     e = await wait_status(api, sid, "toolu_e")

@@ -131,9 +131,13 @@ async def test_inbox_without_javascript(
         await item.get_by_label("Edited arguments (JSON)").fill(
             '{"path": "n.txt", "content": "edited\\n"}')
         await item.get_by_test_id("approve-edits").click()
-        await expect(page.get_by_test_id("flash")).to_contain_text("approved with edits")
+        await expect(page.get_by_test_id("flash")).to_contain_text("with your edits")
         await no_overflow(page)
         await page.screenshot(path=str(shot_path("inbox-375-nojs.png")), full_page=True)
+        # The reload link is the no-JS refresh; the flash was shown once.
+        await page.get_by_test_id("reload").click()
+        await expect(page.get_by_test_id("empty")).to_be_visible()
+        assert await page.get_by_test_id("flash").count() == 0
         done = await api.http.get(f"/v1/sessions/{sid}/tool-calls/toolu_nj",
                                   params={"wait": 20})
         assert done.json()["status"] == "succeeded"
