@@ -375,3 +375,37 @@ async def test_stream_tells_the_page_when_calls_park_and_are_decided(
         # The page's list fragment (what the script swaps in) follows the same set.
         part = await browser.get("/inbox", params={"partial": "1"})
         assert part.status_code == 200 and 'id="items"' in part.text and "<html" not in part.text
+
+
+async def test_expired_and_cancelled_requests_leave_the_inbox(api: ApiRig) -> None:
+    from datetime import timedelta
+
+    from dispatcher.models import utcnow
+    from dispatcher.store.records import ApprovalRecord
+
+    sid = await api.register()
+    (api.workspace / "f.txt").write_text("old\n")
+    cancelled = await park(api, sid, "toolu_c")
+    live = await park(api, sid, "toolu_l", path="l.txt")
+    r = await api.http.post(f"/v1/sessions/{sid}/tool-calls/toolu_c/cancel",
+                            headers={"Authorization": f"Bearer {api.key}"})
+    assert r.status_code in (200, 202), r.text
+    done = await wait_status(api, sid, "toolu_c")
+    assert done["status"] == "cancelled"
+    # A request whose expiry has passed (the workflow's timer records it a
+    # moment later) is not offered any more.
+    now = utcnow()
+    stale = ApprovalRecord(request_id="req-stale", session_id=sid, turn_id="t1",
+                           tool_use_id="toolu_stale", tool_name="write_file", token_hash="x",
+                           input_hash="y", requested_at=now - timedelta(hours=2),
+                           expires_at=now - timedelta(seconds=1),
+                           info={"side_effects": "write", "rule": "r"})
+    await api.repo.save_approval(stale)
+    async with browser_for(api) as browser:
+        assert (await login(browser, api.human_key)).status_code == 303
+        listed = items((await browser.get("/inbox")).text)
+        assert live in listed and cancelled not in listed and "req-stale" not in listed
+        page = await browser.get("/inbox")
+        r = await browser.post("/inbox/decide", data={
+            "csrf": form_csrf(page.text), "request_id": "req-stale", "decision": "allow"})
+        assert "is not waiting for you" in flash((await browser.get(r.headers["location"])).text)
