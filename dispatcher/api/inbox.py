@@ -106,7 +106,7 @@ async def waiting_for(
     )
     keys = settings.approver_keys()
     out: list[Waiting] = []
-    for approval, project_name, status in rows:
+    for approval, project_name, status, submitter in rows:
         if approval.expires_at is not None and _aware(approval.expires_at) <= now:
             continue
         if filters.side_effects and _side_effects(approval) != filters.side_effects:
@@ -115,7 +115,8 @@ async def waiting_for(
             continue
         named = named_approvers(approval)
         if viewer.principal is not None:
-            submitter = await submitter_of(repo, approval)
+            if submitter is None and (approval.info or {}).get("parent_tool_use_id"):
+                submitter = await submitter_of(repo, approval)  # a step: its parent's
             if refusal(settings, viewer.principal, approval, submitter) is not None:
                 continue
             acting = approver_for(viewer.principal, named, keys) if named else None
