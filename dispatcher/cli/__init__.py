@@ -161,6 +161,7 @@ _MODULES = (
     "keys",
     "calls",
     "decide",
+    "approvers",
     "audit",
     "tools",
     "config",
