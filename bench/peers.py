@@ -119,7 +119,7 @@ def build_graph(checkpointer: Any) -> Any:
             return {"result": "denied"}
         return {"result": write_file(s["workspace"], s["path"], s["content"])}
 
-    g = StateGraph(CallState)
+    g: Any = StateGraph(CallState)
     g.add_node("classify", classify_node)
     g.add_node("run", run_node)
     g.add_node("approval", approval_node)
