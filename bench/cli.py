@@ -223,7 +223,8 @@ async def run_phases(args: argparse.Namespace, report: Report, ui: Reporter) -> 
                              else "given by --database-url",
             "worker": "production recipe (dispatcher.worker.build_worker); in this process "
                       "with eager start for latency/approval, `python -m dispatcher.worker` "
-                      "in its own process for parked",
+                      "in its own process for parked; 1..K such processes for throughput "
+                      "and drain (the floor's: `python -m bench.floor_worker`)",
         }
     )
     durable = [p for p in args.phases if p != "history"]
