@@ -179,13 +179,13 @@ async def langgraph_peer(url: str, workspace: str, run: Callable[[Peer], Awaitab
 # --- DBOS --------------------------------------------------------------------------------
 
 
-def _dbos_workflows() -> tuple[Any, Any]:
-    """The DBOS workflow and step functions (registered once per process)."""
+def _dbos_workflow() -> Any:
+    """The DBOS call workflow and its steps (DBOS registers functions once per process)."""
     from dbos import DBOS
 
-    global _DBOS_FUNCS
-    if _DBOS_FUNCS is not None:
-        return _DBOS_FUNCS
+    global _DBOS_WORKFLOW
+    if _DBOS_WORKFLOW is not None:
+        return _DBOS_WORKFLOW
 
     @DBOS.step(name="bench.classify")
     async def classify_step(workspace: str, tool: str, path: str) -> str:
@@ -209,17 +209,17 @@ def _dbos_workflows() -> tuple[Any, Any]:
             return "denied"
         return await execute_step(workspace, path, content)
 
-    _DBOS_FUNCS = (call_workflow, None)
-    return _DBOS_FUNCS
+    _DBOS_WORKFLOW = call_workflow
+    return call_workflow
 
 
-_DBOS_FUNCS: tuple[Any, Any] | None = None
+_DBOS_WORKFLOW: Any = None
 
 
 async def dbos_peer(url: str, workspace: str, run: Callable[[Peer], Awaitable[None]]) -> None:
     from dbos import DBOS, SetWorkflowID
 
-    call_workflow, _ = _dbos_workflows()
+    call_workflow = _dbos_workflow()
     DBOS(config={"name": "parkgate-bench", "system_database_url": url,
                  "sys_db_pool_size": 40, "log_level": "WARNING"})
     await asyncio.to_thread(DBOS.launch)
