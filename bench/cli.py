@@ -7,6 +7,13 @@ Phases (all by default; `--phases` picks some):
   parked    N parked calls in one worker process: RSS, drain rate, integrity
   history   event inserts per second on PostgreSQL
 
+Optional phases (`--phases` names them; not run by default):
+  throughput  auto reads at C concurrent through the API with 1, 2 worker
+              processes, beside the floor with as many: calls/s, CPU per process
+  drain       the parked phase's drain with 1, 2, 3 worker processes
+  peers       the same work on LangGraph (PostgreSQL checkpointer) and DBOS
+              (needs `pip install 'parkgate[bench-peers]'`)
+
 Exit status: 0 when every phase ran and nothing was lost or run twice (a
 missed performance target is reported in the table, not as a failure);
 1 when a phase failed or an integrity check did not hold; 2 for bad arguments.
@@ -29,7 +36,8 @@ from typing import Any, NoReturn
 from bench.progress import Reporter
 from bench.report import Machine, Report
 
-PHASES = ("latency", "approval", "parked", "history")
+DEFAULT_PHASES = ("latency", "approval", "parked", "history")
+PHASES = (*DEFAULT_PHASES, "throughput", "drain", "peers")
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_PG_ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
 INTEGRITY = ("lost", "ran twice", "hash chain")
@@ -58,6 +66,14 @@ def _phases(text: str) -> list[str]:
         raise argparse.ArgumentTypeError(
             f"unknown phase {', '.join(unknown) or text!r}; choose from {', '.join(PHASES)}"
         )
+    if "peers" in chosen:
+        from bench.peers import missing_extra
+
+        missing = missing_extra()
+        if missing:
+            raise argparse.ArgumentTypeError(
+                f"phase peers needs {missing}: pip install 'parkgate[bench-peers]'"
+            )
     return chosen
 
 
@@ -90,8 +106,9 @@ def parser() -> Parser:
     )
     p.add_argument("--smoke", action="store_true",
                    help="tiny sizes (seconds, not minutes): checks that every phase works")
-    p.add_argument("--phases", type=_phases, default=list(PHASES),
-                   help=f"comma-separated subset of {','.join(PHASES)} (default: all)")
+    p.add_argument("--phases", type=_phases, default=list(DEFAULT_PHASES),
+                   help=f"comma-separated subset of {','.join(PHASES)} "
+                        f"(default: {','.join(DEFAULT_PHASES)})")
     p.add_argument("--concurrency", type=_int_list, default=None,
                    help="latency phase concurrency levels (default 1,32; smoke 1,4)")
     p.add_argument("--calls", type=_positive, default=None,
@@ -105,6 +122,18 @@ def parser() -> Parser:
     p.add_argument("--max-cached-workflows", type=_non_negative, default=None,
                    help="the parked worker's sticky cache size (default: the setting's "
                         "default, 500)")
+    p.add_argument("--throughput-workers", type=_int_list, default=None,
+                   help="throughput phase: worker process counts (default 1,2)")
+    p.add_argument("--throughput-concurrency", type=_positive, default=None,
+                   help="throughput phase: concurrent agents (default 32; smoke 4)")
+    p.add_argument("--drain-workers", type=_int_list, default=None,
+                   help="drain phase: worker process counts (default 1,2,3; smoke 1,2)")
+    p.add_argument("--drain-calls", type=_positive, default=None,
+                   help="drain phase: calls parked and drained per worker count "
+                        "(default 1000; smoke 6)")
+    p.add_argument("--peer-calls", type=_positive, default=None,
+                   help="peers phase: measured calls per system and concurrency "
+                        "(default 200; smoke 6)")
     p.add_argument("--history-events", type=_positive, default=None,
                    help="events per history mode (default 2000; smoke 40)")
     p.add_argument("--database-url", default=None,
@@ -143,6 +172,12 @@ def sizes(args: argparse.Namespace) -> dict[str, Any]:
         "approvals": args.approvals or (2 if smoke else 30),
         "parked": args.parked or (10 if smoke else 2000),
         "parked_concurrency": args.parked_concurrency,
+        "throughput_workers": args.throughput_workers or [1, 2],
+        "throughput_concurrency": args.throughput_concurrency or (4 if smoke else 32),
+        "drain_workers": args.drain_workers or ([1, 2] if smoke else [1, 2, 3]),
+        "drain_calls": args.drain_calls or (6 if smoke else 1000),
+        "peer_calls": args.peer_calls or (6 if smoke else 200),
+        "peer_approvals": args.approvals or (2 if smoke else 30),
         "history_events": args.history_events or (40 if smoke else 2000),
         "history_batch": 10 if smoke else 50,
         "history_concurrency": 4 if smoke else 8,
@@ -170,7 +205,7 @@ def precompile() -> list[str]:
 
 
 async def run_phases(args: argparse.Namespace, report: Report, ui: Reporter) -> None:
-    from bench import approval, history, latency, parked
+    from bench import approval, drain, history, latency, parked, throughput
     from bench.stack import open_stack
 
     size = sizes(args)
@@ -188,7 +223,8 @@ async def run_phases(args: argparse.Namespace, report: Report, ui: Reporter) -> 
                              else "given by --database-url",
             "worker": "production recipe (dispatcher.worker.build_worker); in this process "
                       "with eager start for latency/approval, `python -m dispatcher.worker` "
-                      "in its own process for parked",
+                      "in its own process for parked; 1..K such processes for throughput "
+                      "and drain (the floor's: `python -m bench.floor_worker`)",
         }
     )
     durable = [p for p in args.phases if p != "history"]
@@ -212,6 +248,13 @@ async def run_phases(args: argparse.Namespace, report: Report, ui: Reporter) -> 
                     "parked": lambda: parked.run(stack, report, ui, parked=size["parked"],
                                                  concurrency=size["parked_concurrency"],
                                                  max_cached_workflows=args.max_cached_workflows),
+                    "throughput": lambda: throughput.run(
+                        stack, report, ui, workers=size["throughput_workers"],
+                        concurrency=size["throughput_concurrency"], calls=size["calls"]),
+                    "drain": lambda: drain.run(stack, report, ui, workers=size["drain_workers"],
+                                               calls=size["drain_calls"],
+                                               concurrency=size["parked_concurrency"]),
+                    "peers": lambda: _peers(stack, report, ui, args, size),
                 }
                 for phase in durable:
                     await _phase(phase, steps[phase], report, ui)
@@ -223,6 +266,15 @@ async def run_phases(args: argparse.Namespace, report: Report, ui: Reporter) -> 
                                 concurrency=size["history_concurrency"]),
             report, ui,
         )
+
+
+async def _peers(stack: Any, report: Report, ui: Reporter, args: argparse.Namespace,
+                 size: dict[str, Any]) -> None:
+    from bench import peers
+
+    await peers.run(stack, report, ui, admin_url=args.pg_admin_url,
+                    concurrencies=size["concurrency"], calls=size["peer_calls"],
+                    approvals=size["peer_approvals"])
 
 
 async def _phase(name: str, body: Any, report: Report, ui: Reporter) -> None:

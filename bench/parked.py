@@ -66,6 +66,8 @@ class WorkerProcess:
     settings: Settings
     log_path: Path
     process: subprocess.Popen[bytes] | None = None
+    #: The entry point (bench.floor_worker for the floor's own worker process).
+    module: str = "dispatcher.worker"
 
     def env(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("PARKGATE_")}
@@ -76,7 +78,7 @@ class WorkerProcess:
         self.settings.data_dir.mkdir(parents=True, exist_ok=True)
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "dispatcher.worker"],
+                [sys.executable, "-m", self.module],
                 env=self.env(),
                 stdout=log,
                 stderr=subprocess.STDOUT,

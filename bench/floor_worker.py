@@ -1,0 +1,35 @@
+"""`python -m bench.floor_worker`: a worker process that runs only the floor workflow.
+
+The throughput phase compares parkgate's worker processes with the floor's
+(an empty workflow) at the same process count; this is the floor's process,
+configured like `python -m dispatcher.worker` (PARKGATE_* variables: address,
+task queue, data dir for the converter's key), with parkgate's sandbox.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+
+from temporalio.worker import Worker
+
+from bench.floor import FloorWorkflow
+from dispatcher.settings import get_settings
+from dispatcher.temporal_client import connect
+from dispatcher.worker import workflow_runner
+
+
+async def serve() -> None:
+    settings = get_settings()
+    client = await connect(settings)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    async with Worker(client, task_queue=settings.temporal_task_queue,
+                      workflows=[FloorWorkflow], workflow_runner=workflow_runner()):
+        await stop.wait()
+
+
+if __name__ == "__main__":
+    asyncio.run(serve())
