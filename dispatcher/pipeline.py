@@ -368,6 +368,9 @@ class Pipeline:
                         "input_summary": summarize_input(prepared.call.input),
                         "rule": prepared.rule,
                         "input_hash": prepared.input_hash,
+                        **({"approved_by": prepared.remembered_by,
+                            "principal_id": prepared.remembered_principal}
+                           if prepared.remembered_by else {}),
                     },
                 )
             )

@@ -33,6 +33,10 @@ class PreparedCall(BaseModel):
     #: The policy rule that decided (e.g. "default.READ=auto", "rules[0]").
     rule: str
     parent_tool_use_id: str | None = None
+    #: A remembered rule (rule "remembered:<id>") approved it: who made the
+    #: rule (name and authenticated principal), for the call row and events.
+    remembered_by: str | None = None
+    remembered_principal: str | None = None
 
 
 class ApprovalInfo(BaseModel):

@@ -530,6 +530,7 @@ class ToolCallWorkflow:
                 input_hash=rec.approved_hash if rec else None,
             ),
             approval=approval,
+            remember=rec.remember if rec is not None and decision != "deny" else None,
         )
 
     # ------------------------------------------------------- decide handlers
@@ -660,6 +661,8 @@ class ToolCallWorkflow:
             principal_id=inp.principal_id,
             claimed_name=inp.claimed_name,
             self_approved=inp.self_approved,
+            # Data only (no command): written as a rule with the committed decision.
+            remember=inp.remember if inp.decision != "deny" else None,
         )
 
     async def _apply_decision(self, inp: DecideInput) -> DecideResult:

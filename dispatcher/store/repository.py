@@ -64,6 +64,7 @@ from dispatcher.store.records import (
     HistoryStore,
     RecordedFinish,
 )
+from dispatcher.store.remembered import RememberedRulesStore
 from dispatcher.store.results import (
     ApiKeyRecord,
     CallFilters,
@@ -168,7 +169,7 @@ def _hash_key(plaintext: str) -> str:
     return hashlib.sha256(plaintext.encode("utf-8")).hexdigest()
 
 
-class Repository:
+class Repository(RememberedRulesStore):
     """History, approvals, sessions and API keys over one async engine."""
 
     def __init__(self, engine: AsyncEngine) -> None:

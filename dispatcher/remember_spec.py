@@ -1,0 +1,43 @@
+"""The `remember` part of a decision: scope, time to live, command prefix.
+
+Kept apart from dispatcher.remembered (matching, policy splitter) because it
+travels in workflow payloads: pydantic and the standard library only.
+"""
+
+from __future__ import annotations
+
+import shlex
+from typing import Literal
+
+from pydantic import BaseModel, Field, field_validator
+
+#: Bounds of `remember.ttl_seconds`: a minute to thirty days.
+MIN_TTL_SECONDS = 60
+MAX_TTL_SECONDS = 30 * 24 * 3600
+
+
+class RememberSpec(BaseModel):
+    """What the approver asked to remember (the confirmation API's `remember`)."""
+
+    scope: Literal["session", "workspace"]
+    ttl_seconds: int = Field(ge=MIN_TTL_SECONDS, le=MAX_TTL_SECONDS)
+    #: Shell tools: the command prefix to allow (tokens of the approved
+    #: command's start). Default: the whole approved command.
+    command_prefix: str | None = Field(default=None, max_length=4000)
+    #: The named approver the decider acts as: set by the API from the key,
+    #: never from a request body (a rule counts only for calls it may decide).
+    approver: str | None = Field(default=None, max_length=200)
+
+    @field_validator("command_prefix")
+    @classmethod
+    def _prefix(cls, value: str | None) -> str | None:
+        if value is not None and not _words(value):
+            raise ValueError("command_prefix must hold at least one word")
+        return value
+
+
+def _words(value: str) -> list[str]:
+    try:
+        return shlex.split(value)
+    except ValueError:
+        return []
