@@ -8,13 +8,18 @@ from __future__ import annotations
 import asyncio
 import uuid
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
+import pytest
 from sqlalchemy import update
+from temporalio.client import Client
 
 from dispatcher.models import utcnow
 from dispatcher.store.remembered import RULES
-from tests.api.rig import ApiRig
+from dispatcher.store.repository import Repository
+from tests.api.rig import ApiRig, api_rig
+from tests.api.test_named_approvers import PEOPLE, POLICY
 
 DAY = 24 * 3600
 
@@ -195,6 +200,38 @@ async def test_remember_is_validated(api: ApiRig) -> None:
 
 
 async def test_concurrent_remembers_make_consistent_rules(api: ApiRig) -> None:
+    await concurrent_remembers(api)
+
+
+@pytest.mark.postgres
+async def test_concurrent_remembers_on_postgres(
+    dev_temporal: Client, pg_repo: Repository, tmp_path: Path
+) -> None:
+    async with api_rig(dev_temporal, pg_repo, tmp_path) as api:
+        await concurrent_remembers(api)
+
+
+async def test_quorum_requests_are_not_remembered(
+    dev_temporal: Client, sqlite_repo: Repository, tmp_path: Path
+) -> None:
+    async with api_rig(dev_temporal, sqlite_repo, tmp_path, policy=POLICY, **PEOPLE) as api:
+        bob, _ = await api.repo.create_api_key("bob-key", roles=["approver"])
+        sid = await api.register()
+        cid = "toolu_q"
+        await api.submit(sid, "write_file", {"path": "q.txt", "content": "q"}, call_id=cid)
+        for _ in range(400):
+            row = await api.repo.get_call(sid, cid)
+            if row is not None and row.request_id is not None and row.status == "parked":
+                break
+            await asyncio.sleep(0.05)
+        assert row is not None and row.request_id
+        r = await approve(api, sid, {"request_id": row.request_id},
+                          {"scope": "session", "ttl_seconds": 600},
+                          headers={"Authorization": f"Bearer {bob}"})
+        assert r.status_code == 422 and "quorum" in r.text, r.text
+
+
+async def concurrent_remembers(api: ApiRig) -> None:
     other, _ = await api.repo.create_api_key(f"human2-{uuid.uuid4().hex[:6]}",
                                                roles=["approver"])
     sid = await api.register()
