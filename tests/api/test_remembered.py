@@ -11,6 +11,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from sqlalchemy import update
 from temporalio.client import Client
@@ -19,7 +20,8 @@ from dispatcher.models import utcnow
 from dispatcher.store.remembered import RULES
 from dispatcher.store.repository import Repository
 from tests.api.rig import ApiRig, api_rig
-from tests.api.test_named_approvers import PEOPLE, POLICY
+from tests.api.test_audit_pages import csrf_of
+from tests.api.test_named_approvers import PEOPLE, POLICY, parked_for_admin
 
 DAY = 24 * 3600
 
@@ -256,3 +258,46 @@ async def concurrent_remembers(api: ApiRig) -> None:
     again = await outcome(api, sid, "write_file", inp)
     assert again["status"] == "succeeded"
     assert again["rule"] == min(items, key=lambda i: (i["created_at"], i["id"]))["rule"]
+
+
+async def test_personal_link_page_remembers(
+    dev_temporal: Client, sqlite_repo: Repository, tmp_path: Path
+) -> None:
+    policy = {"rules": [{"tool": "write_file", "mode": "prompt", "approvers": ["alice"]}]}
+    async with api_rig(dev_temporal, sqlite_repo, tmp_path, policy=policy, **PEOPLE) as api:
+        admin, _ = await api.repo.create_api_key("admin-key", roles=["admin"])
+        sid = await api.register()
+        inp = {"path": "p.txt", "content": "p"}
+        await api.submit(sid, "write_file", inp, call_id="toolu_p")
+        link = (await parked_for_admin(api, sid, "toolu_p", admin))["approver_links"]["alice"]
+        path = link.removeprefix(api.base_url)
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=api.app),
+                                     base_url=api.base_url) as browser:
+            page = await browser.get(path)
+            assert 'data-testid="remember"' in page.text
+            done = await browser.post(path, data={
+                "csrf": csrf_of(page.text), "decision": "allow", "remember": "on",
+                "remember_scope": "workspace", "remember_ttl": "3600"})
+            assert done.status_code == 200, done.text
+        rule = await one_rule(api)
+        assert (rule["scope"], rule["created_by"], rule["approver"], rule["principal_id"]) == (
+            "workspace", "alice", "alice", "approver:alice")
+        again = await outcome(api, sid, "write_file", inp)
+        assert again["status"] == "succeeded" and again["rule"] == rule["rule"]
+        assert again["decided_by"] == "alice"
+
+
+async def test_generic_link_cannot_remember(api: ApiRig) -> None:
+    sid = await api.register()
+    parked = await park(api, sid, "write_file", {"path": "g.txt", "content": "g"})
+    path = parked["approval_url"].removeprefix(api.base_url)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=api.app),
+                                 base_url=api.base_url) as browser:
+        page = await browser.get(path)
+        assert 'data-testid="remember"' not in page.text
+        r = await browser.post(path, data={
+            "csrf": csrf_of(page.text), "decision": "allow", "approver": "mallory",
+            "remember": "on", "remember_scope": "workspace", "remember_ttl": "3600"})
+    assert r.status_code == 422 and "named approver" in r.text
+    view = (await api.http.get(f"/v1/sessions/{sid}/tool-calls/{parked['tool_use_id']}")).json()
+    assert view["status"] == "parked" and await remembered(api) == []
