@@ -129,6 +129,12 @@ async def test_workspace_rule_covers_other_sessions_and_revoke_parks_again(
     sid2 = await api.register()
     assert (await outcome(api, sid2, "write_file", inp))["status"] == "succeeded"
 
+    # Another project neither sees nor revokes it.
+    stranger, _ = await api.repo.create_api_key("other-project", project="payments",
+                                                roles=["approver", "admin"])
+    hs = {"Authorization": f"Bearer {stranger}"}
+    assert (await api.http.get("/v1/remembered", headers=hs)).json()["items"] == []
+    assert (await api.http.delete(f"/v1/remembered/{rule['id']}", headers=hs)).status_code == 404
     # The agent's key may not revoke; the approver may, once.
     refused = await api.http.delete(f"/v1/remembered/{rule['id']}",
                                     headers={"Authorization": f"Bearer {api.key}"})
