@@ -183,4 +183,4 @@ class RecordActivities:
         if not self.settings.email_enabled:
             return False
         return any((a := self.settings.approvers.get(n)) is not None and a.email
-                   for n in info.approvers)
+                   for n in [*info.approvers, *info.escalate_to])

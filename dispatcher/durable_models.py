@@ -308,6 +308,9 @@ class NotifyInput(BaseModel):
     approval_url: str | None = None
     requested_at: datetime
     expires_at: datetime | None = None
+    #: "request" (the call parked), "reminder" (still waiting, same people) or
+    #: "escalation" (the rule's escalate_to people).
+    kind: Literal["request", "reminder", "escalation"] = "request"
 
 
 class NotifyOutput(BaseModel):

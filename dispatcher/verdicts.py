@@ -68,6 +68,13 @@ class ApprovalInfo(BaseModel):
     quorum: int = 1
     #: The rule lets the submitting key decide its own call.
     self_approval: bool = False
+    #: While parked, notify again after this long (None: never).
+    remind_after_seconds: int | None = None
+    #: Then notify `escalate_to` (approver names) after this long. With named
+    #: approvers they are named approvers too (their personal links decide);
+    #: the first notice leaves them out.
+    escalate_after_seconds: int | None = None
+    escalate_to: list[str] = Field(default_factory=list)
 
 
 class Execute(BaseModel):

@@ -107,6 +107,9 @@ T = TypeVar("T")
 #: tool.confirmation_resolved travels with the write that follows the decision
 #: (the execute activity, or the final record of a deny/expiry/cancel).
 PATCH_COMMITTED_WRITES = "committed-decision-writes-v1"
+#: workflow.patched id: reminder/escalation timers while parked (asked only
+#: when the deciding rule has them).
+PATCH_REMINDERS = "reminders-v1"
 #: Margin added to the tool timeout: the pipeline enforces the tool timeout and
 #: the cancel grace itself; Temporal's start-to-close is the outer backstop.
 _EXECUTE_MARGIN = timedelta(seconds=45)
@@ -366,6 +369,10 @@ class ToolCallWorkflow:
             # sees the same marker (docs/DURABLE.md); only calls that notify pay it.
             self._cancel_notify_on_end = workflow.patched("cancel-notify-on-end")
             self._background.append(asyncio.create_task(self._notify(created)))
+            # Only rules with reminder/escalation timers ask (older histories never do).
+            timed = info.remind_after_seconds or info.escalate_after_seconds
+            if timed and workflow.patched(PATCH_REMINDERS):
+                self._background.append(asyncio.create_task(self._remind(created, now)))
         if created.slack:
             # Only histories whose create_approval said `slack` reach this (the
             # field did not exist before), so older histories replay unchanged.
@@ -406,7 +413,32 @@ class ToolCallWorkflow:
             await self._resolved(decision.decision)
         return decision
 
-    async def _notify(self, created: ApprovalCreated) -> None:
+    async def _remind(self, created: ApprovalCreated, parked_at: datetime) -> None:
+        """Durable timers while parked: notify again after remind_after_seconds,
+        the escalation people after escalate_after_seconds; nothing once the
+        call is no longer waiting."""
+        info = self._info
+        assert info is not None
+        steps = sorted((after, kind) for after, kind in (
+            (info.remind_after_seconds, "reminder"),
+            (info.escalate_after_seconds, "escalation"),
+        ) if after)
+        for after, kind in steps:
+            left = parked_at + timedelta(seconds=after) - workflow.now()
+            if left > timedelta(0):
+                try:
+                    await workflow.wait_condition(self._not_waiting, timeout=left,
+                                                  timeout_summary=kind)
+                except TimeoutError:
+                    pass
+            if self._not_waiting():
+                return
+            await self._notify(created, kind=kind)
+
+    def _not_waiting(self) -> bool:
+        return self._decision is not None or self._status != CallStatus.PARKED
+
+    async def _notify(self, created: ApprovalCreated, kind: str = "request") -> None:
         """Run the webhook activity; a failure never blocks or fails the call."""
         info = self._info
         assert info is not None
@@ -416,6 +448,7 @@ class ToolCallWorkflow:
             approval_url=created.approval_url,
             requested_at=created.approval.requested_at,
             expires_at=created.approval.expires_at,
+            kind=kind,  # type: ignore[arg-type]
         )
         try:
             await workflow.execute_activity(
