@@ -7,9 +7,13 @@ travels in workflow payloads: pydantic and the standard library only.
 from __future__ import annotations
 
 import shlex
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, Field, field_validator
+
+if TYPE_CHECKING:
+    from dispatcher.durable_models import DecideInput
+    from dispatcher.verdicts import ApprovalInfo
 
 #: Bounds of `remember.ttl_seconds`: a minute to thirty days.
 MIN_TTL_SECONDS = 60
@@ -41,3 +45,16 @@ def _words(value: str) -> list[str]:
         return shlex.split(value)
     except ValueError:
         return []
+
+
+def remember_for(inp: DecideInput, info: ApprovalInfo | None) -> RememberSpec | None:
+    """What an allow remembers: the approver's `remember`, else, for a request
+    parked by a `prompt_once` rule (the spec's mode: remember for the session),
+    the session for MAX_TTL_SECONDS. Quorum requests and sub-calls never."""
+    if info is None or info.quorum > 1 or info.parent_tool_use_id:
+        return None
+    if inp.remember is not None:
+        return inp.remember
+    if info.mode == "prompt_once":
+        return RememberSpec(scope="session", ttl_seconds=MAX_TTL_SECONDS, approver=inp.approver)
+    return None

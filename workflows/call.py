@@ -78,6 +78,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from dispatcher.events import EventType, ToolEvent
     from dispatcher.models import TextBlock, ToolErrorClass, ToolResultBlock
+    from dispatcher.remember_spec import remember_for
     from dispatcher.schema import validate_input
     from dispatcher.store.records import ApprovalRecord, CallStatus, CallUpdate, status_for
     from dispatcher.verdicts import ApprovalInfo, Deny, Execute, PreparedCall
@@ -680,9 +681,9 @@ class ToolCallWorkflow:
             retry_policy=_LOCAL_RETRY,
         )
 
-    @staticmethod
-    def _decision_record(inp: DecideInput, prepared: PreparedCall) -> DecisionRecord:
+    def _decision_record(self, inp: DecideInput, prepared: PreparedCall) -> DecisionRecord:
         """The winning decision as recorded."""
+        info = self._info
         return DecisionRecord(
             request_id=inp.request_id,
             decision=inp.decision,  # type: ignore[arg-type]
@@ -695,7 +696,7 @@ class ToolCallWorkflow:
             claimed_name=inp.claimed_name,
             self_approved=inp.self_approved,
             # Data only (no command): written as a rule with the committed decision.
-            remember=inp.remember if inp.decision != "deny" else None,
+            remember=remember_for(inp, info) if inp.decision != "deny" else None,
         )
 
     async def _apply_decision(self, inp: DecideInput) -> DecideResult:

@@ -307,3 +307,20 @@ async def test_generic_link_cannot_remember(api: ApiRig) -> None:
     assert r.status_code == 422 and "named approver" in r.text
     view = (await api.http.get(f"/v1/sessions/{sid}/tool-calls/{parked['tool_use_id']}")).json()
     assert view["status"] == "parked" and await remembered(api) == []
+
+
+async def test_prompt_once_remembers_for_the_session(
+    dev_temporal: Client, sqlite_repo: Repository, tmp_path: Path
+) -> None:
+    policy = {"per_tool": {"write_file": "prompt_once"}}
+    async with api_rig(dev_temporal, sqlite_repo, tmp_path, policy=policy) as api:
+        sid = await api.register()
+        inp = {"path": "o.txt", "content": "o"}
+        first = await park(api, sid, "write_file", inp)
+        assert (await approve(api, sid, first)).status_code == 200
+        rule = await one_rule(api)
+        assert (rule["scope"], rule["request_id"]) == ("session", first["request_id"])
+        again = await outcome(api, sid, "write_file", inp)
+        assert again["status"] == "succeeded" and again["rule"] == rule["rule"]
+        sid2 = await api.register()
+        assert (await outcome(api, sid2, "write_file", inp))["status"] == "parked"
