@@ -305,5 +305,5 @@ def test_unknown_escalation_group_is_a_policy_error() -> None:
     pol = ConfirmationPolicy.from_mapping({"rules": [{
         "tool": "shell", "mode": "prompt", "escalate_after_seconds": 60,
         "escalate_to": ["group:nope"]}]})
-    with pytest.raises(PolicyError, match="rules\\[0\\].escalate_to: unknown group 'nope'"):
+    with pytest.raises(PolicyError, match=r"rules\[0\]\.escalate_to: unknown group 'nope'"):
         pol.with_approvers(PEOPLE, GROUPS)
