@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 from datetime import datetime
 
-from itsdangerous import BadSignature, URLSafeSerializer
+from itsdangerous import BadSignature, URLSafeSerializer, URLSafeTimedSerializer
 
 _SALT = "parkgate.approval-link.v1"
 
@@ -87,3 +87,31 @@ def verify_token(secret: str, token: str) -> tuple[str, int | None]:
 def token_hash(token: str) -> str:
     """What the database stores instead of the token."""
     return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+_INBOX_SALT = "parkgate.inbox-link.v1"
+
+
+def sign_inbox_token(secret: str, approver: str) -> str:
+    """A named approver's personal inbox link token: names the approver, not a
+    request, and is timestamped (`verify_inbox_token` enforces the max age)."""
+    return str(URLSafeTimedSerializer(secret, salt=_INBOX_SALT).dumps({"apr": approver}))
+
+
+def verify_inbox_token(secret: str, token: str, max_age_seconds: int) -> str:
+    """The approver an inbox token names; LinkError when tampered or expired."""
+    try:
+        payload = URLSafeTimedSerializer(secret, salt=_INBOX_SALT).loads(
+            token, max_age=max_age_seconds
+        )
+    except BadSignature as exc:  # SignatureExpired is a BadSignature
+        raise LinkError("this inbox link is not valid or has expired") from exc
+    approver = payload.get("apr") if isinstance(payload, dict) else None
+    if not isinstance(approver, str) or not approver:
+        raise LinkError("this inbox link is not valid")
+    return approver
+
+
+def inbox_url(public_base_url: str, secret: str, approver: str) -> str:
+    """<base>/inbox/p/<token>: every request naming `approver`, in one list."""
+    return f"{public_base_url.rstrip('/')}/inbox/p/{sign_inbox_token(secret, approver)}"

@@ -80,7 +80,7 @@ DECISIONS = Counter(
 _KNOWN_TOOLS: set[str] = set()
 UNKNOWN = "unknown"
 DECISION_LABELS = frozenset({"allow", "deny", "allow_with_edits"})
-VIA_LABELS = frozenset({"api", "link", "slack"})
+VIA_LABELS = frozenset({"api", "link", "slack", "inbox"})
 OUTCOME_LABELS = frozenset({"won", "lost", "counted"})
 _STATUS_LABELS = frozenset(s.value for s in CallStatus)
 

@@ -173,6 +173,9 @@ class Settings(BaseSettings):
     #: rules as `approvers: [alice, group:oncall]`.
     approvers: dict[str, Approver] = Field(default_factory=dict)
     approver_groups: dict[str, list[str]] = Field(default_factory=dict)
+    #: How long a named approver's personal inbox link (`/inbox/p/<token>`,
+    #: `parkgate approvers inbox-link NAME`) stays valid.
+    inbox_link_days: int = Field(default=30, ge=1, le=366)
     #: Requests per second each API key may make (token bucket); 0 = no limit.
     rate_limit_per_second: float = Field(default=0.0, ge=0)
     #: How many requests a key may make at once before the rate applies.

@@ -11,6 +11,7 @@ from dispatcher.api import (
     routes_approve,
     routes_audit,
     routes_codec,
+    routes_inbox,
     routes_ops,
     routes_remembered,
     routes_slack,
@@ -69,6 +70,7 @@ def create_app(settings: Settings, deps: ApiDeps) -> FastAPI:
     app.include_router(routes_ops.router)
     app.include_router(routes_approve.router)
     app.include_router(routes_audit.router)
+    app.include_router(routes_inbox.router)
     app.include_router(routes_codec.router)
     app.include_router(routes_slack.router)
     mcp_gateway.install(app, settings, deps, app.state.calls)

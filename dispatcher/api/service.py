@@ -261,6 +261,11 @@ class CallService:
             raise
         if desc.status is not None and desc.status.name != "RUNNING":
             return False
+        row = await self.repo.get_call(session_id, tool_use_id)
+        if row is not None and row.status.terminal:
+            # The final row is written before the workflow closes (it may still
+            # be finishing its notices): the call has ended, nothing to cancel.
+            return False
         try:
             if await self.dispatcher.end_if_wedged(desc.id, desc.run_id):
                 return True

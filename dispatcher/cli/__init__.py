@@ -162,6 +162,7 @@ _MODULES = (
     "calls",
     "remembered",
     "decide",
+    "approvers",
     "audit",
     "tools",
     "config",

@@ -22,7 +22,7 @@ from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime, timedelta
 from enum import Enum
-from typing import IO, Any, Literal, TypeVar
+from typing import IO, Any, Literal, NamedTuple, TypeVar
 
 from sqlalchemy import (
     ColumnElement,
@@ -167,6 +167,17 @@ def _lock_key(session_id: str) -> int:
 
 def _hash_key(plaintext: str) -> str:
     return hashlib.sha256(plaintext.encode("utf-8")).hexdigest()
+
+
+class WaitingApproval(NamedTuple):
+    """One row of `Repository.waiting_approvals`."""
+
+    approval: ApprovalRecord
+    project: str
+    #: None for a composed tool's sub-call (it has no row of its own).
+    status: CallStatus | None
+    #: The key that submitted the call (None for a sub-call: ask for its parent's).
+    submitter: Submitter | None
 
 
 class Repository(RememberedRulesStore):
@@ -745,6 +756,52 @@ class Repository(RememberedRulesStore):
         async with self._read() as conn:
             rows = (await conn.execute(query)).mappings().all()
         return [ApprovalRecord.model_validate(dict(r)) for r in rows]
+
+    async def waiting_approvals(
+        self,
+        *,
+        project: str | None = None,
+        session_id: str | None = None,
+        tool_name: str | None = None,
+        limit: int = 200,
+    ) -> list[WaitingApproval]:
+        """Undecided approval requests, newest first, with their session's project,
+        their call's status (None for a composed tool's sub-call, which has no
+        row) and its submitter: what an approver inbox lists, in one query.
+        Expiry is the caller's to judge."""
+        query = (
+            select(APPROVALS, SESSIONS.c.project.label("_project"),
+                   CALLS.c.status.label("_status"), SUBMISSIONS.c.key_id.label("_kid"),
+                   SUBMISSIONS.c.key_name.label("_kname"))
+            .join(SESSIONS, SESSIONS.c.session_id == APPROVALS.c.session_id)
+            .outerjoin(CALLS, (CALLS.c.session_id == APPROVALS.c.session_id)
+                       & (CALLS.c.tool_use_id == APPROVALS.c.tool_use_id))
+            .outerjoin(SUBMISSIONS, (SUBMISSIONS.c.session_id == APPROVALS.c.session_id)
+                       & (SUBMISSIONS.c.tool_use_id == APPROVALS.c.tool_use_id))
+            .where(APPROVALS.c.decision.is_(None))
+            .order_by(APPROVALS.c.requested_at.desc(), APPROVALS.c.request_id)
+            .limit(max(1, min(int(limit), 1000)))
+        )
+        if project is not None:
+            query = query.where(SESSIONS.c.project == project)
+        if session_id:
+            query = query.where(APPROVALS.c.session_id == session_id)
+        if tool_name:
+            query = query.where(APPROVALS.c.tool_name == tool_name)
+        async with self._read() as conn:
+            rows = (await conn.execute(query)).mappings().all()
+        out: list[WaitingApproval] = []
+        for row in rows:
+            data = dict(row)
+            project_name = str(data.pop("_project"))
+            status = data.pop("_status")
+            kid, kname = data.pop("_kid"), data.pop("_kname")
+            out.append(WaitingApproval(
+                ApprovalRecord.model_validate(data), project_name,
+                CallStatus(status) if status is not None else None,
+                Submitter(key_id=kid, key_name=kname) if kid is not None else None,
+            ))
+        return out
 
     @staticmethod
     def _decide(

@@ -179,3 +179,18 @@ def test_remembered_list_and_revoke(cli_env: dict[str, str]) -> None:
     assert "Remembered decisions (0)" in _ok(["remembered", "list"])
     assert "revoked" in _ok(["remembered", "list", "--all"])
     assert "no remembered rule" in _fails(["remembered", "revoke", "nope"], 1)
+
+
+def test_approvers_inbox_link(cli_env: dict[str, str], tmp_path: Path) -> None:
+    from dispatcher.links import verify_inbox_token
+
+    config = tmp_path / "people.yaml"
+    config.write_text("public_base_url: https://gate.example.org\n"
+                      "approvers: {alice: {email: alice@example.org}}\n")
+    out = _ok(["--config", str(config), "approvers", "inbox-link", "alice"])
+    link = out.split()[0]
+    assert link.startswith("https://gate.example.org/inbox/p/")
+    secret = (Path(cli_env["PARKGATE_DATA_DIR"]) / "link-secret").read_text().strip()
+    assert verify_inbox_token(secret, link.rsplit("/", 1)[1], 86400) == "alice"
+    bad = runner.invoke(app, ["--config", str(config), "approvers", "inbox-link", "mallory"])
+    assert bad.exit_code == 1 and "unknown approver 'mallory'" in bad.output
