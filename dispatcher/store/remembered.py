@@ -74,6 +74,14 @@ class RememberedRulesStore:
                 query = query.where(RULES.c.expires_at > now)
         return await self._rules(query.order_by(RULES.c.created_at, RULES.c.rule_id))
 
+    async def list_remembered_by_approver(
+        self, approver: str, *, now: datetime
+    ) -> list[RememberedRule]:
+        """Active rules a named approver made (any project: their personal inbox)."""
+        query = select(RULES).where(RULES.c.approver == approver,
+                                    RULES.c.revoked_at.is_(None), RULES.c.expires_at > now)
+        return await self._rules(query.order_by(RULES.c.created_at, RULES.c.rule_id))
+
     async def get_remembered(self, rule_id: str) -> RememberedRule | None:
         rules = await self._rules(select(RULES).where(RULES.c.rule_id == rule_id))
         return rules[0] if rules else None

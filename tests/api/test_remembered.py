@@ -6,6 +6,8 @@ chained line never matches."""
 from __future__ import annotations
 
 import asyncio
+import html
+import re
 import uuid
 from datetime import timedelta
 from pathlib import Path
@@ -324,3 +326,38 @@ async def test_prompt_once_remembers_for_the_session(
         assert again["status"] == "succeeded" and again["rule"] == rule["rule"]
         sid2 = await api.register()
         assert (await outcome(api, sid2, "write_file", inp))["status"] == "parked"
+
+
+async def test_inbox_remembers_lists_and_revokes(api: ApiRig) -> None:
+    from tests.api.test_inbox import browser_for, decide, flash, login
+
+    sid = await api.register()
+    inp = {"path": "i.txt", "content": "i"}
+    first = await park(api, sid, "write_file", inp)
+    async with browser_for(api) as browser:
+        assert (await login(browser, api.human_key)).status_code == 303
+        page = await browser.get("/inbox")
+        assert 'data-testid="remember"' in page.text and 'data-testid="remembered"' not in page.text
+        done = await decide(browser, first["request_id"], "allow", remember="on",
+                            remember_scope="session", remember_ttl="3600")
+        assert done.status_code == 303, done.text
+        rule = await one_rule(api)
+        assert rule["request_id"] == first["request_id"]
+        page = await browser.get("/inbox")
+        assert f'data-rule="{rule["id"]}"' in page.text
+        assert (await outcome(api, sid, "write_file", inp))["status"] == "succeeded"
+        # Someone else's rule id is refused; their own is revoked.
+        token = re.search(r'remembered/revoke" class="inline">\s*<input type="hidden" '
+                          r'name="csrf" value="([^"]+)"', page.text)
+        assert token is not None
+        csrf = html.unescape(token.group(1))
+        refused = await browser.post("/inbox/remembered/revoke",
+                                     data={"csrf": csrf, "rule_id": "not-mine"},
+                                     follow_redirects=True)
+        assert "not yours to revoke" in flash(refused.text)
+        revoked = await browser.post("/inbox/remembered/revoke",
+                                     data={"csrf": csrf, "rule_id": rule["id"]},
+                                     follow_redirects=True)
+        assert "Revoked remembered decision" in flash(revoked.text)
+    assert await remembered(api) == []
+    assert (await outcome(api, sid, "write_file", inp))["status"] == "parked"
