@@ -22,7 +22,7 @@ from dispatcher.durable_models import (
     with_prepared,
 )
 from dispatcher.models import Session, utcnow
-from dispatcher.remembered import RULE_PREFIX, matching_rule
+from dispatcher.remembered import RULE_PREFIX, matching_rule, rest_hash
 from dispatcher.store.records import HistoryStore
 from dispatcher.verdicts import Deny, Execute, NeedsApproval, PreparedCall, Verdict
 
@@ -45,8 +45,10 @@ async def remembered_verdict(
     project = row.project if row is not None else DEFAULT_PROJECT
     now = utcnow()
     call = verdict.prepared.call
+    # Only rules that can match: the same input, or (prefix rules) the same other fields.
+    hashes = [verdict.prepared.input_hash, rest_hash(call.name, call.input)]
     rules = await lookup(project=project, tool_name=call.name, session_id=session.session_id,
-                         workspace_path=session.workspace_path, now=now)
+                         workspace_path=session.workspace_path, now=now, hashes=hashes)
     if not rules:
         return verdict
     get_submitter = getattr(store, "get_submitter", None)

@@ -65,7 +65,7 @@ def rule_id_for(request_id: str) -> str:
     return hashlib.sha256(f"remembered:{request_id}".encode()).hexdigest()[:20]
 
 
-def _rest_hash(tool_name: str, tool_input: dict[str, Any]) -> str:
+def rest_hash(tool_name: str, tool_input: dict[str, Any]) -> str:
     """Hash of every field but the command (what a prefix rule keeps fixed)."""
     rest = {k: v for k, v in tool_input.items() if k != COMMAND_FIELD}
     return input_hash(tool_name, rest)
@@ -124,7 +124,7 @@ def rule_for(
         tool_name=tool_name,
         match="prefix" if prefix is not None else "input",
         input_hash=(
-            _rest_hash(tool_name, tool_input) if prefix is not None
+            rest_hash(tool_name, tool_input) if prefix is not None
             else input_hash(tool_name, tool_input)
         ),
         command_prefix=prefix,
@@ -172,7 +172,7 @@ def rule_matches(
     return (
         isinstance(command, str)
         and rule.command_prefix is not None
-        and rule.input_hash == _rest_hash(tool_name, tool_input)
+        and rule.input_hash == rest_hash(tool_name, tool_input)
         and prefix_matches(command, rule.command_prefix)
     )
 

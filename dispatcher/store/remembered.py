@@ -10,7 +10,7 @@ from contextlib import AbstractAsyncContextManager
 from datetime import datetime
 from typing import Any, TypeVar
 
-from sqlalchemy import Table, or_, select, update
+from sqlalchemy import Table, or_, select, true, update
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -43,10 +43,12 @@ class RememberedRulesStore:
 
     async def active_remembered(
         self, *, project: str, tool_name: str, session_id: str, workspace_path: str,
-        now: datetime,
+        now: datetime, hashes: list[str] | None = None,
     ) -> list[RememberedRule]:
-        """Unexpired, unrevoked rules of this tool that cover the session or workspace."""
+        """Unexpired, unrevoked rules of this tool that cover the session or workspace
+        (and, given `hashes`, whose stored input hash is one of them)."""
         query = select(RULES).where(
+            RULES.c.input_hash.in_(hashes) if hashes is not None else true(),
             RULES.c.project == project,
             RULES.c.tool_name == tool_name,
             RULES.c.expires_at > now,
