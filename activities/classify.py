@@ -9,6 +9,7 @@ from temporalio import activity
 from activities.deps import Deps
 from activities.execute import ExecuteActivities
 from activities.plan import plan_for
+from dispatcher.access import DEFAULT_PROJECT
 from dispatcher.durable_models import (
     ACT_CLASSIFY,
     ACT_REVALIDATE,
@@ -20,8 +21,52 @@ from dispatcher.durable_models import (
     RevalidateOutput,
     with_prepared,
 )
-from dispatcher.models import utcnow
-from dispatcher.verdicts import Deny, Execute, PreparedCall
+from dispatcher.models import Session, utcnow
+from dispatcher.remembered import RULE_PREFIX, matching_rule, rest_hash
+from dispatcher.store.records import HistoryStore
+from dispatcher.verdicts import Deny, Execute, NeedsApproval, PreparedCall, Verdict
+
+
+async def remembered_verdict(
+    store: HistoryStore, verdict: NeedsApproval, session: Session
+) -> Verdict:
+    """Execute when an active remembered rule allows this call, else `verdict`.
+
+    Quorum requests are never remembered (one approver cannot stand for
+    several). A rule counts only for calls its maker could decide: the call's
+    named approvers, never the submitting key's own calls.
+    """
+    lookup = getattr(store, "active_remembered", None)
+    info = verdict.info
+    if lookup is None or info.quorum > 1:
+        return verdict
+    get_session = getattr(store, "get_session", None)
+    row = None if get_session is None else await get_session(session.session_id)
+    project = row.project if row is not None else DEFAULT_PROJECT
+    now = utcnow()
+    call = verdict.prepared.call
+    # Only rules that can match: the same input, or (prefix rules) the same other fields.
+    hashes = [verdict.prepared.input_hash, rest_hash(call.name, call.input)]
+    rules = await lookup(project=project, tool_name=call.name, session_id=session.session_id,
+                         workspace_path=session.workspace_path, now=now, hashes=hashes)
+    if not rules:
+        return verdict
+    get_submitter = getattr(store, "get_submitter", None)
+    submitter = None if get_submitter is None else await get_submitter(
+        session.session_id, call.id)
+    rule = matching_rule(
+        rules, session_id=session.session_id, workspace_path=session.workspace_path,
+        tool_name=call.name, tool_input=call.input, now=now, approvers=info.approvers,
+        submitter_key=None if submitter is None or info.self_approval
+        else f"key:{submitter.key_id}",
+    )
+    if rule is None:
+        return verdict
+    return Execute(prepared=verdict.prepared.model_copy(update={
+        "rule": f"{RULE_PREFIX}{rule.rule_id}",
+        "remembered_by": rule.created_by,
+        "remembered_principal": rule.principal_id,
+    }))
 
 
 class ClassifyActivities:
@@ -39,6 +84,8 @@ class ClassifyActivities:
     @activity.defn(name=ACT_CLASSIFY)
     async def classify(self, inp: ClassifyInput) -> ClassifyOutput:
         verdict = await self.deps.pipeline.classify(inp.call, inp.session)
+        if isinstance(verdict, NeedsApproval):
+            verdict = await remembered_verdict(self.deps.store, verdict, inp.session)
         definition = None if isinstance(verdict, Deny) else verdict.prepared.definition
         out = ClassifyOutput(verdict=verdict, plan=plan_for(definition, self.deps.settings))
         if inp.run_row is not None and isinstance(verdict, Execute) and self._runs_here(out.plan):

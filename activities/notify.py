@@ -83,12 +83,20 @@ class NotifyActivities:
         secret (links never travel through workflow history)."""
         base = self.settings.public_base_url.rstrip("/") + "/approve/"
         secret = self.settings.signing_secret()
+        info = req.info
+        if req.kind == "escalation":
+            names = list(info.escalate_to)
+        else:  # escalation people hear of the call only when it escalates
+            names = [n for n in info.approvers if n not in info.escalate_to]
         out: list[dict[str, Any]] = []
-        for name in req.info.approvers:
+        for name in names:
             entry = self.settings.approvers.get(name)
-            token = sign_personal_token(secret, req.info.request_id, req.expires_at, name)
+            if name in info.approvers:
+                link = base + sign_personal_token(secret, info.request_id, req.expires_at, name)
+            else:  # a request any approver decides: its generic link
+                link = req.approval_url or ""
             out.append({"name": name, "email": entry.email if entry else None,
-                        "approval_url": base + token})
+                        "approval_url": link})
         return out
 
 

@@ -6,8 +6,11 @@ Temporal may retry them freely.
 
 from __future__ import annotations
 
+import logging
+
 from temporalio import activity
 
+from dispatcher.access import DEFAULT_PROJECT
 from dispatcher.durable_models import (
     ACT_CREATE_APPROVAL,
     ACT_RECORD,
@@ -19,9 +22,12 @@ from dispatcher.durable_models import (
 )
 from dispatcher.events import ToolEvent
 from dispatcher.links import sign_token, token_hash
+from dispatcher.remembered import RememberError, rule_for
 from dispatcher.settings import Settings
 from dispatcher.store.records import ApprovalRecord, HistoryStore
 from dispatcher.verdicts import ApprovalInfo
+
+log = logging.getLogger("parkgate.activities.record")
 
 
 def approval_url(settings: Settings, token: str) -> str:
@@ -30,10 +36,53 @@ def approval_url(settings: Settings, token: str) -> str:
 
 
 async def write_approval(store: HistoryStore, inp: RecordInput) -> None:
-    """Store `inp.approval`: the whole request, or only its decision (first write wins)."""
+    """Store `inp.approval`: the whole request, or only its decision (first write
+    wins), and the remembered rule the decision asked for."""
     approval = inp.approval
     if approval is None:
         return
+    await _write_approval(store, inp, approval)
+    if inp.remember is not None:
+        await write_remembered(store, inp, approval)
+
+
+async def write_remembered(store: HistoryStore, inp: RecordInput,
+                           approval: ApprovalRecord) -> None:
+    """Create the rule an allow with `remember` asked for; idempotent (its id
+    derives from the request id). Only the stored winning allow counts."""
+    save = getattr(store, "save_remembered", None)
+    spec, update = inp.remember, inp.update
+    if save is None or spec is None or update is None or update.input is None:
+        return
+    get_approval = getattr(store, "get_approval", None)
+    stored = approval if get_approval is None else await get_approval(approval.request_id)
+    if stored is None or stored.decision not in ("allow", "allow_with_edits"):
+        return
+    get_session = getattr(store, "get_session", None)
+    session = None if get_session is None else await get_session(approval.session_id)
+    workspace = session.workspace_path if session is not None else ""
+    try:
+        rule = rule_for(
+            spec,
+            request_id=approval.request_id,
+            project=session.project if session is not None else DEFAULT_PROJECT,
+            session_id=approval.session_id,
+            workspace_path=workspace,
+            tool_name=approval.tool_name,
+            tool_input=update.input,
+            decided_at=stored.decided_at or approval.decided_at or approval.requested_at,
+            created_by=stored.decided_by,
+            principal_id=stored.principal_id,
+            approver=spec.approver,
+        )
+    except RememberError as exc:  # the API checked; an edited input may differ
+        log.warning("remember on %s not stored: %s", approval.request_id, exc)
+        return
+    await save(rule)
+
+
+async def _write_approval(store: HistoryStore, inp: RecordInput,
+                          approval: ApprovalRecord) -> None:
     decide = getattr(store, "decide_approval", None)
     if inp.approval_decision_only and approval.decision is not None and decide is not None:
         await decide(
@@ -134,4 +183,4 @@ class RecordActivities:
         if not self.settings.email_enabled:
             return False
         return any((a := self.settings.approvers.get(n)) is not None and a.email
-                   for n in info.approvers)
+                   for n in [*info.approvers, *info.escalate_to])

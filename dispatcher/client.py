@@ -48,6 +48,7 @@ from dispatcher.durable_models import (
 )
 from dispatcher.links import approval_url
 from dispatcher.models import Session, ToolDefinition, ToolResultBlock, ToolUseBlock, input_hash
+from dispatcher.remember_spec import RememberSpec
 from dispatcher.settings import Settings
 from dispatcher.store.records import ApprovalRecord, CallStatus
 
@@ -392,6 +393,7 @@ class DurableDispatcher:
         claimed_name: str | None = None,
         self_approved: bool = False,
         approver: str | None = None,
+        remember: RememberSpec | None = None,
     ) -> DecideResult:
         """Send a decision as the `decide` update (or signal with wait=False).
 
@@ -411,6 +413,7 @@ class DurableDispatcher:
             claimed_name=claimed_name,
             self_approved=self_approved,
             approver=approver,
+            remember=remember,
         )
         if session_id is None or tool_use_id is None:
             record = await self._approval(request_id)

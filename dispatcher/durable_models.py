@@ -15,6 +15,7 @@ from pydantic import BaseModel, Field
 
 from dispatcher.events import ToolEvent
 from dispatcher.models import Session, ToolErrorClass, ToolResultBlock, ToolUseBlock
+from dispatcher.remember_spec import RememberSpec
 from dispatcher.store.records import ApprovalRecord, CallStatus, CallUpdate, RecordedFinish
 from dispatcher.verdicts import ApprovalInfo, Deny, Execute, NeedsApproval, PreparedCall
 
@@ -92,6 +93,9 @@ class DecisionRecord(BaseModel):
     self_approved: bool = False
     #: Quorum requests: the distinct named approvers who allowed, in order.
     votes: list[str] = Field(default_factory=list)
+    #: An allow that asked to remember the decision (dispatcher.remembered);
+    #: the rule is written with the committed decision.
+    remember: RememberSpec | None = None
 
 
 class CallOutcome(BaseModel):
@@ -149,6 +153,8 @@ class DecideInput(BaseModel):
     self_approved: bool = False
     #: The named approver this decision counts for (quorum requests).
     approver: str | None = None
+    #: Allow the same call again (scope, ttl); validated by the API.
+    remember: RememberSpec | None = None
 
 
 class DecideResult(BaseModel):
@@ -229,6 +235,10 @@ def prepared_fields(prepared: PreparedCall) -> dict[str, Any]:
         "input_hash": prepared.input_hash,
         "side_effects": prepared.definition.side_effects,
         "rule": prepared.rule,
+        # A remembered rule approved it: name who made the rule.
+        **({"decision": "allow", "via": "remembered", "decided_by": prepared.remembered_by,
+            "principal_id": prepared.remembered_principal}
+           if prepared.rule.startswith("remembered:") else {}),
     }
 
 
@@ -251,6 +261,8 @@ class RecordInput(BaseModel):
     #: when the call's final event is already stored, the activity did finish and
     #: recorded it; keep that record and report it back instead of contradicting it.
     unless_finished: bool = False
+    #: The decision asked to be remembered: written as a rule with the approval.
+    remember: RememberSpec | None = None
 
 
 class RecordOutput(BaseModel):
@@ -296,6 +308,9 @@ class NotifyInput(BaseModel):
     approval_url: str | None = None
     requested_at: datetime
     expires_at: datetime | None = None
+    #: "request" (the call parked), "reminder" (still waiting, same people) or
+    #: "escalation" (the rule's escalate_to people).
+    kind: Literal["request", "reminder", "escalation"] = "request"
 
 
 class NotifyOutput(BaseModel):

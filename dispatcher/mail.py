@@ -27,7 +27,8 @@ class MailError(Exception):
 
 def subject(notice: NotifyInput) -> str:
     info = notice.info
-    return (f"[parkgate] Approve {info.tool_name} ({info.side_effects.value}) "
+    lead = {"reminder": "Reminder: ", "escalation": "Escalated: "}.get(notice.kind, "")
+    return (f"[parkgate] {lead}Approve {info.tool_name} ({info.side_effects.value}) "
             f"in session {notice.session.session_id}?")
 
 
@@ -72,7 +73,10 @@ def build_message(
     msg["To"] = address
     msg["Subject"] = subject(notice)
     domain = sender.rpartition("@")[2] or "parkgate"
-    msg["Message-ID"] = make_msgid(idstring=f"{notice.info.request_id}.{approver}", domain=domain)
+    # A reminder or escalation is a message of its own (clients drop repeated ids).
+    again = "" if notice.kind == "request" else f".{notice.kind}"
+    msg["Message-ID"] = make_msgid(idstring=f"{notice.info.request_id}.{approver}{again}",
+                                   domain=domain)
     msg["X-Parkgate-Request"] = notice.info.request_id
     msg.set_content(body(notice, approver, link))
     return msg

@@ -40,6 +40,8 @@ def summary(notice: NotifyInput, approvers: list[dict[str, Any]] | None = None) 
     extra: dict[str, Any] = {}
     if approvers:
         extra = {"approvers": approvers, "quorum": info.quorum}
+    if notice.kind != "request":  # a reminder or an escalation of a waiting call
+        extra["notice"] = notice.kind
     return {
         "request_id": info.request_id,
         "session_id": notice.session.session_id,

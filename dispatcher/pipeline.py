@@ -218,6 +218,9 @@ class Pipeline:
         if decision.mode == "auto":
             return Execute(prepared=prepared)
         preview = self.preview(definition, call.input, session)
+        # Escalation people not already named (with named approvers they may decide).
+        escalate_only = [n for n in decision.escalate_to if n not in decision.approvers] \
+            if decision.approvers else []
         info = ApprovalInfo(
             request_id=uuid.uuid4().hex,
             tool_name=call.name,
@@ -232,9 +235,12 @@ class Pipeline:
             mode=decision.mode,
             files=preview.files,
             parent_tool_use_id=parent_tool_use_id,
-            approvers=decision.approvers,
+            approvers=decision.approvers + escalate_only,
             quorum=decision.quorum,
             self_approval=decision.self_approval,
+            remind_after_seconds=decision.remind_after_seconds,
+            escalate_after_seconds=decision.escalate_after_seconds,
+            escalate_to=escalate_only if decision.approvers else decision.escalate_to,
         )
         return NeedsApproval(prepared=prepared, info=info)
 
@@ -368,6 +374,9 @@ class Pipeline:
                         "input_summary": summarize_input(prepared.call.input),
                         "rule": prepared.rule,
                         "input_hash": prepared.input_hash,
+                        **({"approved_by": prepared.remembered_by,
+                            "principal_id": prepared.remembered_principal}
+                           if prepared.remembered_by else {}),
                     },
                 )
             )

@@ -23,7 +23,14 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from dispatcher.models import Session, SideEffects, ToolDefinition
 
@@ -139,6 +146,11 @@ class ArgumentRule(BaseModel):
     quorum: int = Field(default=1, ge=1, le=20)
     #: Let the key that submitted the call decide it (recorded in the audit).
     self_approval: bool = False
+    #: While parked: notify again after this long, and notify `escalate_to`
+    #: (approver names, `group:<name>`) after `escalate_after_seconds`.
+    remind_after_seconds: int | None = Field(default=None, ge=1)
+    escalate_after_seconds: int | None = Field(default=None, ge=1)
+    escalate_to: list[str] = Field(default_factory=list)
 
     def conditions(self) -> dict[str, Any]:
         return dict(self.model_extra or {})
@@ -147,7 +159,13 @@ class ArgumentRule(BaseModel):
         conds = " ".join(f"{k} {v!r}" for k, v in self.conditions().items())
         return f"rules[{index}] ({self.tool}{' ' + conds if conds else ''} -> {self.mode})"
 
-    @field_validator("approvers", mode="after")
+    @model_validator(mode="after")
+    def _escalation(self) -> ArgumentRule:
+        if bool(self.escalate_to) != (self.escalate_after_seconds is not None):
+            raise ValueError("escalate_to and escalate_after_seconds go together")
+        return self
+
+    @field_validator("approvers", "escalate_to", mode="after")
     @classmethod
     def _names(cls, value: list[str]) -> list[str]:
         for name in value:
@@ -186,6 +204,10 @@ class PolicyDecision(BaseModel):
     approvers: list[str] = Field(default_factory=list)
     quorum: int = 1
     self_approval: bool = False
+    #: Reminder and escalation timers of the deciding rule (see ArgumentRule).
+    remind_after_seconds: int | None = None
+    escalate_after_seconds: int | None = None
+    escalate_to: list[str] = Field(default_factory=list)
 
 
 class ConfirmationPolicy(BaseModel):
@@ -267,27 +289,33 @@ class ConfirmationPolicy(BaseModel):
         """
         known = set(approvers)
         resolved: list[ArgumentRule] = []
-        for index, rule in enumerate(self.rules):
+
+        def names_of(index: int, key: str, entries: list[str]) -> list[str]:
             names: list[str] = []
-            for entry in rule.approvers:
+            for entry in entries:
                 if entry.startswith("group:"):
                     group = entry.removeprefix("group:")
                     if group not in groups:
-                        raise PolicyError(f"rules[{index}].approvers: unknown group {group!r}")
+                        raise PolicyError(f"rules[{index}].{key}: unknown group {group!r}")
                     members = list(groups[group])
                 else:
                     members = [entry]
                 for name in members:
                     if name not in known:
-                        raise PolicyError(f"rules[{index}].approvers: unknown approver {name!r}")
+                        raise PolicyError(f"rules[{index}].{key}: unknown approver {name!r}")
                     if name not in names:
                         names.append(name)
+            return names
+
+        for index, rule in enumerate(self.rules):
+            names = names_of(index, "approvers", rule.approvers)
+            escalate = names_of(index, "escalate_to", rule.escalate_to)
             if rule.quorum > max(1, len(names)):
                 raise PolicyError(
                     f"rules[{index}].quorum: {rule.quorum} is more than the "
                     f"{len(names)} approvers the rule names"
                 )
-            resolved.append(rule.model_copy(update={"approvers": names}))
+            resolved.append(rule.model_copy(update={"approvers": names, "escalate_to": escalate}))
         return self.model_copy(update={"rules": resolved})
 
     # ------------------------------------------------------------ deciding
@@ -343,6 +371,9 @@ class ConfirmationPolicy(BaseModel):
                 allow_rule = PolicyDecision(
                     mode=rule.mode, rule=rule.describe(index), approvers=list(rule.approvers),
                     quorum=rule.quorum, self_approval=rule.self_approval,
+                    remind_after_seconds=rule.remind_after_seconds,
+                    escalate_after_seconds=rule.escalate_after_seconds,
+                    escalate_to=list(rule.escalate_to),
                 )
         if deny_rule is not None:
             return PolicyDecision(mode="deny", rule=f"deny:{deny_rule.rule}")

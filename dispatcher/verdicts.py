@@ -33,6 +33,10 @@ class PreparedCall(BaseModel):
     #: The policy rule that decided (e.g. "default.READ=auto", "rules[0]").
     rule: str
     parent_tool_use_id: str | None = None
+    #: A remembered rule (rule "remembered:<id>") approved it: who made the
+    #: rule (name and authenticated principal), for the call row and events.
+    remembered_by: str | None = None
+    remembered_principal: str | None = None
 
 
 class ApprovalInfo(BaseModel):
@@ -64,6 +68,13 @@ class ApprovalInfo(BaseModel):
     quorum: int = 1
     #: The rule lets the submitting key decide its own call.
     self_approval: bool = False
+    #: While parked, notify again after this long (None: never).
+    remind_after_seconds: int | None = None
+    #: Then notify `escalate_to` (approver names) after this long. With named
+    #: approvers they are named approvers too (their personal links decide);
+    #: the first notice leaves them out.
+    escalate_after_seconds: int | None = None
+    escalate_to: list[str] = Field(default_factory=list)
 
 
 class Execute(BaseModel):

@@ -78,6 +78,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from dispatcher.events import EventType, ToolEvent
     from dispatcher.models import TextBlock, ToolErrorClass, ToolResultBlock
+    from dispatcher.remember_spec import remember_for
     from dispatcher.schema import validate_input
     from dispatcher.store.records import ApprovalRecord, CallStatus, CallUpdate, status_for
     from dispatcher.verdicts import ApprovalInfo, Deny, Execute, PreparedCall
@@ -107,6 +108,9 @@ T = TypeVar("T")
 #: tool.confirmation_resolved travels with the write that follows the decision
 #: (the execute activity, or the final record of a deny/expiry/cancel).
 PATCH_COMMITTED_WRITES = "committed-decision-writes-v1"
+#: workflow.patched id: reminder/escalation timers while parked (asked only
+#: when the deciding rule has them).
+PATCH_REMINDERS = "reminders-v1"
 #: Margin added to the tool timeout: the pipeline enforces the tool timeout and
 #: the cancel grace itself; Temporal's start-to-close is the outer backstop.
 _EXECUTE_MARGIN = timedelta(seconds=45)
@@ -366,6 +370,10 @@ class ToolCallWorkflow:
             # sees the same marker (docs/DURABLE.md); only calls that notify pay it.
             self._cancel_notify_on_end = workflow.patched("cancel-notify-on-end")
             self._background.append(asyncio.create_task(self._notify(created)))
+            # Only rules with reminder/escalation timers ask (older histories never do).
+            timed = info.remind_after_seconds or info.escalate_after_seconds
+            if timed and workflow.patched(PATCH_REMINDERS):
+                self._background.append(asyncio.create_task(self._remind(created, now)))
         if created.slack:
             # Only histories whose create_approval said `slack` reach this (the
             # field did not exist before), so older histories replay unchanged.
@@ -406,7 +414,32 @@ class ToolCallWorkflow:
             await self._resolved(decision.decision)
         return decision
 
-    async def _notify(self, created: ApprovalCreated) -> None:
+    async def _remind(self, created: ApprovalCreated, parked_at: datetime) -> None:
+        """Durable timers while parked: notify again after remind_after_seconds,
+        the escalation people after escalate_after_seconds; nothing once the
+        call is no longer waiting."""
+        info = self._info
+        assert info is not None
+        steps = sorted((after, kind) for after, kind in (
+            (info.remind_after_seconds, "reminder"),
+            (info.escalate_after_seconds, "escalation"),
+        ) if after)
+        for after, kind in steps:
+            left = parked_at + timedelta(seconds=after) - workflow.now()
+            if left > timedelta(0):
+                try:
+                    await workflow.wait_condition(self._not_waiting, timeout=left,
+                                                  timeout_summary=kind)
+                except TimeoutError:
+                    pass
+            if self._not_waiting():
+                return
+            await self._notify(created, kind=kind)
+
+    def _not_waiting(self) -> bool:
+        return self._decision is not None or self._status != CallStatus.PARKED
+
+    async def _notify(self, created: ApprovalCreated, kind: str = "request") -> None:
         """Run the webhook activity; a failure never blocks or fails the call."""
         info = self._info
         assert info is not None
@@ -416,6 +449,7 @@ class ToolCallWorkflow:
             approval_url=created.approval_url,
             requested_at=created.approval.requested_at,
             expires_at=created.approval.expires_at,
+            kind=kind,  # type: ignore[arg-type]
         )
         try:
             await workflow.execute_activity(
@@ -530,6 +564,7 @@ class ToolCallWorkflow:
                 input_hash=rec.approved_hash if rec else None,
             ),
             approval=approval,
+            remember=rec.remember if rec is not None and decision != "deny" else None,
         )
 
     # ------------------------------------------------------- decide handlers
@@ -646,9 +681,9 @@ class ToolCallWorkflow:
             retry_policy=_LOCAL_RETRY,
         )
 
-    @staticmethod
-    def _decision_record(inp: DecideInput, prepared: PreparedCall) -> DecisionRecord:
+    def _decision_record(self, inp: DecideInput, prepared: PreparedCall) -> DecisionRecord:
         """The winning decision as recorded."""
+        info = self._info
         return DecisionRecord(
             request_id=inp.request_id,
             decision=inp.decision,  # type: ignore[arg-type]
@@ -660,6 +695,8 @@ class ToolCallWorkflow:
             principal_id=inp.principal_id,
             claimed_name=inp.claimed_name,
             self_approved=inp.self_approved,
+            # Data only (no command): written as a rule with the committed decision.
+            remember=remember_for(inp, info) if inp.decision != "deny" else None,
         )
 
     async def _apply_decision(self, inp: DecideInput) -> DecideResult:

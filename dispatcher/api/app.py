@@ -13,6 +13,7 @@ from dispatcher.api import (
     routes_codec,
     routes_inbox,
     routes_ops,
+    routes_remembered,
     routes_slack,
     routes_v1,
 )
@@ -65,6 +66,7 @@ def create_app(settings: Settings, deps: ApiDeps) -> FastAPI:
     app.state.codec = _remote_codec(settings, deps)
     install_error_handlers(app)
     app.include_router(routes_v1.router)
+    app.include_router(routes_remembered.router)
     app.include_router(routes_ops.router)
     app.include_router(routes_approve.router)
     app.include_router(routes_audit.router)

@@ -19,6 +19,8 @@ from fastapi.responses import HTMLResponse, Response
 from dispatcher import metrics
 from dispatcher.api import csrf
 from dispatcher.api.approval_links import named_approvers, quorum_of
+from dispatcher.api.errors import ApiError
+from dispatcher.api.routes_remembered import remember_spec
 from dispatcher.api.service import CallService
 from dispatcher.api.views import diff_lines, expires_text, fmt_dt, pretty_json
 from dispatcher.client import TEMPORAL_NO_ANSWER
@@ -157,6 +159,12 @@ def _decided_block(approval: ApprovalRecord, *, you: bool = False) -> dict[str, 
             "reason": approval.reason}
 
 
+#: Durations the approval page offers for "remember this decision".
+REMEMBER_TTLS: tuple[tuple[int, str], ...] = (
+    (3600, "1 hour"), (8 * 3600, "8 hours"), (24 * 3600, "1 day"), (7 * 24 * 3600, "7 days"),
+)
+
+
 async def _context(
     request: Request, approval: ApprovalRecord, approver: str | None = None
 ) -> dict[str, Any]:
@@ -198,6 +206,10 @@ async def _context(
         "named": named_approvers(approval),
         "quorum": quorum_of(approval),
         "votes": await _votes(request, approval),
+        # Only an authenticated decider (a personal link) may leave a standing
+        # rule behind; not for quorum requests or a composed tool's sub-calls.
+        "can_remember": approver is not None and quorum_of(approval) == 1 and not parent_id,
+        "remember_ttls": REMEMBER_TTLS,
     }
 
 
@@ -334,11 +346,31 @@ async def approval_decide(token: str, request: Request) -> Response:
                               error=f"The edited arguments nest deeper than {max_depth} levels.")
         edited = parsed
     service: CallService = request.app.state.calls
+    remember = None
+    if fields.get("remember") == "on":
+        if not ctx["can_remember"]:
+            return _form_page(request, ctx, approval, status=422, form=kept,
+                              error="Only a named approver's own link can remember a decision "
+                                    "(and not for quorum requests).")
+        try:
+            ttl = int(fields.get("remember_ttl", ""))
+        except ValueError:
+            ttl = 0
+        try:
+            remember = await remember_spec(
+                request.app.state.deps.repo, scope=fields.get("remember_scope", ""),
+                ttl_seconds=ttl, command_prefix=None, decision=decision,
+                quorum=ctx["quorum"], sub_call=False, session_id=approval.session_id,
+                tool_use_id=approval.tool_use_id, edited_input=edited, approver=link_approver,
+            )
+        except ApiError as exc:
+            return _form_page(request, ctx, approval, status=422, form=kept, error=exc.message)
     if link_approver is not None:
         # A personal link authenticates its named approver.
         who = DecideInput(request_id=approval.request_id, decision=decision, reason=reason,
                           decided_by=link_approver, via="link", edited_input=edited,
-                          principal_id=f"approver:{link_approver}", approver=link_approver)
+                          principal_id=f"approver:{link_approver}", approver=link_approver,
+                          remember=remember)
     else:
         # A generic link proves only that its holder has the link: the typed
         # name is recorded as a claim, never as the decider.

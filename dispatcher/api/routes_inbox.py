@@ -28,7 +28,9 @@ from sse_starlette import EventSourceResponse, ServerSentEvent
 from dispatcher import metrics
 from dispatcher.access import Role
 from dispatcher.api import csrf
+from dispatcher.api.approval_links import quorum_of
 from dispatcher.api.deps import principal_of
+from dispatcher.api.errors import ApiError
 from dispatcher.api.inbox import (
     SIDE_EFFECTS,
     Filters,
@@ -38,11 +40,14 @@ from dispatcher.api.inbox import (
     signature,
     waiting_for,
 )
+from dispatcher.api.routes_approve import REMEMBER_TTLS
+from dispatcher.api.routes_remembered import remember_spec
 from dispatcher.api.service import CallService
 from dispatcher.client import TEMPORAL_NO_ANSWER
 from dispatcher.durable_models import DecideInput, DecideResult
 from dispatcher.links import LinkError, verify_inbox_token
 from dispatcher.models import utcnow
+from dispatcher.remember_spec import RememberSpec
 from dispatcher.schema import depth_error
 from dispatcher.settings import Settings
 from dispatcher.store.records import ApprovalRecord
@@ -222,6 +227,9 @@ async def _render(
         "stream_url": f"{base}/stream" + (f"?{query}" if query else ""),
         "list_url": f"{base}?" + urlencode({**filters.params(), "partial": "1"}),
     }
+    if not partial:
+        ctx["remembered"] = await _remembered_for(repo, viewer, now)
+        ctx["remember_ttls"] = REMEMBER_TTLS
     if not partial and viewer.principal is not None:
         nonce_out, token_out = csrf.issue(
             request.app.state.secret, "inbox-logout",
@@ -428,10 +436,86 @@ async def _decide(request: Request, viewer: Viewer) -> Response:
         if isinstance(parsed, str):
             return await _form_error(request, viewer, back, request_id, parsed, raw, reason)
         edited = parsed
+    remember = None
+    if fields.get("remember") == "on":
+        try:
+            remember = await _remember(request, viewer, item, fields, decision, edited)
+        except ApiError as exc:
+            return _back(request, viewer, back, f"Not remembered: {exc.message}", "error")
     service: CallService = request.app.state.calls
-    result = await service.decide(approval.session_id, approval.tool_use_id,
-                                  _decide_input(viewer, item, decision, reason, edited))
+    decide = _decide_input(viewer, item, decision, reason, edited)
+    if remember is not None:
+        decide = decide.model_copy(update={"remember": remember})
+    result = await service.decide(approval.session_id, approval.tool_use_id, decide)
     return await _outcome(request, viewer, back, item, decision, reason, raw, result)
+
+
+# ---------------------------------------------------- remembered decisions
+async def _remembered_for(repo: Repository, viewer: Viewer, now: Any) -> list[Any]:
+    """Active remembered rules this viewer may revoke: a key's project's, or
+    those a named approver made."""
+    if viewer.principal is not None:
+        return await repo.list_remembered(project=viewer.principal.project, now=now)
+    return [r for r in await repo.list_remembered_by_approver(str(viewer.approver), now=now)]
+
+
+async def _remember(request: Request, viewer: Viewer, item: Waiting, fields: dict[str, str],
+                    decision: str, edited: dict[str, Any] | None) -> RememberSpec:
+    approval = item.approval
+    try:
+        ttl = int(fields.get("remember_ttl", ""))
+    except ValueError:
+        ttl = 0
+    return await remember_spec(
+        request.app.state.deps.repo, scope=fields.get("remember_scope", ""), ttl_seconds=ttl,
+        command_prefix=None, decision=decision, quorum=quorum_of(approval),
+        sub_call=bool((approval.info or {}).get("parent_tool_use_id")),
+        session_id=approval.session_id, tool_use_id=approval.tool_use_id, edited_input=edited,
+        approver=item.acting_as if viewer.principal is not None else viewer.approver,
+    )
+
+
+@router.post("/inbox/remembered/revoke", response_class=HTMLResponse)
+async def inbox_revoke(request: Request) -> Response:
+    viewer = await _key_viewer(request)
+    if viewer is None:
+        return _message(request, 403, "Signed out",
+                        "Your inbox session ended; sign in again and retry.")
+    return await _revoke(request, viewer)
+
+
+@router.post("/inbox/p/{token}/remembered/revoke", response_class=HTMLResponse)
+async def personal_revoke(request: Request, token: str) -> Response:
+    viewer = _link_viewer(request, token)
+    if viewer is None:
+        return _bad_link(request)
+    return await _revoke(request, viewer)
+
+
+async def _revoke(request: Request, viewer: Viewer) -> Response:
+    settings: Settings = request.app.state.settings
+    try:
+        form = await request.form(max_fields=10, max_files=0)
+    except Exception:  # malformed bodies
+        return _message(request, 400, "Bad request", "The form could not be read.")
+    fields = {k: v for k, v in form.items() if isinstance(v, str)}
+    purpose = viewer.csrf_purpose
+    if not csrf.origin_ok(request, settings.public_base_url) or not csrf.check(
+        request.app.state.secret, purpose, fields.get("csrf"),
+        request.cookies.get(csrf.cookie_name(purpose)),
+    ):
+        return _message(request, 403, "Form expired",
+                        "This form could not be verified. Reload your inbox and try again.")
+    back = fields.get("back", "")[:1000]
+    repo: Repository = request.app.state.deps.repo
+    rule_id = fields.get("rule_id", "")[:40]
+    mine = {r.rule_id for r in await _remembered_for(repo, viewer, utcnow())}
+    if rule_id not in mine:
+        return _back(request, viewer, back, "That remembered decision is not yours to revoke "
+                     "(or no longer active).", "warn")
+    await repo.revoke_remembered(rule_id, by=viewer.label, now=utcnow())
+    return _back(request, viewer, back,
+                 f"Revoked remembered decision {rule_id}: those calls ask again.", "ok")
 
 
 def _decide_input(viewer: Viewer, item: Waiting, decision: str, reason: str | None,

@@ -41,6 +41,7 @@ from dispatcher.api.deps import (
 )
 from dispatcher.api.errors import ApiError, ErrorResponse, error_responses, not_found
 from dispatcher.api.full_output import OutputFormat, output_response
+from dispatcher.api.routes_remembered import remember_spec
 from dispatcher.api.schemas import (
     BatchIn,
     BatchOut,
@@ -598,6 +599,16 @@ async def confirm(
     if why is not None:
         raise ApiError(403, "forbidden", why)
     named = named_approvers(approval)
+    acting_as = approver_for(key, named, settings.approver_keys()) if named else None
+    remember = None
+    if body.remember is not None:
+        remember = await remember_spec(
+            repo, **body.remember.model_dump(), decision=body.decision,
+            quorum=quorum_of(approval), session_id=session_id,
+            sub_call=bool((approval.info or {}).get("parent_tool_use_id")),
+            tool_use_id=approval.tool_use_id, edited_input=body.edited_input,
+            approver=acting_as,
+        )
     # The key is the decider; a `decided_by` in the body is only a claim.
     claimed = body.decided_by.strip() if body.decided_by else None
     result = await _service(request).decide(
@@ -613,7 +624,8 @@ async def confirm(
             principal_id=key.principal_id,
             claimed_name=claimed if claimed and claimed != key.name else None,
             self_approved=is_self(key, submitter) and self_approval_of(approval),
-            approver=approver_for(key, named, settings.approver_keys()) if named else None,
+            approver=acting_as,
+            remember=remember,
         ),
     )
     if result.accepted and result.winner is None:

@@ -8,6 +8,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from dispatcher.models import ToolResultBlock, ToolUseBlock
+from dispatcher.remember_spec import MAX_TTL_SECONDS, MIN_TTL_SECONDS
 from dispatcher.store.records import CallStatus
 
 _ID = Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9_.:\-]+$")
@@ -129,6 +130,52 @@ class ConfirmationIn(BaseModel):
     reason: str | None = Field(default=None, max_length=4000)
     decided_by: str | None = Field(default=None, max_length=200)
     edited_input: dict[str, Any] | None = None
+    #: Allow the same call again (allow decisions only; not for quorum requests).
+    remember: RememberIn | None = None
+
+
+class RememberIn(BaseModel):
+    """Remember an allow: the same tool with the same input (for a shell
+    command: the same command prefix) in this session or workspace, for a time."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    scope: Literal["session", "workspace"]
+    ttl_seconds: int = Field(
+        ge=MIN_TTL_SECONDS, le=MAX_TTL_SECONDS,
+        description=f"how long the rule lasts ({MIN_TTL_SECONDS} s .. 30 days)",
+    )
+    command_prefix: str | None = Field(
+        default=None, max_length=4000,
+        description="shell tools: the word prefix to allow (default: the whole command)",
+    )
+
+
+class RememberedOut(BaseModel):
+    """A remembered decision; `rule` is how calls it approves name it."""
+
+    id: str
+    rule: str
+    scope: Literal["session", "workspace"]
+    session_id: str
+    workspace_path: str
+    tool_name: str
+    match: Literal["input", "prefix"]
+    input_hash: str
+    command_prefix: str | None = None
+    created_by: str | None = None
+    principal_id: str | None = None
+    approver: str | None = None
+    request_id: str
+    created_at: datetime
+    expires_at: datetime
+    revoked_at: datetime | None = None
+    revoked_by: str | None = None
+    active: bool
+
+
+class RememberedListOut(BaseModel):
+    items: list[RememberedOut]
 
 
 class DecisionOut(BaseModel):

@@ -243,6 +243,7 @@ class CallService:
                 claimed_name=inp.claimed_name,
                 self_approved=inp.self_approved,
                 approver=inp.approver,
+                remember=inp.remember,
             )
         except UnknownCallError:
             # The workflow is gone (finished): report what the store knows.

@@ -160,6 +160,7 @@ _MODULES = (
     "db",
     "keys",
     "calls",
+    "remembered",
     "decide",
     "approvers",
     "audit",

@@ -290,3 +290,32 @@ class BlobRef(Base):
     blob_id: Mapped[str] = mapped_column(HASH, primary_key=True)
     workflow_id: Mapped[str] = mapped_column(CleanString(500), primary_key=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
+class RememberedRuleRow(Base):
+    """An approver's remembered decision (dispatcher.remembered): allows the same
+    call again, in a session or a workspace, until it expires or is revoked."""
+
+    __tablename__ = "remembered_rules"
+    __table_args__ = (
+        UniqueConstraint("request_id"),
+        Index("ix_remembered_rules_lookup", "project", "tool_name", "expires_at"),
+    )
+
+    rule_id: Mapped[str] = mapped_column(CleanString(40), primary_key=True)
+    project: Mapped[str] = mapped_column(CleanString(100))
+    scope: Mapped[str] = mapped_column(CleanString(16))
+    session_id: Mapped[str] = mapped_column(ID)
+    workspace_path: Mapped[str] = mapped_column(CleanText)
+    tool_name: Mapped[str] = mapped_column(CleanString(200))
+    match: Mapped[str] = mapped_column(CleanString(16))
+    input_hash: Mapped[str] = mapped_column(HASH)
+    command_prefix: Mapped[str | None] = mapped_column(CleanText)
+    created_by: Mapped[str | None] = mapped_column(CleanString(200))
+    principal_id: Mapped[str | None] = mapped_column(CleanString(240))
+    approver: Mapped[str | None] = mapped_column(CleanString(200))
+    request_id: Mapped[str] = mapped_column(ID)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    expires_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    revoked_by: Mapped[str | None] = mapped_column(CleanString(200))

@@ -64,6 +64,7 @@ from dispatcher.store.records import (
     HistoryStore,
     RecordedFinish,
 )
+from dispatcher.store.remembered import RememberedRulesStore
 from dispatcher.store.results import (
     ApiKeyRecord,
     CallFilters,
@@ -179,7 +180,7 @@ class WaitingApproval(NamedTuple):
     submitter: Submitter | None
 
 
-class Repository:
+class Repository(RememberedRulesStore):
     """History, approvals, sessions and API keys over one async engine."""
 
     def __init__(self, engine: AsyncEngine) -> None:

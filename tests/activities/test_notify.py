@@ -58,3 +58,26 @@ async def test_no_webhooks_is_a_no_op(tmp_path: Path) -> None:
     settings = make_settings(tmp_path, tmp_path)
     out = await ActivityEnvironment().run(NotifyActivities(settings).notify, notice())
     assert out.delivered == 0 and out.failed == 0
+
+
+async def test_escalation_without_named_approvers_sends_the_generic_link(
+    tmp_path: Path,
+) -> None:
+    """A request any approver decides: the escalation people get its generic
+    link (a personal link would decide nothing); the first notice names nobody."""
+    async with WebhookSink().running() as sink:
+        settings = make_settings(tmp_path, tmp_path, webhooks=[Webhook(url=sink.url)],
+                                 approvers={"dave": {}, "erin": {}})
+        base = notice()
+        info = base.info.model_copy(update={"escalate_to": ["dave", "erin"],
+                                            "escalate_after_seconds": 60})
+        first = base.model_copy(update={"info": info})
+        escalated = first.model_copy(update={"kind": "escalation"})
+        acts = NotifyActivities(settings)
+        await ActivityEnvironment().run(acts.notify, first)
+        await ActivityEnvironment().run(acts.notify, escalated)
+    request, escalation = (r["body"] for r in sink.received)
+    assert "approvers" not in request and "notice" not in request
+    assert escalation["notice"] == "escalation"
+    assert [(a["name"], a["approval_url"]) for a in escalation["approvers"]] == [
+        ("dave", base.approval_url), ("erin", base.approval_url)]

@@ -34,6 +34,8 @@ MATRIX: dict[str, set[str]] = {
     "call_events": set(ROLES),
     "call_output": set(ROLES),
     "session_events": set(ROLES),
+    "list_remembered": set(ROLES),
+    "revoke_remembered": {"approver", "admin"},
 }
 
 
@@ -80,6 +82,10 @@ async def request_for(api: ApiRig, endpoint: str, sid: str, key: str) -> httpx.R
         case "session_events":
             return await http.get(f"/v1/sessions/{sid}/events", headers=h,
                                   params={"follow": "false"})
+        case "list_remembered":
+            return await http.get("/v1/remembered", headers=h)
+        case "revoke_remembered":
+            return await http.delete("/v1/remembered/rule_none", headers=h)
     raise AssertionError(endpoint)
 
 
@@ -108,7 +114,7 @@ async def test_every_role_on_every_endpoint(api: ApiRig) -> None:
                 assert got.json()["error"]["code"] == "forbidden"
             else:
                 assert got.status_code != 403 and got.status_code < 500, (endpoint, role, got.text)
-                if endpoint == "decide":  # authorized, then: no such request
+                if endpoint in ("decide", "revoke_remembered"):  # authorized; no such one
                     assert got.status_code == 404, got.text
                 else:
                     assert got.status_code in (200, 201, 202), (endpoint, role, got.text)
@@ -330,8 +336,9 @@ async def test_rate_limits_are_off_by_default(api: ApiRig) -> None:
 
 def test_matrix_covers_every_v1_route() -> None:
     """A new /v1 endpoint must be added to the matrix (and docs/HTTP.md)."""
-    from dispatcher.api import routes_v1
+    from dispatcher.api import routes_remembered, routes_v1
 
-    routes = {f"{m} {r.path}" for r in routes_v1.router.routes
+    routes = {f"{m} {r.path}" for r in (*routes_v1.router.routes,
+                                         *routes_remembered.router.routes)
               for m in getattr(r, "methods", set())}
     assert len(routes) == len(MATRIX), sorted(routes)

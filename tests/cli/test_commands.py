@@ -148,6 +148,39 @@ def test_config_check_never_prints_mail_or_slack_secrets(
         assert secret not in out
 
 
+def test_remembered_list_and_revoke(cli_env: dict[str, str]) -> None:
+    from datetime import timedelta
+
+    from dispatcher.models import utcnow
+    from dispatcher.remember_spec import RememberSpec
+    from dispatcher.remembered import rule_for
+
+    _ok(["db", "upgrade"])
+    assert "Remembered decisions (0)" in _ok(["remembered", "list"])
+    rule = rule_for(
+        RememberSpec(scope="session", ttl_seconds=3600), request_id="req1", project="default",
+        session_id="s1", workspace_path="/w", tool_name="shell",
+        tool_input={"command": "git status"}, decided_at=utcnow() - timedelta(seconds=5),
+        created_by="alice", principal_id="key:k1", approver=None,
+    )
+
+    async def save() -> None:
+        repo = await Repository.connect(Settings().effective_database_url)
+        try:
+            await repo.save_remembered(rule)
+        finally:
+            await repo.close()
+
+    asyncio.run(save())
+    out = _ok(["remembered", "list"])
+    assert "Remembered decisions (1)" in out and rule.rule_id in out
+    assert "prefix: git status" in out and "alice" in out and "active" in out
+    assert f"revoked {rule.rule_id}" in _ok(["remembered", "revoke", rule.rule_id])
+    assert "Remembered decisions (0)" in _ok(["remembered", "list"])
+    assert "revoked" in _ok(["remembered", "list", "--all"])
+    assert "no remembered rule" in _fails(["remembered", "revoke", "nope"], 1)
+
+
 def test_approvers_inbox_link(cli_env: dict[str, str], tmp_path: Path) -> None:
     from dispatcher.links import verify_inbox_token
 

@@ -271,3 +271,39 @@ def test_settings_refuse_groups_of_unknown_approvers() -> None:
     ok = Settings(approvers={"alice": {"key": "alice-laptop"}},
                   approver_groups={"oncall": ["alice"]})
     assert ok.approver_keys() == {"alice-laptop": "alice"}
+
+
+# --------------------------------------------------------------------------
+# Reminders and escalation
+# --------------------------------------------------------------------------
+
+
+def test_reminder_and_escalation_keys_are_carried_and_resolved() -> None:
+    pol = ConfirmationPolicy.from_mapping({"rules": [{
+        "tool": "shell", "command_pattern": "kubectl .*", "mode": "prompt",
+        "approvers": ["dana"], "remind_after_seconds": 900,
+        "escalate_after_seconds": 3600, "escalate_to": ["group:oncall", "dana"]}]},
+    ).with_approvers(PEOPLE, GROUPS)
+    assert pol.rules[0].conditions() == {"command_pattern": "kubectl .*"}
+    got = pol.decide(SHELL, {"command": "kubectl get pods"}, sess())
+    assert (got.remind_after_seconds, got.escalate_after_seconds, got.escalate_to) == (
+        900, 3600, ["alice", "bob", "dana"])
+    assert pol.decide(SHELL, {"command": "ls"}, sess()).remind_after_seconds is None
+
+
+@pytest.mark.parametrize(("rule", "message"), [
+    ({"escalate_to": ["alice"]}, "escalate_to and escalate_after_seconds go together"),
+    ({"escalate_after_seconds": 60}, "escalate_to and escalate_after_seconds go together"),
+    ({"remind_after_seconds": 0}, "remind_after_seconds"),
+])
+def test_bad_escalation_keys_are_policy_errors(rule: dict[str, Any], message: str) -> None:
+    with pytest.raises(PolicyError, match=message):
+        ConfirmationPolicy.from_mapping({"rules": [{"tool": "shell", "mode": "prompt", **rule}]})
+
+
+def test_unknown_escalation_group_is_a_policy_error() -> None:
+    pol = ConfirmationPolicy.from_mapping({"rules": [{
+        "tool": "shell", "mode": "prompt", "escalate_after_seconds": 60,
+        "escalate_to": ["group:nope"]}]})
+    with pytest.raises(PolicyError, match=r"rules\[0\]\.escalate_to: unknown group 'nope'"):
+        pol.with_approvers(PEOPLE, GROUPS)

@@ -2,7 +2,7 @@
 (only the named histories when given, e.g. `quorum`; all of them otherwise).
 
 Runs every path of the durable call (auto, approved, denied, expired,
-cancelled, edited, turn, quorum, grouped) on the time-skipping test server with a worker from
+cancelled, edited, turn, quorum, reminders, grouped) on the time-skipping test server with a worker from
 the production recipe and a throwaway migrated SQLite store, then saves each
 workflow's history as JSON next to this file. Machine-specific paths (the
 temporary workspace) are replaced by WORKSPACE_PLACEHOLDER inside payloads.
@@ -159,6 +159,34 @@ async def generate(env: WorkflowEnvironment, store: Repository, tmp: Path) -> No
         await vote("carol")
         await handle.result()
         await save("quorum", handle, rig)
+
+    # Reminder and escalation timers while parked (the reminders-v1 patch):
+    # the request, a reminder after an hour, the escalation after two, then
+    # an escalated approver allows.
+    from tests.api.rig import WebhookSink
+
+    remind_tmp = tmp / "reminders"
+    remind_tmp.mkdir()
+    async with WebhookSink().running() as sink, durable_rig(
+        env.client, store, remind_tmp, webhooks=[{"url": sink.url}],
+        policy={"rules": [{"tool": "write_file", "mode": "prompt", "approvers": ["alice"],
+                           "remind_after_seconds": 3600, "escalate_after_seconds": 7200,
+                           "escalate_to": ["dave"]}]},
+        approvers={"alice": {}, "dave": {}},
+    ) as rig:
+        d = rig.dispatcher
+        session = rig.session("s-replay-reminders")
+        call = ToolUseBlock(id="reminders", name="write_file",
+                            input={"path": "r.txt", "content": "r"})
+        handle = await d.start(call, session)
+        rid = await rig.wait_parked(session.session_id, "reminders")
+        await env.sleep(7300)
+        while len(sink.received) < 3:
+            await asyncio.sleep(0.05)
+        await d.decide(rid, "allow", decided_by="dave", via="link",
+                       principal_id="approver:dave", approver="dave")
+        await handle.result()
+        await save("reminders", handle, rig)
 
     # The Slack path: the message is posted (parkgate.slack_post) and, at the
     # end, the SlackOutcome child is started; Slack is the local fake.

@@ -20,6 +20,7 @@ from tests.fixtures.temporal import TEST_CONVERTER
 HISTORIES = Path(__file__).resolve().parents[1] / "histories"
 PATHS = [
     "auto", "approved", "denied", "expired", "cancelled", "edited", "turn", "quorum", "slack",
+    "reminders",
     # sessions with a worker group: workspace activities on `<queue>.<group>`
     "grouped", "grouped_auto",
 ]

@@ -1,0 +1,78 @@
+"""`parkgate remembered list|revoke`: approvers' remembered decisions.
+
+An allow with `remember` (API, approval page) stores a rule that lets the same
+call run again in its session or workspace until it expires; operators list
+and revoke them here, as the HTTP API does (`/v1/remembered`).
+"""
+
+from __future__ import annotations
+
+import getpass
+from typing import Any
+
+import typer
+from rich.table import Table
+
+from dispatcher.cli.common import CliError, console, load_settings, open_repository, run
+
+app = typer.Typer(help="List and revoke remembered decisions.", no_args_is_help=True)
+
+
+def _when(value: Any) -> str:
+    return value.strftime("%Y-%m-%d %H:%M:%S") if value is not None else "-"
+
+
+@app.command("list")
+def list_rules(
+    project: str = typer.Option("default", "--project", "-p", help="The project's rules."),
+    session: str | None = typer.Option(None, "--session", "-s", help="Only this session."),
+    workspace: str | None = typer.Option(None, "--workspace", help="Only this workspace."),
+    all_: bool = typer.Option(False, "--all", help="Include revoked and expired rules."),
+) -> None:
+    """Remembered decisions, oldest first (active ones unless --all)."""
+    from dispatcher.models import utcnow
+
+    settings = load_settings()
+    now = utcnow()
+
+    async def fetch() -> Any:
+        async with open_repository(settings) as repo:
+            return await repo.list_remembered(project=project, session_id=session,
+                                              workspace_path=workspace,
+                                              include_inactive=all_, now=now)
+
+    rules = run(fetch())
+    table = Table(title=f"Remembered decisions ({len(rules)})", title_justify="left")
+    for name, kw in (("id", {"no_wrap": True}), ("scope", {"no_wrap": True}),
+                     ("session / workspace", {"overflow": "fold"}), ("tool", {"no_wrap": True}),
+                     ("allows", {"overflow": "fold"}), ("by", {"overflow": "fold"}),
+                     ("expires (UTC)", {"no_wrap": True}), ("state", {"no_wrap": True})):
+        table.add_column(name, **kw)
+    for rule in rules:
+        allows = (f"prefix: {rule.command_prefix}" if rule.match == "prefix"
+                  else f"input {rule.input_hash[:12]}")
+        state = ("[red]revoked[/red]" if rule.revoked_at is not None
+                 else "[green]active[/green]" if rule.active(now) else "[magenta]expired[/magenta]")
+        table.add_row(rule.rule_id, rule.scope,
+                      rule.session_id if rule.scope == "session" else rule.workspace_path,
+                      rule.tool_name, allows, rule.created_by or "-", _when(rule.expires_at),
+                      state)
+    console.print(table)
+
+
+@app.command("revoke")
+def revoke(rule_id: str = typer.Argument(..., help="The rule's id (from `list`).")) -> None:
+    """Revoke a remembered decision: later calls it covered park again."""
+    from dispatcher.models import utcnow
+
+    settings = load_settings()
+
+    async def work() -> Any:
+        async with open_repository(settings) as repo:
+            if await repo.get_remembered(rule_id) is None:
+                raise CliError(f"no remembered rule {rule_id!r}")
+            return await repo.revoke_remembered(rule_id, by=f"cli:{getpass.getuser()}",
+                                                now=utcnow())
+
+    rule = run(work())
+    console.print(f"revoked {rule.rule_id} (by {rule.revoked_by} at {_when(rule.revoked_at)})")
