@@ -395,10 +395,14 @@ def _parse_edits(raw: str, max_depth: int) -> dict[str, Any] | str:
     return parsed
 
 
-async def _decide(request: Request, viewer: Viewer) -> Response:
+async def _checked_form(
+    request: Request, viewer: Viewer, max_fields: int
+) -> dict[str, str] | Response:
+    """The POSTed form's text fields once its origin and CSRF token check out,
+    else the page that says why (400 unreadable, 403 expired)."""
     settings: Settings = request.app.state.settings
     try:
-        form = await request.form(max_fields=20, max_files=0)
+        form = await request.form(max_fields=max_fields, max_files=0)
     except Exception:  # malformed bodies
         return _message(request, 400, "Bad request", "The form could not be read.")
     fields = {k: v for k, v in form.items() if isinstance(v, str)}
@@ -409,6 +413,14 @@ async def _decide(request: Request, viewer: Viewer) -> Response:
     ):
         return _message(request, 403, "Form expired",
                         "This form could not be verified. Reload your inbox and try again.")
+    return fields
+
+
+async def _decide(request: Request, viewer: Viewer) -> Response:
+    checked = await _checked_form(request, viewer, 20)
+    if isinstance(checked, Response):
+        return checked
+    fields = checked
     back = fields.get("back", "")[:1000]
     repo: Repository = request.app.state.deps.repo
     request_id = fields.get("request_id", "")[:200]
@@ -432,6 +444,7 @@ async def _decide(request: Request, viewer: Viewer) -> Response:
     edited: dict[str, Any] | None = None
     raw = fields.get("edited_input", "")
     if decision == "allow_with_edits":
+        settings: Settings = request.app.state.settings
         parsed = _parse_edits(raw, settings.max_input_depth)
         if isinstance(parsed, str):
             return await _form_error(request, viewer, back, request_id, parsed, raw, reason)
@@ -493,19 +506,10 @@ async def personal_revoke(request: Request, token: str) -> Response:
 
 
 async def _revoke(request: Request, viewer: Viewer) -> Response:
-    settings: Settings = request.app.state.settings
-    try:
-        form = await request.form(max_fields=10, max_files=0)
-    except Exception:  # malformed bodies
-        return _message(request, 400, "Bad request", "The form could not be read.")
-    fields = {k: v for k, v in form.items() if isinstance(v, str)}
-    purpose = viewer.csrf_purpose
-    if not csrf.origin_ok(request, settings.public_base_url) or not csrf.check(
-        request.app.state.secret, purpose, fields.get("csrf"),
-        request.cookies.get(csrf.cookie_name(purpose)),
-    ):
-        return _message(request, 403, "Form expired",
-                        "This form could not be verified. Reload your inbox and try again.")
+    checked = await _checked_form(request, viewer, 10)
+    if isinstance(checked, Response):
+        return checked
+    fields = checked
     back = fields.get("back", "")[:1000]
     repo: Repository = request.app.state.deps.repo
     rule_id = fields.get("rule_id", "")[:40]
