@@ -501,6 +501,10 @@ class Pipeline:
                     GENERIC_FAILURE.format(name=name),
                     False,
                 )
+            if stopped == ToolErrorClass.CANCELLED and output.success:
+                # The tool finished its work before it saw the cancellation:
+                # what it did stands, and the record must say so.
+                return output, None, "", False
             if stopped is not None:
                 return output, stopped, stop_message, False
             if not output.success:

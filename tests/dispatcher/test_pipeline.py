@@ -408,6 +408,32 @@ async def test_cancellation_with_cooperative_tool(session: Session) -> None:
     assert rec.events[-1].data["partial_output"] == "half done"
 
 
+async def test_a_tool_that_finished_its_work_despite_the_cancel_succeeded(
+    session: Session,
+) -> None:
+    """A cancel that arrives while the tool is committing its effect (a write
+    that completes anyway) must not be recorded as `cancelled`: the effect stands.
+    Seen as a human-vs-agent race: a call reported cancelled whose file existed."""
+    started = asyncio.Event()
+
+    async def commits(self: Any, input: dict[str, Any], ctx: ToolContext) -> ToolOutput:
+        started.set()
+        await ctx.cancel_event.wait()  # the cancel arrives mid-commit...
+        await asyncio.sleep(0.05)  # ...and the commit completes regardless
+        return ToolOutput(content=[TextBlock(text="written")])
+
+    p = make_pipeline(tool_class("commits", commits))
+    v = await p.classify(ToolUseBlock(id="1", name="commits", input={}), session)
+    assert isinstance(v, Execute)
+    ev = asyncio.Event()
+    task = asyncio.create_task(p.execute(v.prepared, cancel_event=ev))
+    await started.wait()
+    ev.set()
+    run = await task
+    assert run.error_class is None and not run.result.is_error
+    assert "written" in run.result.text
+
+
 async def test_cancel_is_called_even_when_the_tool_already_stopped(session: Session) -> None:
     """Spec §7 / worked example 4: cancel_event AND tool.cancel(), in every case."""
     seen: list[Any] = []
