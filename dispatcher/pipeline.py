@@ -501,9 +501,12 @@ class Pipeline:
                     GENERIC_FAILURE.format(name=name),
                     False,
                 )
-            if stopped == ToolErrorClass.CANCELLED and output.success:
+            if (stopped == ToolErrorClass.CANCELLED and output.success
+                    and not prepared.definition.composed_of):
                 # The tool finished its work before it saw the cancellation:
-                # what it did stands, and the record must say so.
+                # what it did stands, and the record must say so. (A composed
+                # tool stays cancelled: its sub-calls carry their own records
+                # of what ran and what was cancelled.)
                 return output, None, "", False
             if stopped is not None:
                 return output, stopped, stop_message, False
