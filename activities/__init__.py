@@ -8,16 +8,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from activities.classify import ClassifyActivities
-from activities.deps import Deps
-from activities.execute import ExecuteActivities
-from activities.record import RecordActivities
+from parkgate.activities.classify import ClassifyActivities
+from parkgate.activities.deps import Deps
+from parkgate.activities.execute import ExecuteActivities
+from parkgate.activities.record import RecordActivities
 
 
 def build(deps: Deps) -> list[Callable[..., Any]]:
     """Every parkgate activity, bound to `deps`."""
-    from activities.notify import NotifyActivities
-    from activities.slack import SlackActivities
+    from parkgate.activities.notify import NotifyActivities
+    from parkgate.activities.slack import SlackActivities
 
     execute = ExecuteActivities(deps)
     classify = ClassifyActivities(deps, runner=execute)

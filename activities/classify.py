@@ -6,11 +6,11 @@ import inspect
 
 from temporalio import activity
 
-from activities.deps import Deps
-from activities.execute import ExecuteActivities
-from activities.plan import plan_for
-from dispatcher.access import DEFAULT_PROJECT
-from dispatcher.durable_models import (
+from parkgate.access import DEFAULT_PROJECT
+from parkgate.activities.deps import Deps
+from parkgate.activities.execute import ExecuteActivities
+from parkgate.activities.plan import plan_for
+from parkgate.durable_models import (
     ACT_CLASSIFY,
     ACT_REVALIDATE,
     ClassifyInput,
@@ -21,10 +21,10 @@ from dispatcher.durable_models import (
     RevalidateOutput,
     with_prepared,
 )
-from dispatcher.models import Session, utcnow
-from dispatcher.remembered import RULE_PREFIX, matching_rule, rest_hash
-from dispatcher.store.records import HistoryStore
-from dispatcher.verdicts import Deny, Execute, NeedsApproval, PreparedCall, Verdict
+from parkgate.models import Session, utcnow
+from parkgate.remembered import RULE_PREFIX, matching_rule, rest_hash
+from parkgate.store.records import HistoryStore
+from parkgate.verdicts import Deny, Execute, NeedsApproval, PreparedCall, Verdict
 
 
 async def remembered_verdict(

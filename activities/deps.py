@@ -5,11 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from dispatcher.settings import Settings
-from dispatcher.store.records import HistoryStore
+from parkgate.settings import Settings
+from parkgate.store.records import HistoryStore
 
 if TYPE_CHECKING:
-    from dispatcher.pipeline import Pipeline
+    from parkgate.pipeline import Pipeline
 
 
 @dataclass(frozen=True)

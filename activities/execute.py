@@ -21,19 +21,19 @@ from typing import Any
 
 from temporalio import activity
 
-from activities.deps import Deps
-from activities.record import write_approval
-from activities.subcalls import SubCallApprover
-from dispatcher.durable_models import (
+from parkgate.activities.deps import Deps
+from parkgate.activities.record import write_approval
+from parkgate.activities.subcalls import SubCallApprover
+from parkgate.durable_models import (
     ACT_EXECUTE,
     ACT_EXECUTE_LOCAL,
     ExecuteInput,
     ExecuteOutput,
 )
-from dispatcher.events import ToolEvent
-from dispatcher.models import TextBlock, ToolErrorClass, ToolResultBlock, input_hash, utcnow
-from dispatcher.store.records import CallStatus, CallUpdate, status_for
-from dispatcher.verdicts import ToolRun
+from parkgate.events import ToolEvent
+from parkgate.models import TextBlock, ToolErrorClass, ToolResultBlock, input_hash, utcnow
+from parkgate.store.records import CallStatus, CallUpdate, status_for
+from parkgate.verdicts import ToolRun
 
 log = logging.getLogger(__name__)
 

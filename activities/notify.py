@@ -15,11 +15,11 @@ import httpx
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from dispatcher import mail
-from dispatcher.durable_models import ACT_NOTIFY, NotifyInput, NotifyOutput
-from dispatcher.links import approval_url, sign_personal_token
-from dispatcher.notify import WebhookError, deliver
-from dispatcher.settings import Settings
+from parkgate import mail
+from parkgate.durable_models import ACT_NOTIFY, NotifyInput, NotifyOutput
+from parkgate.links import approval_url, sign_personal_token
+from parkgate.notify import WebhookError, deliver
+from parkgate.settings import Settings
 
 
 class NotifyActivities:

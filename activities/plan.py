@@ -6,10 +6,10 @@ configurable knob through history (workflows may not read settings).
 
 from __future__ import annotations
 
-from dispatcher import models
-from dispatcher.durable_models import ExecPlan
-from dispatcher.models import SideEffects, ToolDefinition
-from dispatcher.settings import Settings
+from parkgate import models
+from parkgate.durable_models import ExecPlan
+from parkgate.models import SideEffects, ToolDefinition
+from parkgate.settings import Settings
 
 
 def tool_timeout(definition: ToolDefinition | None, settings: Settings) -> float:

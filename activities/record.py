@@ -10,8 +10,8 @@ import logging
 
 from temporalio import activity
 
-from dispatcher.access import DEFAULT_PROJECT
-from dispatcher.durable_models import (
+from parkgate.access import DEFAULT_PROJECT
+from parkgate.durable_models import (
     ACT_CREATE_APPROVAL,
     ACT_RECORD,
     ACT_RECORD_COMMITTED,
@@ -20,12 +20,12 @@ from dispatcher.durable_models import (
     RecordInput,
     RecordOutput,
 )
-from dispatcher.events import ToolEvent
-from dispatcher.links import sign_token, token_hash
-from dispatcher.remembered import RememberError, rule_for
-from dispatcher.settings import Settings
-from dispatcher.store.records import ApprovalRecord, HistoryStore
-from dispatcher.verdicts import ApprovalInfo
+from parkgate.events import ToolEvent
+from parkgate.links import sign_token, token_hash
+from parkgate.remembered import RememberError, rule_for
+from parkgate.settings import Settings
+from parkgate.store.records import ApprovalRecord, HistoryStore
+from parkgate.verdicts import ApprovalInfo
 
 log = logging.getLogger("parkgate.activities.record")
 

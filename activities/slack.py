@@ -13,16 +13,16 @@ from __future__ import annotations
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from dispatcher import slack, slack_web
-from dispatcher.durable_models import (
+from parkgate import slack, slack_web
+from parkgate.durable_models import (
     ACT_SLACK_OUTCOME,
     ACT_SLACK_POST,
     NotifyInput,
     SlackMessageRef,
     SlackOutcomeInput,
 )
-from dispatcher.settings import Settings
-from dispatcher.store.records import HistoryStore
+from parkgate.settings import Settings
+from parkgate.store.records import HistoryStore
 
 
 class SlackActivities:

@@ -32,18 +32,18 @@ from typing import Protocol, cast
 
 import httpx
 
-from activities.plan import approval_expiry
-from activities.record import approval_url
-from dispatcher.durable_models import NotifyInput
-from dispatcher.events import ToolEvent
-from dispatcher.links import sign_token, token_hash
-from dispatcher.models import ToolErrorClass, utcnow
-from dispatcher.notify import WebhookError, deliver
-from dispatcher.pipeline import Pipeline, deny_result
-from dispatcher.settings import Settings
-from dispatcher.store.records import ApprovalRecord
-from dispatcher.subcalls import EXPIRED, ApprovalDecisions, can_decide, sub_call_request_id
-from dispatcher.verdicts import Deny, NeedsApproval, PreparedCall
+from parkgate.activities.plan import approval_expiry
+from parkgate.activities.record import approval_url
+from parkgate.durable_models import NotifyInput
+from parkgate.events import ToolEvent
+from parkgate.links import sign_token, token_hash
+from parkgate.models import ToolErrorClass, utcnow
+from parkgate.notify import WebhookError, deliver
+from parkgate.pipeline import Pipeline, deny_result
+from parkgate.settings import Settings
+from parkgate.store.records import ApprovalRecord
+from parkgate.subcalls import EXPIRED, ApprovalDecisions, can_decide, sub_call_request_id
+from parkgate.verdicts import Deny, NeedsApproval, PreparedCall
 
 log = logging.getLogger(__name__)
 

@@ -196,7 +196,7 @@ def precompile() -> list[str]:
     import importlib
 
     done = []
-    for name in ("workflows", "activities", "dispatcher", "bench"):
+    for name in ("parkgate.workflows", "parkgate.activities", "parkgate", "bench"):
         module = importlib.import_module(name)
         if module.__file__:
             compileall.compile_dir(Path(module.__file__).parent, quiet=1)

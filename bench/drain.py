@@ -29,8 +29,8 @@ from bench.parked import (
 from bench.progress import Reporter
 from bench.report import Report, Row
 from bench.stack import Api, Stack, bounded, make_pipeline, serve_api
-from dispatcher.store.records import CallStatus
-from dispatcher.store.results import CallFilters
+from parkgate.store.records import CallStatus
+from parkgate.store.results import CallFilters
 
 
 async def run(

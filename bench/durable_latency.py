@@ -24,20 +24,20 @@ from pydantic import BaseModel
 from temporalio import workflow
 from temporalio.client import Client
 
-import workflows
-from activities.deps import Deps
-from dispatcher.client import DurableDispatcher
-from dispatcher.codec import data_converter
-from dispatcher.devserver import DevServer
-from dispatcher.models import Session, ToolUseBlock
-from dispatcher.pipeline import Pipeline
-from dispatcher.policy import ConfirmationPolicy
-from dispatcher.registry import ToolRegistry
-from dispatcher.settings import Settings
-from dispatcher.store import Repository
-from dispatcher.store.migrate import upgrade_async
-from dispatcher.tools import builtin_tools
-from dispatcher.worker import build_worker
+from parkgate import workflows
+from parkgate.activities.deps import Deps
+from parkgate.client import DurableDispatcher
+from parkgate.codec import data_converter
+from parkgate.devserver import DevServer
+from parkgate.models import Session, ToolUseBlock
+from parkgate.pipeline import Pipeline
+from parkgate.policy import ConfirmationPolicy
+from parkgate.registry import ToolRegistry
+from parkgate.settings import Settings
+from parkgate.store import Repository
+from parkgate.store.migrate import upgrade_async
+from parkgate.tools import builtin_tools
+from parkgate.worker import build_worker
 
 
 class Empty(BaseModel):

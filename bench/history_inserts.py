@@ -25,10 +25,10 @@ import asyncpg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from dispatcher.events import ToolEvent, make_event_id
-from dispatcher.models import SideEffects
-from dispatcher.store import CallStatus, CallUpdate, Repository
-from dispatcher.store.migrate import upgrade_async
+from parkgate.events import ToolEvent, make_event_id
+from parkgate.models import SideEffects
+from parkgate.store import CallStatus, CallUpdate, Repository
+from parkgate.store.migrate import upgrade_async
 
 ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
 

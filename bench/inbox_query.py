@@ -17,13 +17,13 @@ import uuid
 from datetime import timedelta
 from pathlib import Path
 
-from dispatcher.access import Principal
-from dispatcher.api.inbox import Filters, Viewer, waiting_for
-from dispatcher.models import utcnow
-from dispatcher.settings import Settings
-from dispatcher.store.migrate import upgrade_async
-from dispatcher.store.records import ApprovalRecord
-from dispatcher.store.repository import Repository
+from parkgate.access import Principal
+from parkgate.api.inbox import Filters, Viewer, waiting_for
+from parkgate.models import utcnow
+from parkgate.settings import Settings
+from parkgate.store.migrate import upgrade_async
+from parkgate.store.records import ApprovalRecord
+from parkgate.store.repository import Repository
 
 SIZES = (10, 100, 1000)
 REPEATS = 20

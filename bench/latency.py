@@ -33,10 +33,10 @@ from bench.stack import (
     in_process_worker,
     serve_api,
 )
-from dispatcher.local import ToolDispatcher
-from dispatcher.models import Session, ToolResultBlock, ToolUseBlock
-from dispatcher.policy import ConfirmationPolicy
-from dispatcher.tools import builtin_tools
+from parkgate.local import ToolDispatcher
+from parkgate.models import Session, ToolResultBlock, ToolUseBlock
+from parkgate.policy import ConfirmationPolicy
+from parkgate.tools import builtin_tools
 
 #: Targets on the durable/floor p50 ratio (docs/PERFORMANCE.md).
 TARGETS = {"read_file": 2.0, "write_file": 4.0}

@@ -42,10 +42,10 @@ from bench.cpu import CpuMeter
 from bench.progress import Reporter
 from bench.report import Report, Row
 from bench.stack import Api, Stack, bounded, make_pipeline, serve_api
-from dispatcher.durable_models import ACT_EXECUTE, call_workflow_id
-from dispatcher.settings import Settings
-from dispatcher.store.records import CallStatus
-from dispatcher.store.results import CallFilters, CallRecord
+from parkgate.durable_models import ACT_EXECUTE, call_workflow_id
+from parkgate.settings import Settings
+from parkgate.store.records import CallStatus
+from parkgate.store.results import CallFilters, CallRecord
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 MB = 2**20
@@ -67,7 +67,7 @@ class WorkerProcess:
     log_path: Path
     process: subprocess.Popen[bytes] | None = None
     #: The entry point (bench.floor_worker for the floor's own worker process).
-    module: str = "dispatcher.worker"
+    module: str = "parkgate.worker"
 
     def env(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("PARKGATE_")}

@@ -39,7 +39,7 @@ from bench.latency import Call, Load, run_load
 from bench.progress import Reporter
 from bench.report import Report, Row
 from bench.stack import Stack, durable_dispatcher, in_process_worker, serve_api
-from dispatcher.models import Session, ToolUseBlock
+from parkgate.models import Session, ToolUseBlock
 
 #: Modules the phase imports, by the package that provides them (the bench-peers extra).
 EXTRA = {

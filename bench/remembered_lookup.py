@@ -16,13 +16,13 @@ import time
 import uuid
 from datetime import timedelta
 
-from activities.classify import remembered_verdict
-from dispatcher.models import Session, SideEffects, ToolDefinition, ToolUseBlock, input_hash, utcnow
-from dispatcher.remember_spec import RememberSpec
-from dispatcher.remembered import rule_for
-from dispatcher.store.migrate import upgrade_async
-from dispatcher.store.repository import Repository
-from dispatcher.verdicts import ApprovalInfo, Execute, NeedsApproval, PreparedCall
+from parkgate.activities.classify import remembered_verdict
+from parkgate.models import Session, SideEffects, ToolDefinition, ToolUseBlock, input_hash, utcnow
+from parkgate.remember_spec import RememberSpec
+from parkgate.remembered import rule_for
+from parkgate.store.migrate import upgrade_async
+from parkgate.store.repository import Repository
+from parkgate.verdicts import ApprovalInfo, Execute, NeedsApproval, PreparedCall
 
 SIZES = (0, 100, 1000, 10000)
 REPEATS = 50

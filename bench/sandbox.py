@@ -27,9 +27,9 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from bench.report import Machine, percentile
-from dispatcher import Limits, ToolContext, WorkspaceFileAPI
-from dispatcher.sandbox import probe, sandboxed
-from dispatcher.tools import ShellTool
+from parkgate import Limits, ToolContext, WorkspaceFileAPI
+from parkgate.sandbox import probe, sandboxed
+from parkgate.tools import ShellTool
 
 
 def _context(workspace: str, limits: Limits) -> ToolContext:

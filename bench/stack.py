@@ -21,20 +21,20 @@ import uvicorn
 from temporalio.client import Client
 from temporalio.worker import Worker
 
-import workflows
-from activities.deps import Deps
 from bench.floor import FloorWorkflow
-from dispatcher.api import ApiDeps, create_app
-from dispatcher.client import DurableDispatcher
-from dispatcher.codec import data_converter
-from dispatcher.devserver import DevServer
-from dispatcher.embedded import ApiServer, listening_socket
-from dispatcher.pipeline import Pipeline
-from dispatcher.registry import ToolRegistry
-from dispatcher.settings import Settings
-from dispatcher.store import Repository
-from dispatcher.store.records import HistoryStore
-from dispatcher.worker import build_pipeline, build_worker
+from parkgate import workflows
+from parkgate.activities.deps import Deps
+from parkgate.api import ApiDeps, create_app
+from parkgate.client import DurableDispatcher
+from parkgate.codec import data_converter
+from parkgate.devserver import DevServer
+from parkgate.embedded import ApiServer, listening_socket
+from parkgate.pipeline import Pipeline
+from parkgate.registry import ToolRegistry
+from parkgate.settings import Settings
+from parkgate.store import Repository
+from parkgate.store.records import HistoryStore
+from parkgate.worker import build_pipeline, build_worker
 
 #: Writes under approve/ park for a human; every other write, and every read,
 #: is auto-approved. One policy serves every phase.
@@ -108,7 +108,7 @@ async def open_stack(
     sqlite_pragmas: tuple[str, ...] = (),
 ) -> AsyncIterator[Stack]:
     """Start the dev server and open (and migrate) the history store under `root`."""
-    from dispatcher.store.migrate import upgrade_async
+    from parkgate.store.migrate import upgrade_async
 
     workspace = root / "workspace"
     workspace.mkdir(parents=True, exist_ok=True)

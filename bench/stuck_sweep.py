@@ -19,17 +19,17 @@ from typing import Any, cast
 
 from temporalio.client import Client
 
-from activities.deps import Deps
-from dispatcher.client import DurableDispatcher
-from dispatcher.codec import data_converter
-from dispatcher.devserver import DevServer
-from dispatcher.models import Session, ToolUseBlock
-from dispatcher.settings import Settings
-from dispatcher.store import Repository
-from dispatcher.store.migrate import upgrade_async
-from dispatcher.store.records import HistoryStore
-from dispatcher.stuck import TaskHealer
-from dispatcher.worker import build_pipeline, build_worker
+from parkgate.activities.deps import Deps
+from parkgate.client import DurableDispatcher
+from parkgate.codec import data_converter
+from parkgate.devserver import DevServer
+from parkgate.models import Session, ToolUseBlock
+from parkgate.settings import Settings
+from parkgate.store import Repository
+from parkgate.store.migrate import upgrade_async
+from parkgate.store.records import HistoryStore
+from parkgate.stuck import TaskHealer
+from parkgate.worker import build_pipeline, build_worker
 
 
 async def park(dispatcher: DurableDispatcher, session: Session, n: int, client: Client) -> None:

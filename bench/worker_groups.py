@@ -21,16 +21,16 @@ from pathlib import Path
 
 from temporalio.client import Client
 
-from activities.deps import Deps
 from bench.durable_latency import measure
-from dispatcher.client import DurableDispatcher
-from dispatcher.codec import data_converter
-from dispatcher.devserver import DevServer
-from dispatcher.models import Session, ToolUseBlock
-from dispatcher.settings import Settings
-from dispatcher.store import Repository
-from dispatcher.store.migrate import upgrade_async
-from dispatcher.worker import build_pipeline, serving
+from parkgate.activities.deps import Deps
+from parkgate.client import DurableDispatcher
+from parkgate.codec import data_converter
+from parkgate.devserver import DevServer
+from parkgate.models import Session, ToolUseBlock
+from parkgate.settings import Settings
+from parkgate.store import Repository
+from parkgate.store.migrate import upgrade_async
+from parkgate.worker import build_pipeline, serving
 
 
 async def main(n: int) -> None:

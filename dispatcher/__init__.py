@@ -1,9 +1,9 @@
 """parkgate's dispatcher: classify a tool call, confirm it if policy says so, run it."""
 
-from dispatcher.budget import Budget, CallBudget
-from dispatcher.context import SubToolCaller, ToolContext
-from dispatcher.diffing import ImpactPreview, unified_diff
-from dispatcher.errors import (
+from parkgate.budget import Budget, CallBudget
+from parkgate.context import SubToolCaller, ToolContext
+from parkgate.diffing import ImpactPreview, unified_diff
+from parkgate.errors import (
     ConfirmationTimeout,
     ToolCancelled,
     ToolError,
@@ -17,10 +17,10 @@ from dispatcher.errors import (
     ToolValidationError,
     WorkspaceEscapeError,
 )
-from dispatcher.events import EVENT_TYPES, ToolEvent, make_event_id
-from dispatcher.hooks import HookHalt, ToolHook
-from dispatcher.local import ConfirmationDecision, ToolDispatcher
-from dispatcher.models import (
+from parkgate.events import EVENT_TYPES, ToolEvent, make_event_id
+from parkgate.hooks import HookHalt, ToolHook
+from parkgate.local import ConfirmationDecision, ToolDispatcher
+from parkgate.models import (
     ImageBlock,
     ImageSource,
     Session,
@@ -33,12 +33,12 @@ from dispatcher.models import (
     ToolUseBlock,
     input_hash,
 )
-from dispatcher.pipeline import Pipeline, classify, execute
-from dispatcher.policy import ConfirmationPolicy, PolicyDecision, PolicyError, split_simple_commands
-from dispatcher.registry import Tool, ToolFactory, ToolRegistry
-from dispatcher.tools import builtin_tools, composed_tools
-from dispatcher.truncation import Limits
-from dispatcher.verdicts import (
+from parkgate.pipeline import Pipeline, classify, execute
+from parkgate.policy import ConfirmationPolicy, PolicyDecision, PolicyError, split_simple_commands
+from parkgate.registry import Tool, ToolFactory, ToolRegistry
+from parkgate.tools import builtin_tools, composed_tools
+from parkgate.truncation import Limits
+from parkgate.verdicts import (
     ApprovalInfo,
     Deny,
     Execute,
@@ -47,7 +47,7 @@ from dispatcher.verdicts import (
     ToolRun,
     Verdict,
 )
-from dispatcher.workspace import WorkspaceFileAPI
+from parkgate.workspace import WorkspaceFileAPI
 
 __all__ = [
     "EVENT_TYPES",

@@ -18,8 +18,8 @@ from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
-from dispatcher.durable_models import CallOutcome, DecideResult, DecisionRecord
-from dispatcher.store.semantics import MeaningProblem
+from parkgate.durable_models import CallOutcome, DecideResult, DecisionRecord
+from parkgate.store.semantics import MeaningProblem
 
 #: Histories fetched at once.
 _PARALLEL = 8
@@ -88,7 +88,7 @@ async def compare_store_with_temporal(
     repo: Any, client: Client, session_id: str | None = None
 ) -> TemporalReport:
     """Compare every top-level call row that names a workflow with its history."""
-    from dispatcher.store.statements import CALLS
+    from parkgate.store.statements import CALLS
 
     query = select(
         CALLS.c.session_id,

@@ -33,11 +33,11 @@ from typing import TYPE_CHECKING, Any, Protocol, Self
 from temporalio.api.common.v1 import Payload
 from temporalio.converter import PayloadCodec, SerializationContext, WithSerializationContext
 
-from dispatcher.codec import CodecError
+from parkgate.codec import CodecError
 
 if TYPE_CHECKING:
-    from dispatcher.codec import EncryptionCodec
-    from dispatcher.store.repository import Repository
+    from parkgate.codec import EncryptionCodec
+    from parkgate.store.repository import Repository
 
 log = logging.getLogger("parkgate.blobs")
 
@@ -83,7 +83,7 @@ class LazyRepositoryBlobs:
             self._lock = self._lock or asyncio.Lock()
             async with self._lock:
                 if self._repo is None:
-                    from dispatcher.store.repository import Repository
+                    from parkgate.store.repository import Repository
 
                     self._repo = await Repository.connect(self.url)
         return self._repo
@@ -311,6 +311,6 @@ class ChainCodec(PayloadCodec, WithSerializationContext):
     @property
     def encryption(self) -> EncryptionCodec | None:
         """The encryption codec in the chain (it also seals the blobs)."""
-        from dispatcher.codec import EncryptionCodec
+        from parkgate.codec import EncryptionCodec
 
         return next((c for c in self.codecs if isinstance(c, EncryptionCodec)), None)

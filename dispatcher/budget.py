@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import Protocol
 
-from dispatcher.models import Session, ToolDefinition, ToolUseBlock
-from dispatcher.verdicts import PreparedCall, ToolRun
+from parkgate.models import Session, ToolDefinition, ToolUseBlock
+from parkgate.verdicts import PreparedCall, ToolRun
 
 
 class Budget(Protocol):

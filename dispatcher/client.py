@@ -25,8 +25,8 @@ from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
-from dispatcher import stuck, subcalls
-from dispatcher.durable_models import (
+from parkgate import stuck, subcalls
+from parkgate.durable_models import (
     CALL_WORKFLOW,
     DECISIONS,
     QUERY_STATUS,
@@ -46,11 +46,11 @@ from dispatcher.durable_models import (
     session_call_prefix,
     turn_workflow_id,
 )
-from dispatcher.links import approval_url
-from dispatcher.models import Session, ToolDefinition, ToolResultBlock, ToolUseBlock, input_hash
-from dispatcher.remember_spec import RememberSpec
-from dispatcher.settings import Settings
-from dispatcher.store.records import ApprovalRecord, CallStatus
+from parkgate.links import approval_url
+from parkgate.models import Session, ToolDefinition, ToolResultBlock, ToolUseBlock, input_hash
+from parkgate.remember_spec import RememberSpec
+from parkgate.settings import Settings
+from parkgate.store.records import ApprovalRecord, CallStatus
 
 
 class ApprovalLookup(Protocol):

@@ -29,8 +29,8 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.converter import DataConverter, PayloadCodec
 
 if TYPE_CHECKING:
-    from dispatcher.blobs import BlobStore
-    from dispatcher.settings import Settings
+    from parkgate.blobs import BlobStore
+    from parkgate.settings import Settings
 
 ENCODING = b"binary/encrypted"
 KEY_ID_META = "encryption-key-id"
@@ -143,7 +143,7 @@ def converter_with(
     """
     if blobs is None:
         return dataclasses.replace(pydantic_data_converter, payload_codec=codec)
-    from dispatcher.blobs import BlobCodec, ChainCodec
+    from parkgate.blobs import BlobCodec, ChainCodec
 
     chain = ChainCodec([BlobCodec(blobs, codec, threshold), codec])
     return dataclasses.replace(pydantic_data_converter, payload_codec=chain)
@@ -155,7 +155,7 @@ def data_converter(settings: Settings, blobs: BlobStore | None = None) -> DataCo
     Large payloads go to `blobs`, by default the history store of `settings`
     (opened on first use), so no Temporal payload nears its 2 MiB limit.
     """
-    from dispatcher.blobs import LazyRepositoryBlobs
+    from parkgate.blobs import LazyRepositoryBlobs
 
     store = blobs or LazyRepositoryBlobs(settings.effective_database_url)
     return converter_with(codec_for(settings), store, threshold=settings.blob_threshold_bytes)

@@ -14,11 +14,11 @@ import sys
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from dispatcher.truncation import Limits
-from dispatcher.workspace import WorkspaceFileAPI
+from parkgate.truncation import Limits
+from parkgate.workspace import WorkspaceFileAPI
 
 if TYPE_CHECKING:
-    from dispatcher.verdicts import ToolRun
+    from parkgate.verdicts import ToolRun
 
 
 class SubToolCaller(Protocol):
@@ -51,7 +51,7 @@ current_call: contextvars.ContextVar[tuple[str, str] | None] = contextvars.Conte
     "parkgate_current_call", default=None
 )
 _open_audit_installed = False
-_open_log = logging.getLogger("dispatcher.tools.open")
+_open_log = logging.getLogger("parkgate.tools.open")
 
 
 def _audit(event: str, args: tuple[Any, ...]) -> None:

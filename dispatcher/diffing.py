@@ -12,9 +12,9 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from dispatcher.errors import ToolError
-from dispatcher.models import ToolDefinition
-from dispatcher.workspace import WorkspaceFileAPI
+from parkgate.errors import ToolError
+from parkgate.models import ToolDefinition
+from parkgate.workspace import WorkspaceFileAPI
 
 #: Diffs longer than this are cut (the approval page is not a file viewer).
 MAX_DIFF_CHARS = 64_000

@@ -13,11 +13,11 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
 
-from dispatcher.events import ToolEvent
-from dispatcher.models import Session, ToolErrorClass, ToolResultBlock, ToolUseBlock
-from dispatcher.remember_spec import RememberSpec
-from dispatcher.store.records import ApprovalRecord, CallStatus, CallUpdate, RecordedFinish
-from dispatcher.verdicts import ApprovalInfo, Deny, Execute, NeedsApproval, PreparedCall
+from parkgate.events import ToolEvent
+from parkgate.models import Session, ToolErrorClass, ToolResultBlock, ToolUseBlock
+from parkgate.remember_spec import RememberSpec
+from parkgate.store.records import ApprovalRecord, CallStatus, CallUpdate, RecordedFinish
+from parkgate.verdicts import ApprovalInfo, Deny, Execute, NeedsApproval, PreparedCall
 
 #: Stable names: they are written into Temporal history.
 CALL_WORKFLOW = "parkgate.ToolCall"

@@ -27,17 +27,17 @@ from typing import TYPE_CHECKING, Any, cast
 
 import uvicorn
 
-from dispatcher.datadir import secure_data_dir
-from dispatcher.settings import Settings
-from dispatcher.worker_groups import served_queues
+from parkgate.datadir import secure_data_dir
+from parkgate.settings import Settings
+from parkgate.worker_groups import served_queues
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
     from temporalio.client import Client
 
-    from activities.deps import Deps
-    from dispatcher.blobs import BlobStore
-    from dispatcher.store import Repository
+    from parkgate.activities.deps import Deps
+    from parkgate.blobs import BlobStore
+    from parkgate.store import Repository
 
 log = logging.getLogger("parkgate.serve")
 
@@ -91,7 +91,7 @@ def pick_port(host: str, preferred: int) -> int:
     """`preferred` when free, else any free port (0 = any)."""
     if preferred and not port_in_use(host, preferred):
         return preferred
-    from dispatcher.devserver import free_port
+    from parkgate.devserver import free_port
 
     return free_port(host)
 
@@ -107,7 +107,7 @@ async def connect_temporal(
     """Connect, retrying while Temporal starts (compose starts everything at once).
 
     Setting `stop` while it waits raises Interrupted."""
-    from dispatcher.temporal_client import connect
+    from parkgate.temporal_client import connect
 
     target = address or settings.temporal_address
     deadline = time.monotonic() + timeout
@@ -134,9 +134,9 @@ async def connect_temporal(
 
 async def migrated_repository(settings: Settings, *, upgrade: bool = False) -> Repository:
     """The history store, upgraded first when asked; refuses a schema that does not match."""
-    from dispatcher.store import Repository, SchemaError
-    from dispatcher.store.migrate import upgrade_async
-    from dispatcher.store.urls import display_url
+    from parkgate.store import Repository, SchemaError
+    from parkgate.store.migrate import upgrade_async
+    from parkgate.store.urls import display_url
 
     url = settings.effective_database_url
     try:
@@ -157,9 +157,9 @@ async def migrated_repository(settings: Settings, *, upgrade: bool = False) -> R
 
 async def worker_deps(settings: Settings, repo: Repository) -> Deps:
     """The worker's dependencies (the one recipe in dispatcher.worker) over `repo`."""
-    from activities.deps import Deps
-    from dispatcher.store.records import HistoryStore
-    from dispatcher.worker import build_deps
+    from parkgate.activities.deps import Deps
+    from parkgate.store.records import HistoryStore
+    from parkgate.worker import build_deps
 
     deps = await build_deps(settings)
     own = cast(Any, deps.store)
@@ -182,8 +182,8 @@ def api_app(
     eager workflow start: the first workflow task runs in this process
     without a round trip through the server's task queue.
     """
-    from dispatcher.api import ApiDeps, create_app
-    from dispatcher.client import DurableDispatcher
+    from parkgate.api import ApiDeps, create_app
+    from parkgate.client import DurableDispatcher
 
     registry = deps.pipeline.registry
     dispatcher = DurableDispatcher(
@@ -211,7 +211,7 @@ class ApiServer(uvicorn.Server):
 
 
 def api_server(app: FastAPI, host: str, port: int, *, log_level: str = "warning") -> ApiServer:
-    from dispatcher.api.logredact import uvicorn_log_config
+    from parkgate.api.logredact import uvicorn_log_config
 
     config = uvicorn.Config(
         app,
@@ -410,8 +410,8 @@ async def run_worker(
     with stop_on_signals(stop):  # first: the imports below take a while
         if announce is not None:
             announce()
-        from dispatcher.stuck import healing
-        from dispatcher.worker import serving
+        from parkgate.stuck import healing
+        from parkgate.worker import serving
 
         repo = await migrated_repository(settings)
         try:
@@ -494,11 +494,11 @@ class EmbeddedStack:
     ) -> AsyncIterator[tuple[Banner, ApiServer]]:
         """The start-up once this process holds the data directory's lock: whatever
         a previous owner left (serve.json, a dev server) is stale and goes first."""
-        from dispatcher.devserver import DevServer, DevServerError, stop_leftovers
-        from dispatcher.store import ApiKeyNameTakenError
-        from dispatcher.store.urls import display_url
-        from dispatcher.stuck import healing
-        from dispatcher.worker import serving
+        from parkgate.devserver import DevServer, DevServerError, stop_leftovers
+        from parkgate.store import ApiKeyNameTakenError
+        from parkgate.store.urls import display_url
+        from parkgate.stuck import healing
+        from parkgate.worker import serving
 
         (settings.data_dir / RUNTIME_FILE).unlink(missing_ok=True)
         leftovers = await asyncio.to_thread(stop_leftovers, settings.data_dir / "temporal.db")

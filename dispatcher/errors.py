@@ -7,7 +7,7 @@ non-leaking message.
 
 from __future__ import annotations
 
-from dispatcher.models import ToolErrorClass
+from parkgate.models import ToolErrorClass
 
 
 class ToolError(Exception):

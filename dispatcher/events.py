@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from dispatcher.models import SideEffects, ToolErrorClass, utcnow
+from parkgate.models import SideEffects, ToolErrorClass, utcnow
 
 EventType = Literal[
     "tool.called",

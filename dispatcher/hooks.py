@@ -13,8 +13,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from dispatcher.models import Session, ToolDefinition, ToolErrorClass, ToolUseBlock
-from dispatcher.verdicts import PreparedCall, ToolRun
+from parkgate.models import Session, ToolDefinition, ToolErrorClass, ToolUseBlock
+from parkgate.verdicts import PreparedCall, ToolRun
 
 
 class HookHalt(BaseModel):

@@ -17,10 +17,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from dispatcher.budget import Budget
-from dispatcher.events import ToolEvent
-from dispatcher.hooks import maybe_await
-from dispatcher.models import (
+from parkgate.budget import Budget
+from parkgate.events import ToolEvent
+from parkgate.hooks import maybe_await
+from parkgate.models import (
     Session,
     TextBlock,
     ToolDefinition,
@@ -28,13 +28,13 @@ from dispatcher.models import (
     ToolResultBlock,
     ToolUseBlock,
 )
-from dispatcher.pipeline import Pipeline, deny_event, deny_result
-from dispatcher.policy import ConfirmationPolicy
-from dispatcher.registry import ToolFactory, ToolRegistry
-from dispatcher.truncation import Limits
-from dispatcher.verdicts import ApprovalInfo, Deny, NeedsApproval, PreparedCall
+from parkgate.pipeline import Pipeline, deny_event, deny_result
+from parkgate.policy import ConfirmationPolicy
+from parkgate.registry import ToolFactory, ToolRegistry
+from parkgate.truncation import Limits
+from parkgate.verdicts import ApprovalInfo, Deny, NeedsApproval, PreparedCall
 
-log = logging.getLogger("dispatcher.local")
+log = logging.getLogger("parkgate.local")
 
 Decision = Literal["allow", "deny", "allow_with_edits"]
 DECISIONS: tuple[str, ...] = ("allow", "deny", "allow_with_edits")

@@ -12,10 +12,10 @@ from email.message import EmailMessage
 from email.utils import make_msgid
 from typing import TYPE_CHECKING
 
-from dispatcher.durable_models import NotifyInput
+from parkgate.durable_models import NotifyInput
 
 if TYPE_CHECKING:
-    from dispatcher.settings import Settings
+    from parkgate.settings import Settings
 
 #: A diff longer than this is cut in the mail (the approval page shows it whole).
 MAX_DIFF_CHARS = 20_000

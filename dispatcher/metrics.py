@@ -23,10 +23,10 @@ from prometheus_client import (
 )
 from sqlalchemy import Table, func, select
 
-from dispatcher.store.records import CallStatus
+from parkgate.store.records import CallStatus
 
 if TYPE_CHECKING:
-    from dispatcher.store.repository import Repository
+    from parkgate.store.repository import Repository
 
 REGISTRY = CollectorRegistry(auto_describe=True)
 
@@ -192,13 +192,13 @@ class StoreSampler:
 
 
 def _calls_table() -> Table:
-    from dispatcher.store.repository import CALLS
+    from parkgate.store.repository import CALLS
 
     return CALLS
 
 
 def _conflicts_table() -> Table:
-    from dispatcher.store.statements import CONFLICTS
+    from parkgate.store.statements import CONFLICTS
 
     return CONFLICTS
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from dispatcher.durable_models import NotifyInput
+from parkgate.durable_models import NotifyInput
 
 # httpx logs every request URL at INFO; webhook URLs (Slack's above all) are
 # credentials, so only its warnings are let through.
@@ -20,7 +20,7 @@ logging.getLogger("httpx").setLevel(logging.WARNING)
 if TYPE_CHECKING:  # httpx does I/O: keep it out of module import
     import httpx
 
-    from dispatcher.settings import Webhook
+    from parkgate.settings import Webhook
 
 
 class WebhookError(Exception):

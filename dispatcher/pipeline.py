@@ -19,13 +19,13 @@ import uuid
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any
 
-from dispatcher.budget import Budget
-from dispatcher.context import ToolContext, current_call, install_open_audit
-from dispatcher.diffing import ImpactPreview, generic_preview, summarize_input
-from dispatcher.errors import ToolError
-from dispatcher.events import EventType, ToolEvent
-from dispatcher.hooks import HookHalt, hook_name, maybe_await
-from dispatcher.models import (
+from parkgate.budget import Budget
+from parkgate.context import ToolContext, current_call, install_open_audit
+from parkgate.diffing import ImpactPreview, generic_preview, summarize_input
+from parkgate.errors import ToolError
+from parkgate.events import EventType, ToolEvent
+from parkgate.hooks import HookHalt, hook_name, maybe_await
+from parkgate.models import (
     Session,
     TextBlock,
     ToolDefinition,
@@ -37,11 +37,11 @@ from dispatcher.models import (
     tool_timeout,
     utcnow,
 )
-from dispatcher.policy import ConfirmationPolicy
-from dispatcher.registry import ToolRegistry
-from dispatcher.schema import validate_input
-from dispatcher.truncation import Limits, truncate_text
-from dispatcher.verdicts import (
+from parkgate.policy import ConfirmationPolicy
+from parkgate.registry import ToolRegistry
+from parkgate.schema import validate_input
+from parkgate.truncation import Limits, truncate_text
+from parkgate.verdicts import (
     ApprovalInfo,
     Deny,
     Execute,
@@ -50,9 +50,9 @@ from dispatcher.verdicts import (
     ToolRun,
     Verdict,
 )
-from dispatcher.workspace import WorkspaceFileAPI, resolve_root
+from parkgate.workspace import WorkspaceFileAPI, resolve_root
 
-log = logging.getLogger("dispatcher.pipeline")
+log = logging.getLogger("parkgate.pipeline")
 
 Emit = Callable[[ToolEvent], Awaitable[None]]
 #: Decides a sub-call's NeedsApproval (non-atomic composed tools): the prepared
@@ -398,7 +398,7 @@ class Pipeline:
                 workspace_path=resolve_root(prepared.session.workspace_path),
                 cancel_event=cancel_event,
                 logger=logging.LoggerAdapter(
-                    logging.getLogger(f"dispatcher.tools.{definition.name}"),
+                    logging.getLogger(f"parkgate.tools.{definition.name}"),
                     {"tool_use_id": prepared.call.id, "session_id": prepared.session.session_id},
                 ),
                 workspace_files=WorkspaceFileAPI(prepared.session.workspace_path),

@@ -32,7 +32,7 @@ from pydantic import (
     model_validator,
 )
 
-from dispatcher.models import Session, SideEffects, ToolDefinition
+from parkgate.models import Session, SideEffects, ToolDefinition
 
 Mode = Literal["auto", "prompt", "prompt_once", "deny"]
 MODES: tuple[str, ...] = ("auto", "prompt", "prompt_once", "deny")

@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
-from dispatcher.context import ToolContext
-from dispatcher.errors import ToolNameConflictError, ToolRegistrationError
-from dispatcher.models import Session, SideEffects, ToolDefinition, ToolOutput
-from dispatcher.schema import check_schema_subset
+from parkgate.context import ToolContext
+from parkgate.errors import ToolNameConflictError, ToolRegistrationError
+from parkgate.models import Session, SideEffects, ToolDefinition, ToolOutput
+from parkgate.schema import check_schema_subset
 
 
 @runtime_checkable

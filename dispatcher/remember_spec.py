@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import BaseModel, Field, field_validator
 
 if TYPE_CHECKING:
-    from dispatcher.durable_models import DecideInput
-    from dispatcher.verdicts import ApprovalInfo
+    from parkgate.durable_models import DecideInput
+    from parkgate.verdicts import ApprovalInfo
 
 #: Bounds of `remember.ttl_seconds`: a minute to thirty days.
 MIN_TTL_SECONDS = 60

@@ -20,9 +20,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from dispatcher.models import input_hash
-from dispatcher.policy import _tokens, split_simple_commands
-from dispatcher.remember_spec import RememberSpec
+from parkgate.models import input_hash
+from parkgate.policy import _tokens, split_simple_commands
+from parkgate.remember_spec import RememberSpec
 
 #: The input field a prefix rule matches (shell command lines).
 COMMAND_FIELD = "command"

@@ -37,10 +37,10 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from dispatcher.context import ToolContext
-from dispatcher.errors import ToolExecutionError
-from dispatcher.toolenv import tool_environment
-from dispatcher.truncation import Limits
+from parkgate.context import ToolContext
+from parkgate.errors import ToolExecutionError
+from parkgate.toolenv import tool_environment
+from parkgate.truncation import Limits
 
 log = logging.getLogger("parkgate.sandbox")
 

@@ -22,8 +22,8 @@ from pydantic_settings import (
     YamlConfigSettingsSource,
 )
 
-from dispatcher.mcp_source.config import McpServer
-from dispatcher.worker_groups import check_group_name
+from parkgate.mcp_source.config import McpServer
+from parkgate.worker_groups import check_group_name
 
 
 def default_data_dir() -> Path:
@@ -152,7 +152,7 @@ class Settings(BaseSettings):
     @field_validator("payload_keys", mode="after")
     @classmethod
     def _check_payload_keys(cls, value: dict[str, str]) -> dict[str, str]:
-        from dispatcher.codec import decode_key
+        from parkgate.codec import decode_key
 
         for kid, text in value.items():
             try:
@@ -225,7 +225,7 @@ class Settings(BaseSettings):
     @classmethod
     def _known_classes(cls, value: dict[str, float]) -> dict[str, float]:
         """An expiry for a class that does not exist would silently never apply."""
-        from dispatcher.models import SideEffects
+        from parkgate.models import SideEffects
 
         known = {c.value for c in SideEffects}
         for key, seconds in value.items():

@@ -15,9 +15,9 @@ from typing import Any
 
 from slack_sdk.signature import Clock, SignatureVerifier
 
-from dispatcher.durable_models import DecisionRecord
-from dispatcher.store.records import ApprovalRecord
-from dispatcher.verdicts import ApprovalInfo
+from parkgate.durable_models import DecisionRecord
+from parkgate.store.records import ApprovalRecord
+from parkgate.verdicts import ApprovalInfo
 
 ACTION_APPROVE = "parkgate_approve"
 ACTION_DENY = "parkgate_deny"

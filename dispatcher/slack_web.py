@@ -14,10 +14,10 @@ from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.webhook.async_client import AsyncWebhookClient
 
-from dispatcher import slack
-from dispatcher.durable_models import SlackMessageRef
-from dispatcher.settings import Settings
-from dispatcher.verdicts import ApprovalInfo
+from parkgate import slack
+from parkgate.durable_models import SlackMessageRef
+from parkgate.settings import Settings
+from parkgate.verdicts import ApprovalInfo
 
 
 class SlackError(Exception):

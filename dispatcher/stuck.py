@@ -33,18 +33,18 @@ from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
-from dispatcher.durable_models import (
+from parkgate.durable_models import (
     CALL_WORKFLOW,
     TURN_WORKFLOW,
     CallInput,
     TurnInput,
     call_workflow_id,
 )
-from dispatcher.events import ToolEvent
-from dispatcher.models import TextBlock, ToolErrorClass, ToolResultBlock, utcnow
-from dispatcher.settings import Settings
-from dispatcher.store.records import CallStatus, CallUpdate, RecordedFinish
-from dispatcher.store.results import CallRecord
+from parkgate.events import ToolEvent
+from parkgate.models import TextBlock, ToolErrorClass, ToolResultBlock, utcnow
+from parkgate.settings import Settings
+from parkgate.store.records import CallStatus, CallUpdate, RecordedFinish
+from parkgate.store.results import CallRecord
 
 log = logging.getLogger("parkgate.stuck")
 

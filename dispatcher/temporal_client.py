@@ -9,9 +9,9 @@ from __future__ import annotations
 from temporalio.client import Client
 from temporalio.service import TLSConfig
 
-from dispatcher.blobs import BlobStore
-from dispatcher.codec import data_converter
-from dispatcher.settings import Settings
+from parkgate.blobs import BlobStore
+from parkgate.codec import data_converter
+from parkgate.settings import Settings
 
 
 def tls_config(settings: Settings) -> TLSConfig | bool:

@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from dispatcher.models import (
+from parkgate.models import (
     Session,
     SideEffects,
     ToolDefinition,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import pkgutil
 import signal
 import sys
 from collections.abc import AsyncIterator, Iterable
@@ -18,21 +19,34 @@ from temporalio.client import Client
 from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
-import activities
-import workflows
-from activities.deps import Deps
-from dispatcher.settings import Settings, get_settings
-from dispatcher.store.records import HistoryStore
-from dispatcher.worker_groups import group_queue
+from parkgate import activities, workflows
+from parkgate.activities.deps import Deps
+from parkgate.settings import Settings, get_settings
+from parkgate.store.records import HistoryStore
+from parkgate.worker_groups import group_queue
 
 if TYPE_CHECKING:
-    from dispatcher.blobs import BlobStore
-    from dispatcher.pipeline import Pipeline
-    from dispatcher.registry import ToolFactory, ToolRegistry
+    from parkgate.blobs import BlobStore
+    from parkgate.pipeline import Pipeline
+    from parkgate.registry import ToolFactory, ToolRegistry
+
+def _parkgate_modules() -> tuple[str, ...]:
+    """Every parkgate module except the workflows themselves.
+
+    The sandbox matches passthrough names by prefix, so `parkgate` itself cannot
+    be listed: it would pass `parkgate.workflows` through and defeat the sandbox.
+    """
+    import parkgate
+
+    return tuple(
+        f"parkgate.{m.name}" for m in pkgutil.iter_modules(parkgate.__path__)
+        if m.name != "workflows"
+    )
+
 
 #: Modules the workflow sandbox passes through: parkgate's pure models and
 #: their pure dependencies (re-importing them per workflow run would be slow).
-PASSTHROUGH_MODULES = ("dispatcher", "jsonschema", "pydantic", "pydantic_core")
+PASSTHROUGH_MODULES = (*_parkgate_modules(), "jsonschema", "pydantic", "pydantic_core")
 
 
 def workflow_runner() -> SandboxedWorkflowRunner:
@@ -102,8 +116,8 @@ def build_registry(extra_tools: Iterable[ToolFactory] = ()) -> ToolRegistry:
     atomic_edit_checked: their sub-tools must be registered first), then
     `extra_tools` in order (tests and embedders add theirs here).
     """
-    from dispatcher.registry import ToolRegistry
-    from dispatcher.tools import builtin_tools, composed_tools
+    from parkgate.registry import ToolRegistry
+    from parkgate.tools import builtin_tools, composed_tools
 
     registry = ToolRegistry()
     for factory in [*builtin_tools(), *composed_tools(), *extra_tools]:
@@ -113,9 +127,9 @@ def build_registry(extra_tools: Iterable[ToolFactory] = ()) -> ToolRegistry:
 
 def build_pipeline(settings: Settings, *, extra_tools: Iterable[ToolFactory] = ()) -> Pipeline:
     """The pipeline from settings: built-in and composed tools, confirmation policy, limits."""
-    from dispatcher.pipeline import Pipeline
-    from dispatcher.policy import ConfirmationPolicy
-    from dispatcher.truncation import Limits
+    from parkgate.pipeline import Pipeline
+    from parkgate.policy import ConfirmationPolicy
+    from parkgate.truncation import Limits
 
     registry = build_registry(extra_tools)
     policy = ConfirmationPolicy.from_mapping(settings.tool_confirmation).with_approvers(
@@ -137,17 +151,17 @@ def build_pipeline(settings: Settings, *, extra_tools: Iterable[ToolFactory] = (
 async def build_deps(settings: Settings, *, store: HistoryStore | None = None) -> Deps:
     """Real dependencies from settings; opens the store (schema checked) unless given."""
     if store is None:
-        from dispatcher.store import Repository
+        from parkgate.store import Repository
 
         repo = await Repository.connect(settings.effective_database_url, check_schema=True)
         # Repository.apply returns the number of new events; the protocol ignores it.
         store = cast(HistoryStore, repo)
     extra: list[ToolFactory] = []
     if settings.mcp_servers:
-        from dispatcher.mcp_source.discover import discover
+        from parkgate.mcp_source.discover import discover
 
         extra = (await discover(settings.mcp_servers)).factories
-    from dispatcher.sandbox import announce
+    from parkgate.sandbox import announce
 
     pipeline = build_pipeline(settings, extra_tools=extra)
     await announce(pipeline.limits)
@@ -156,7 +170,7 @@ async def build_deps(settings: Settings, *, store: HistoryStore | None = None) -
 
 async def run_worker(settings: Settings, *, deps: Deps | None = None) -> None:
     """Run a worker until SIGTERM/SIGINT."""
-    from dispatcher.temporal_client import connect
+    from parkgate.temporal_client import connect
 
     deps = deps or await build_deps(settings)
     # The worker's store also keeps the large payloads (dispatcher.blobs).
@@ -166,7 +180,7 @@ async def run_worker(settings: Settings, *, deps: Deps | None = None) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    from dispatcher.stuck import healing
+    from parkgate.stuck import healing
 
     async with serving(client, settings, deps), healing(client, settings, deps.store):
         await stop.wait()

@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from dispatcher.errors import ToolExecutionError, WorkspaceEscapeError
+from parkgate.errors import ToolExecutionError, WorkspaceEscapeError
 
 
 def resolve_root(workspace_path: str) -> str:

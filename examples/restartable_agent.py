@@ -26,8 +26,8 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from dispatcher.adapters.pydantic_ai import parkgate_toolset
-from dispatcher.agent_client import AsyncParkgateClient
+from parkgate.adapters.pydantic_ai import parkgate_toolset
+from parkgate.agent_client import AsyncParkgateClient
 
 
 def scripted_model(conversation_id: str) -> FunctionModel:

@@ -15,7 +15,7 @@ from logging.config import fileConfig
 from alembic import context
 from sqlalchemy.engine import Connection
 
-from dispatcher.store.models import Base
+from parkgate.store.models import Base
 
 config = context.config
 if config.config_file_name and "connection" not in config.attributes:
@@ -26,7 +26,7 @@ target_metadata = Base.metadata
 def _url() -> str:
     url = config.attributes.get("url") or config.get_main_option("sqlalchemy.url")
     if not url:
-        from dispatcher.settings import get_settings
+        from parkgate.settings import get_settings
 
         url = get_settings().effective_database_url
     return str(url)
@@ -48,7 +48,7 @@ def _run(connection: Connection) -> None:
 
 
 async def _run_async() -> None:
-    from dispatcher.store.engine import WRITE, make_engine
+    from parkgate.store.engine import WRITE, make_engine
 
     engine = make_engine(_url())
     try:

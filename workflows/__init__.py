@@ -13,9 +13,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from workflows.call import ToolCallWorkflow
-    from workflows.slack_outcome import SlackOutcomeWorkflow
-    from workflows.turn import TurnWorkflow
+    from parkgate.workflows.call import ToolCallWorkflow
+    from parkgate.workflows.slack_outcome import SlackOutcomeWorkflow
+    from parkgate.workflows.turn import TurnWorkflow
 
     ALL: list[type]
 
@@ -24,10 +24,10 @@ __all__ = ["ALL", "SlackOutcomeWorkflow", "ToolCallWorkflow", "TurnWorkflow"]
 
 def __getattr__(name: str) -> Any:
     if name not in __all__:
-        raise AttributeError(f"module 'workflows' has no attribute {name!r}")
-    from workflows.call import ToolCallWorkflow
-    from workflows.slack_outcome import SlackOutcomeWorkflow
-    from workflows.turn import TurnWorkflow
+        raise AttributeError(f"module 'parkgate.workflows' has no attribute {name!r}")
+    from parkgate.workflows.call import ToolCallWorkflow
+    from parkgate.workflows.slack_outcome import SlackOutcomeWorkflow
+    from parkgate.workflows.turn import TurnWorkflow
 
     return {
         "ALL": [ToolCallWorkflow, TurnWorkflow, SlackOutcomeWorkflow],

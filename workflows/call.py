@@ -33,8 +33,8 @@ from temporalio.exceptions import (
 )
 
 with workflow.unsafe.imports_passed_through():
-    from dispatcher import quorum
-    from dispatcher.durable_models import (
+    from parkgate import quorum
+    from parkgate.durable_models import (
         ACT_CLASSIFY,
         ACT_CREATE_APPROVAL,
         ACT_EXECUTE,
@@ -76,13 +76,13 @@ with workflow.unsafe.imports_passed_through():
         prepared_fields,
         with_prepared,
     )
-    from dispatcher.events import EventType, ToolEvent
-    from dispatcher.models import TextBlock, ToolErrorClass, ToolResultBlock
-    from dispatcher.remember_spec import remember_for
-    from dispatcher.schema import validate_input
-    from dispatcher.store.records import ApprovalRecord, CallStatus, CallUpdate, status_for
-    from dispatcher.verdicts import ApprovalInfo, Deny, Execute, PreparedCall
-    from dispatcher.worker_groups import group_queue
+    from parkgate.events import EventType, ToolEvent
+    from parkgate.models import TextBlock, ToolErrorClass, ToolResultBlock
+    from parkgate.remember_spec import remember_for
+    from parkgate.schema import validate_input
+    from parkgate.store.records import ApprovalRecord, CallStatus, CallUpdate, status_for
+    from parkgate.verdicts import ApprovalInfo, Deny, Execute, PreparedCall
+    from parkgate.worker_groups import group_queue
 
 #: Local activities (classify, record, revalidate) are fast and idempotent.
 _LOCAL_TIMEOUT = timedelta(seconds=30)

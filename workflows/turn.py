@@ -15,7 +15,7 @@ from temporalio.exceptions import ChildWorkflowError, WorkflowAlreadyStartedErro
 from temporalio.workflow import ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
-    from dispatcher.durable_models import (
+    from parkgate.durable_models import (
         TURN_WORKFLOW,
         CallInput,
         CallOutcome,
@@ -23,10 +23,10 @@ with workflow.unsafe.imports_passed_through():
         TurnOutcome,
         call_workflow_id,
     )
-    from dispatcher.models import ToolErrorClass, ToolUseBlock
-    from dispatcher.store.records import status_for
+    from parkgate.models import ToolErrorClass, ToolUseBlock
+    from parkgate.store.records import status_for
 
-from workflows.call import ToolCallWorkflow, error_result
+from parkgate.workflows.call import ToolCallWorkflow, error_result
 
 
 def _failed(call: ToolUseBlock, error_class: ToolErrorClass, text: str) -> CallOutcome:

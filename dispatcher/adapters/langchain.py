@@ -12,8 +12,8 @@ from typing import Any
 from langchain_core.tools import BaseTool, ToolException
 from pydantic import ConfigDict
 
-from dispatcher.agent_client import AsyncParkgateClient
-from dispatcher.models import ToolUseBlock
+from parkgate.agent_client import AsyncParkgateClient
+from parkgate.models import ToolUseBlock
 
 _CALL_ID: ContextVar[str | None] = ContextVar("parkgate_langchain_call_id", default=None)
 

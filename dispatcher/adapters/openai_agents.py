@@ -19,9 +19,9 @@ from typing import Any
 from agents import FunctionTool, RunContextWrapper
 from agents.tool_context import ToolContext
 
-from dispatcher.agent_client import AsyncParkgateClient
-from dispatcher.models import ToolDefinition, ToolUseBlock
-from dispatcher.store.records import CallStatus
+from parkgate.agent_client import AsyncParkgateClient
+from parkgate.models import ToolDefinition, ToolUseBlock
+from parkgate.store.records import CallStatus
 
 #: How long `needs_approval` watches a fresh call for parkgate's verdict.
 PROBE_SECONDS = 10.0

@@ -15,8 +15,8 @@ from typing import Any
 from pydantic_ai import FunctionToolset, RunContext, Tool
 from pydantic_ai.exceptions import CallDeferred
 
-from dispatcher.agent_client import AsyncParkgateClient, CallNotFinishedError
-from dispatcher.models import ToolDefinition, ToolUseBlock
+from parkgate.agent_client import AsyncParkgateClient, CallNotFinishedError
+from parkgate.models import ToolDefinition, ToolUseBlock
 
 
 async def parkgate_toolset(

@@ -5,8 +5,8 @@ Typed with the API's own models (`dispatcher.api.schemas`); method names follow
 `cancel_session_tools`, `get_definitions_for_session`).
 """
 
-from dispatcher.agent_client.aio import AsyncParkgateClient
-from dispatcher.agent_client.errors import (
+from parkgate.agent_client.aio import AsyncParkgateClient
+from parkgate.agent_client.errors import (
     CallNotFinishedError,
     ConflictError,
     ForbiddenError,
@@ -15,7 +15,7 @@ from dispatcher.agent_client.errors import (
     UnauthorizedError,
     UnavailableError,
 )
-from dispatcher.agent_client.sync import ParkgateClient
+from parkgate.agent_client.sync import ParkgateClient
 
 __all__ = [
     "AsyncParkgateClient",

@@ -11,8 +11,8 @@ from typing import Any
 
 import httpx
 
-from dispatcher.api.schemas import EventOut
-from dispatcher.models import Session, ToolUseBlock
+from parkgate.api.schemas import EventOut
+from parkgate.models import Session, ToolUseBlock
 
 #: Statuses retried after Retry-After (the server is up but cannot answer now).
 RETRY_STATUSES = frozenset({429, 503})

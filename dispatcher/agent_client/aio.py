@@ -8,9 +8,9 @@ from typing import Any, Literal
 
 import httpx
 
-from dispatcher.agent_client import _common as c
-from dispatcher.agent_client.errors import error_from, not_waiting, result_of
-from dispatcher.api.schemas import (
+from parkgate.agent_client import _common as c
+from parkgate.agent_client.errors import error_from, not_waiting, result_of
+from parkgate.api.schemas import (
     BatchOut,
     CallResource,
     CancelOut,
@@ -20,7 +20,7 @@ from dispatcher.api.schemas import (
     SessionOut,
     ToolsOut,
 )
-from dispatcher.models import Session, ToolDefinition, ToolResultBlock, ToolUseBlock
+from parkgate.models import Session, ToolDefinition, ToolResultBlock, ToolUseBlock
 
 Decision = Literal["allow", "deny", "allow_with_edits"]
 

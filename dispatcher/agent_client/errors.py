@@ -6,8 +6,8 @@ from typing import Any
 
 import httpx
 
-from dispatcher.api.schemas import CallResource
-from dispatcher.models import ToolResultBlock
+from parkgate.api.schemas import CallResource
+from parkgate.models import ToolResultBlock
 
 
 class ParkgateError(Exception):

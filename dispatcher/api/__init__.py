@@ -1,6 +1,6 @@
 """HTTP service: agent API (/v1), approval pages, audit pages, health and metrics."""
 
-from dispatcher.api.app import create_app
-from dispatcher.api.deps import ApiDeps
+from parkgate.api.app import create_app
+from parkgate.api.deps import ApiDeps
 
 __all__ = ["ApiDeps", "create_app"]

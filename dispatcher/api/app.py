@@ -5,8 +5,8 @@ from __future__ import annotations
 from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 
-from dispatcher import metrics
-from dispatcher.api import (
+from parkgate import metrics
+from parkgate.api import (
     mcp_gateway,
     routes_approve,
     routes_audit,
@@ -17,17 +17,17 @@ from dispatcher.api import (
     routes_slack,
     routes_v1,
 )
-from dispatcher.api.deps import ApiDeps
-from dispatcher.api.errors import install_error_handlers
-from dispatcher.api.limits import BodySizeLimitMiddleware
-from dispatcher.api.logredact import install_log_redaction
-from dispatcher.api.ratelimit import RateLimiter
-from dispatcher.api.service import CallService
-from dispatcher.api.views import STATIC_DIR, make_templates
-from dispatcher.blobs import BlobCodec, ChainCodec
-from dispatcher.client import DurableDispatcher
-from dispatcher.codec import EncryptionCodec, codec_for
-from dispatcher.settings import Settings
+from parkgate.api.deps import ApiDeps
+from parkgate.api.errors import install_error_handlers
+from parkgate.api.limits import BodySizeLimitMiddleware
+from parkgate.api.logredact import install_log_redaction
+from parkgate.api.ratelimit import RateLimiter
+from parkgate.api.service import CallService
+from parkgate.api.views import STATIC_DIR, make_templates
+from parkgate.blobs import BlobCodec, ChainCodec
+from parkgate.client import DurableDispatcher
+from parkgate.codec import EncryptionCodec, codec_for
+from parkgate.settings import Settings
 
 API_DESCRIPTION = """\
 parkgate's agent API. Authenticate with `Authorization: Bearer <key>`

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from dispatcher.access import Principal, Role, Submitter, may_decide
-from dispatcher.links import approval_url, sign_personal_token, sign_token, token_hash
-from dispatcher.settings import Settings
-from dispatcher.store.records import ApprovalRecord
-from dispatcher.store.repository import Repository
+from parkgate.access import Principal, Role, Submitter, may_decide
+from parkgate.links import approval_url, sign_personal_token, sign_token, token_hash
+from parkgate.settings import Settings
+from parkgate.store.records import ApprovalRecord
+from parkgate.store.repository import Repository
 
 
 class _HasRequest(Protocol):

@@ -14,14 +14,14 @@ from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from temporalio.client import Client
 
-from dispatcher.access import Principal, Role
-from dispatcher.api.errors import ApiError
-from dispatcher.api.ratelimit import RateLimiter
-from dispatcher.client import DurableDispatcher
-from dispatcher.registry import ToolRegistry
-from dispatcher.settings import Settings
-from dispatcher.store.repository import Repository
-from dispatcher.store.results import ApiKeyRecord
+from parkgate.access import Principal, Role
+from parkgate.api.errors import ApiError
+from parkgate.api.ratelimit import RateLimiter
+from parkgate.client import DurableDispatcher
+from parkgate.registry import ToolRegistry
+from parkgate.settings import Settings
+from parkgate.store.repository import Repository
+from parkgate.store.results import ApiKeyRecord
 
 
 @dataclass

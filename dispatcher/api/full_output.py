@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from fastapi import Response
 
-from dispatcher.store.results import CallRecord
+from parkgate.store.results import CallRecord
 
 OutputFormat = Literal["text", "json"]
 

@@ -17,18 +17,18 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from dispatcher.access import Principal, approver_for
-from dispatcher.api.approval_links import (
+from parkgate.access import Principal, approver_for
+from parkgate.api.approval_links import (
     named_approvers,
     quorum_of,
     refusal,
     self_approval_of,
     submitter_of,
 )
-from dispatcher.api.views import diff_lines, expires_text, fmt_dt, fmt_span, pretty_json
-from dispatcher.settings import Settings
-from dispatcher.store.records import ApprovalRecord, CallStatus
-from dispatcher.store.repository import Repository
+from parkgate.api.views import diff_lines, expires_text, fmt_dt, fmt_span, pretty_json
+from parkgate.settings import Settings
+from parkgate.store.records import ApprovalRecord, CallStatus
+from parkgate.store.repository import Repository
 
 SIDE_EFFECTS = ("none", "read", "write", "execute", "network")
 #: At most this many items on one page (newest first); the rest wait their turn.

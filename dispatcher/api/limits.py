@@ -15,7 +15,7 @@ import json
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from dispatcher.api.errors import error_body
+from parkgate.api.errors import error_body
 
 
 class BodySizeLimitMiddleware:

@@ -30,17 +30,17 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from dispatcher.access import Principal, Role
-from dispatcher.api.approval_links import link_for_principal, submitter_of
-from dispatcher.api.deps import ApiDeps, principal_of
-from dispatcher.api.ratelimit import RateLimiter
-from dispatcher.api.schemas import CallResource
-from dispatcher.api.service import CallService
-from dispatcher.client import TEMPORAL_NO_ANSWER, IdempotencyConflictError
-from dispatcher.models import ImageBlock, Session, SideEffects, ToolDefinition, ToolUseBlock
-from dispatcher.settings import Settings
-from dispatcher.store.records import CallStatus
-from dispatcher.store.results import SessionRecord
+from parkgate.access import Principal, Role
+from parkgate.api.approval_links import link_for_principal, submitter_of
+from parkgate.api.deps import ApiDeps, principal_of
+from parkgate.api.ratelimit import RateLimiter
+from parkgate.api.schemas import CallResource
+from parkgate.api.service import CallService
+from parkgate.client import TEMPORAL_NO_ANSWER, IdempotencyConflictError
+from parkgate.models import ImageBlock, Session, SideEffects, ToolDefinition, ToolUseBlock
+from parkgate.settings import Settings
+from parkgate.store.records import CallStatus
+from parkgate.store.results import SessionRecord
 
 MCP_PATH = "/v1/sessions/{session_id}/mcp"
 #: `_meta` keys a tools/call may carry (and every result carries back).

@@ -15,17 +15,17 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from itsdangerous import BadSignature, URLSafeTimedSerializer
 from sqlalchemy import select
 
-from dispatcher.access import Role
-from dispatcher.api import csrf
-from dispatcher.api.approval_links import link_for_principal, links_for_admin, submitter_of
-from dispatcher.api.deps import principal_of
-from dispatcher.api.full_output import OutputFormat, output_response
-from dispatcher.api.views import pretty_json
-from dispatcher.settings import Settings
-from dispatcher.store.errors import InvalidCursorError
-from dispatcher.store.records import CallStatus
-from dispatcher.store.repository import CALLS, Repository
-from dispatcher.store.results import ApiKeyRecord, CallFilters, CallRecord
+from parkgate.access import Role
+from parkgate.api import csrf
+from parkgate.api.approval_links import link_for_principal, links_for_admin, submitter_of
+from parkgate.api.deps import principal_of
+from parkgate.api.full_output import OutputFormat, output_response
+from parkgate.api.views import pretty_json
+from parkgate.settings import Settings
+from parkgate.store.errors import InvalidCursorError
+from parkgate.store.records import CallStatus
+from parkgate.store.repository import CALLS, Repository
+from parkgate.store.results import ApiKeyRecord, CallFilters, CallRecord
 
 router = APIRouter(include_in_schema=False)
 

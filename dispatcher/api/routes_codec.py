@@ -22,11 +22,11 @@ from pydantic import BaseModel, Field, ValidationError
 from temporalio.api.common.v1 import Payload
 from temporalio.converter import PayloadCodec
 
-from dispatcher.access import Role
-from dispatcher.api.errors import ApiError, error_responses
-from dispatcher.api.routes_audit import current_key
-from dispatcher.codec import CodecError
-from dispatcher.settings import Settings
+from parkgate.access import Role
+from parkgate.api.errors import ApiError, error_responses
+from parkgate.api.routes_audit import current_key
+from parkgate.codec import CodecError
+from parkgate.settings import Settings
 
 router = APIRouter(tags=["operations"])
 

@@ -25,13 +25,13 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from itsdangerous import BadSignature, URLSafeTimedSerializer
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
-from dispatcher import metrics
-from dispatcher.access import Role
-from dispatcher.api import csrf
-from dispatcher.api.approval_links import quorum_of
-from dispatcher.api.deps import principal_of
-from dispatcher.api.errors import ApiError
-from dispatcher.api.inbox import (
+from parkgate import metrics
+from parkgate.access import Role
+from parkgate.api import csrf
+from parkgate.api.approval_links import quorum_of
+from parkgate.api.deps import principal_of
+from parkgate.api.errors import ApiError
+from parkgate.api.inbox import (
     SIDE_EFFECTS,
     Filters,
     Viewer,
@@ -40,18 +40,18 @@ from dispatcher.api.inbox import (
     signature,
     waiting_for,
 )
-from dispatcher.api.routes_approve import REMEMBER_TTLS
-from dispatcher.api.routes_remembered import remember_spec
-from dispatcher.api.service import CallService
-from dispatcher.client import TEMPORAL_NO_ANSWER
-from dispatcher.durable_models import DecideInput, DecideResult
-from dispatcher.links import LinkError, verify_inbox_token
-from dispatcher.models import utcnow
-from dispatcher.remember_spec import RememberSpec
-from dispatcher.schema import depth_error
-from dispatcher.settings import Settings
-from dispatcher.store.records import ApprovalRecord
-from dispatcher.store.repository import Repository
+from parkgate.api.routes_approve import REMEMBER_TTLS
+from parkgate.api.routes_remembered import remember_spec
+from parkgate.api.service import CallService
+from parkgate.client import TEMPORAL_NO_ANSWER
+from parkgate.durable_models import DecideInput, DecideResult
+from parkgate.links import LinkError, verify_inbox_token
+from parkgate.models import utcnow
+from parkgate.remember_spec import RememberSpec
+from parkgate.schema import depth_error
+from parkgate.settings import Settings
+from parkgate.store.records import ApprovalRecord
+from parkgate.store.repository import Repository
 
 router = APIRouter(include_in_schema=False)
 

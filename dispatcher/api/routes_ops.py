@@ -11,10 +11,10 @@ import hmac
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
-from dispatcher import metrics
-from dispatcher.api.deps import DepsDep, SettingsDep
-from dispatcher.api.errors import ApiError
-from dispatcher.api.schemas import HealthOut
+from parkgate import metrics
+from parkgate.api.deps import DepsDep, SettingsDep
+from parkgate.api.errors import ApiError
+from parkgate.api.schemas import HealthOut
 
 router = APIRouter(tags=["operations"])
 

@@ -11,14 +11,14 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 from fastapi import Path as PathParam
 
-from dispatcher.access import Role
-from dispatcher.api.deps import ReaderDep, RepoDep
-from dispatcher.api.errors import ApiError, error_responses, not_found
-from dispatcher.api.schemas import RememberedListOut, RememberedOut
-from dispatcher.models import utcnow
-from dispatcher.remember_spec import RememberSpec
-from dispatcher.remembered import RememberedRule, check_remember
-from dispatcher.store.repository import Repository
+from parkgate.access import Role
+from parkgate.api.deps import ReaderDep, RepoDep
+from parkgate.api.errors import ApiError, error_responses, not_found
+from parkgate.api.schemas import RememberedListOut, RememberedOut
+from parkgate.models import utcnow
+from parkgate.remember_spec import RememberSpec
+from parkgate.remembered import RememberedRule, check_remember
+from parkgate.store.repository import Repository
 
 router = APIRouter(prefix="/v1", tags=["remembered"])
 

@@ -24,16 +24,16 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from starlette.background import BackgroundTask
 
-from dispatcher import metrics, slack, slack_web
-from dispatcher.api.approval_links import named_approvers, self_approval_of, submitter_of
-from dispatcher.api.errors import ApiError
-from dispatcher.api.service import CallService
-from dispatcher.durable_models import DecideInput, DecisionRecord, SlackMessageRef
-from dispatcher.models import utcnow
-from dispatcher.settings import Settings
-from dispatcher.store.records import ApprovalRecord
-from dispatcher.store.repository import Repository
-from dispatcher.verdicts import ApprovalInfo
+from parkgate import metrics, slack, slack_web
+from parkgate.api.approval_links import named_approvers, self_approval_of, submitter_of
+from parkgate.api.errors import ApiError
+from parkgate.api.service import CallService
+from parkgate.durable_models import DecideInput, DecisionRecord, SlackMessageRef
+from parkgate.models import utcnow
+from parkgate.settings import Settings
+from parkgate.store.records import ApprovalRecord
+from parkgate.store.repository import Repository
+from parkgate.verdicts import ApprovalInfo
 
 router = APIRouter(include_in_schema=False)
 log = logging.getLogger(__name__)

@@ -17,9 +17,9 @@ from fastapi import APIRouter, Header, Query, Request, Response
 from fastapi import Path as PathParam
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
-from dispatcher import metrics
-from dispatcher.access import Principal, approver_for, is_self
-from dispatcher.api.approval_links import (
+from parkgate import metrics
+from parkgate.access import Principal, approver_for, is_self
+from parkgate.api.approval_links import (
     link_for_principal,
     links_for_admin,
     named_approvers,
@@ -29,7 +29,7 @@ from dispatcher.api.approval_links import (
     submitter_of,
     visible_approval_link,
 )
-from dispatcher.api.deps import (
+from parkgate.api.deps import (
     AgentDep,
     ApproverDep,
     AuditorDep,
@@ -39,10 +39,10 @@ from dispatcher.api.deps import (
     SecretDep,
     SettingsDep,
 )
-from dispatcher.api.errors import ApiError, ErrorResponse, error_responses, not_found
-from dispatcher.api.full_output import OutputFormat, output_response
-from dispatcher.api.routes_remembered import remember_spec
-from dispatcher.api.schemas import (
+from parkgate.api.errors import ApiError, ErrorResponse, error_responses, not_found
+from parkgate.api.full_output import OutputFormat, output_response
+from parkgate.api.routes_remembered import remember_spec
+from parkgate.api.schemas import (
     BatchIn,
     BatchOut,
     CallEventsOut,
@@ -59,17 +59,17 @@ from dispatcher.api.schemas import (
     TimelineEventOut,
     ToolsOut,
 )
-from dispatcher.api.service import CallService, decision_out
-from dispatcher.client import IdempotencyConflictError
-from dispatcher.durable_models import DecideInput, call_workflow_id
-from dispatcher.models import Session, ToolUseBlock
-from dispatcher.schema import MAX_INPUT_DEPTH, depth_error
-from dispatcher.settings import Settings
-from dispatcher.store.errors import InvalidCursorError, SessionConflictError
-from dispatcher.store.records import CallStatus
-from dispatcher.store.repository import Repository
-from dispatcher.store.results import CallFilters, EventRecord, SessionRecord
-from dispatcher.worker_groups import group_for_workspace, in_group_roots
+from parkgate.api.service import CallService, decision_out
+from parkgate.client import IdempotencyConflictError
+from parkgate.durable_models import DecideInput, call_workflow_id
+from parkgate.models import Session, ToolUseBlock
+from parkgate.schema import MAX_INPUT_DEPTH, depth_error
+from parkgate.settings import Settings
+from parkgate.store.errors import InvalidCursorError, SessionConflictError
+from parkgate.store.records import CallStatus
+from parkgate.store.repository import Repository
+from parkgate.store.results import CallFilters, EventRecord, SessionRecord
+from parkgate.worker_groups import group_for_workspace, in_group_roots
 
 router = APIRouter(prefix="/v1", tags=["agent"])
 

@@ -16,24 +16,24 @@ from temporalio.api.enums.v1 import PendingActivityState
 from temporalio.client import WorkflowFailureError, WorkflowHandle
 from temporalio.service import RPCError, RPCStatusCode
 
-from dispatcher import stuck
-from dispatcher.api.approval_links import link_for
-from dispatcher.api.errors import ApiError
-from dispatcher.api.schemas import CallLinks, CallResource, DecisionOut
-from dispatcher.client import TEMPORAL_NO_ANSWER, DurableDispatcher, UnknownCallError
-from dispatcher.durable_models import (
+from parkgate import stuck
+from parkgate.api.approval_links import link_for
+from parkgate.api.errors import ApiError
+from parkgate.api.schemas import CallLinks, CallResource, DecisionOut
+from parkgate.client import TEMPORAL_NO_ANSWER, DurableDispatcher, UnknownCallError
+from parkgate.durable_models import (
     CallStatusView,
     DecideInput,
     DecideResult,
     DecisionRecord,
     call_workflow_id,
 )
-from dispatcher.models import Session, ToolUseBlock
-from dispatcher.settings import Settings
-from dispatcher.store.records import CallStatus
-from dispatcher.store.repository import Repository
-from dispatcher.store.results import CallRecord
-from dispatcher.worker_groups import WORKSPACE_ACTIVITIES
+from parkgate.models import Session, ToolUseBlock
+from parkgate.settings import Settings
+from parkgate.store.records import CallStatus
+from parkgate.store.repository import Repository
+from parkgate.store.results import CallRecord
+from parkgate.worker_groups import WORKSPACE_ACTIVITIES
 
 
 class CallService:

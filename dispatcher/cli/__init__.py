@@ -23,7 +23,7 @@ import typer
 from pydantic import ValidationError
 from typer.core import TyperGroup
 
-from dispatcher.cli.common import (
+from parkgate.cli.common import (
     EXIT_RUNTIME,
     EXIT_USAGE,
     CliError,
@@ -171,7 +171,7 @@ _MODULES = (
 
 def _register(root: typer.Typer) -> None:
     for name in _MODULES:
-        module = importlib.import_module(f"dispatcher.cli.{name}")
+        module = importlib.import_module(f"parkgate.cli.{name}")
         register = getattr(module, "register", None)
         if callable(register):
             register(root)
@@ -180,7 +180,7 @@ def _register(root: typer.Typer) -> None:
         if isinstance(sub, typer.Typer):
             root.add_typer(sub, name=getattr(module, "NAME", name))
             continue
-        raise RuntimeError(f"dispatcher.cli.{name} defines neither `app` nor `register(app)`")
+        raise RuntimeError(f"parkgate.cli.{name} defines neither `app` nor `register(app)`")
 
 
 _register(app)

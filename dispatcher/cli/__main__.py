@@ -1,5 +1,5 @@
 """`python -m dispatcher.cli` == `parkgate` (works before the console script is installed)."""
 
-from dispatcher.cli import main
+from parkgate.cli import main
 
 main()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from dispatcher.cli.common import CliError, err_console, load_settings, run
+from parkgate.cli.common import CliError, err_console, load_settings, run
 
 
 def register(app: typer.Typer) -> None:
@@ -26,7 +26,7 @@ def api(
     ),
 ) -> None:
     """Serve the agent API, approval pages and audit pages until SIGTERM/Ctrl-C."""
-    from dispatcher.embedded import StartupError, run_api
+    from parkgate.embedded import StartupError, run_api
 
     if log_level not in ("critical", "error", "warning", "info", "debug", "trace"):
         raise typer.BadParameter(f"unknown log level {log_level!r}", param_hint="--log-level")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import typer
 
-from dispatcher.cli.common import CliError, console, load_settings
+from parkgate.cli.common import CliError, console, load_settings
 
 app = typer.Typer(help="Named approvers: personal inbox links.", no_args_is_help=True)
 
@@ -19,7 +19,7 @@ def inbox_link(
     name: str = typer.Argument(..., help="A named approver from `approvers:`."),
 ) -> None:
     """Print NAME's personal inbox link (send it to them privately)."""
-    from dispatcher.links import inbox_url
+    from parkgate.links import inbox_url
 
     settings = load_settings()
     if name not in settings.approvers:

@@ -13,7 +13,7 @@ from typing import IO, TYPE_CHECKING, Any
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from dispatcher.cli.common import (
+from parkgate.cli.common import (
     CliError,
     console,
     err_console,
@@ -23,8 +23,8 @@ from dispatcher.cli.common import (
 )
 
 if TYPE_CHECKING:
-    from dispatcher.settings import Settings
-    from dispatcher.store.repository import Repository
+    from parkgate.settings import Settings
+    from parkgate.store.repository import Repository
 
 app = typer.Typer(help="Audit the recorded history.", no_args_is_help=True)
 
@@ -109,9 +109,9 @@ def verify(
 
 
 async def _against_temporal(settings: Settings, repo: Repository, session: str | None) -> Any:
-    from dispatcher.audit_temporal import compare_store_with_temporal
-    from dispatcher.cli.decide import CONNECT_TIMEOUT
-    from dispatcher.embedded import StartupError, connect_temporal, temporal_address_for
+    from parkgate.audit_temporal import compare_store_with_temporal
+    from parkgate.cli.decide import CONNECT_TIMEOUT
+    from parkgate.embedded import StartupError, connect_temporal, temporal_address_for
 
     try:
         client = await connect_temporal(
@@ -139,7 +139,7 @@ def export(
     no_events: bool = typer.Option(False, "--no-events", help="JSONL without each call's events."),
 ) -> None:
     """Export calls (oldest first) as JSON Lines (with events) or CSV."""
-    from dispatcher.store import CallFilters, CallStatus
+    from parkgate.store import CallFilters, CallStatus
 
     try:
         statuses = [CallStatus(s.lower()) for s in status or []]

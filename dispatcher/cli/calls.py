@@ -13,7 +13,7 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from dispatcher.cli.common import CliError, console, load_settings, open_repository, run
+from parkgate.cli.common import CliError, console, load_settings, open_repository, run
 
 app = typer.Typer(help="Browse recorded tool calls.", no_args_is_help=True)
 
@@ -48,7 +48,7 @@ def _duration(ms: float | None) -> str:
 
 
 def _parse_statuses(values: list[str] | None) -> Any:
-    from dispatcher.store.records import CallStatus
+    from parkgate.store.records import CallStatus
 
     if not values:
         return None
@@ -79,7 +79,7 @@ def list_calls(
     after: str | None = typer.Option(None, "--after", help="Cursor printed by a previous page."),
 ) -> None:
     """Recent calls, newest first, with the filters of the audit API."""
-    from dispatcher.store.results import CallFilters
+    from parkgate.store.results import CallFilters
 
     filters = CallFilters(
         session_id=session,
@@ -93,7 +93,7 @@ def list_calls(
     settings = load_settings()
 
     async def fetch() -> Any:
-        from dispatcher.store.errors import InvalidCursorError
+        from parkgate.store.errors import InvalidCursorError
 
         async with open_repository(settings) as repo:
             try:

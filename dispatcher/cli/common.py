@@ -18,10 +18,10 @@ import yaml
 from pydantic import ValidationError
 from rich.console import Console
 
-from dispatcher.settings import Settings, get_settings
+from parkgate.settings import Settings, get_settings
 
 if TYPE_CHECKING:
-    from dispatcher.store import Repository
+    from parkgate.store import Repository
 
 T = TypeVar("T")
 
@@ -82,7 +82,7 @@ def config_source() -> str:
     explicit = os.environ.get("PARKGATE_CONFIG")
     if explicit:
         return explicit
-    from dispatcher.settings import default_data_dir
+    from parkgate.settings import default_data_dir
 
     candidate = default_data_dir() / "server.yaml"
     return str(candidate) if candidate.exists() else "environment/defaults"
@@ -121,9 +121,9 @@ def run(coro: Coroutine[Any, Any, T]) -> T:
 async def open_repository(settings: Settings) -> AsyncIterator[Repository]:
     """The history store for a CLI command; an unreachable or unmigrated database
     becomes one line (exit 1)."""
-    from dispatcher.store import Repository
-    from dispatcher.store.errors import SchemaError
-    from dispatcher.store.urls import display_url
+    from parkgate.store import Repository
+    from parkgate.store.errors import SchemaError
+    from parkgate.store.urls import display_url
 
     url = settings.effective_database_url
     try:

@@ -12,16 +12,16 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from dispatcher.cli.common import (
+from parkgate.cli.common import (
     ConfigError,
     config_source,
     console,
     load_settings,
     one_line,
 )
-from dispatcher.models import Session
-from dispatcher.policy import ConfirmationPolicy, PolicyError
-from dispatcher.settings import Settings
+from parkgate.models import Session
+from parkgate.policy import ConfirmationPolicy, PolicyError
+from parkgate.settings import Settings
 
 app = typer.Typer(help="Inspect and validate the configuration.", no_args_is_help=True)
 
@@ -60,7 +60,7 @@ def check_settings(settings: Settings) -> list[str]:
     """Problems the type checks cannot see (paths, URLs); empty when all is well."""
     from sqlalchemy.exc import ArgumentError
 
-    from dispatcher.store.urls import async_url
+    from parkgate.store.urls import async_url
 
     problems: list[str] = []
     try:
@@ -87,7 +87,7 @@ def check_settings(settings: Settings) -> list[str]:
         problems.append("workspace_roots: at least one root is required")
     problems += _approver_channel_problems(settings)
     if settings.tool_sandbox == "required":
-        from dispatcher.sandbox import probe
+        from parkgate.sandbox import probe
 
         reason = probe(settings.tool_sandbox_unshare)
         if reason is not None:
@@ -99,7 +99,7 @@ def check_settings(settings: Settings) -> list[str]:
 
 def sandbox_line(settings: Settings) -> str:
     """What the tool sandbox does with these settings on this machine."""
-    from dispatcher.sandbox import probe, state_line
+    from parkgate.sandbox import probe, state_line
 
     reason = None if settings.tool_sandbox == "off" else probe(settings.tool_sandbox_unshare)
     return state_line(settings.tool_sandbox, reason, len(settings.hidden_tool_paths()))
@@ -142,7 +142,7 @@ def _mask_url(url: str) -> str:
 
 def load_registry() -> Any:
     """The workers' registry: built-in and composed tools (what `parkgate serve` offers)."""
-    from dispatcher.worker import build_registry
+    from parkgate.worker import build_registry
 
     return build_registry()
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import typer
 
-from dispatcher.cli.common import CliError, console, load_settings, run
+from parkgate.cli.common import CliError, console, load_settings, run
 
 app = typer.Typer(help="Database migrations of the history store.", no_args_is_help=True)
 
@@ -18,7 +18,7 @@ _URL = typer.Option(
 
 
 def _url(url: str | None) -> str:
-    from dispatcher.store.urls import async_url
+    from parkgate.store.urls import async_url
 
     raw = url or load_settings().effective_database_url
     try:
@@ -38,9 +38,9 @@ def upgrade(
     revision: str = typer.Option("head", "--revision", "-r", help="Target revision."),
 ) -> None:
     """Create or migrate the tables (idempotent)."""
-    from dispatcher.store import StoreError
-    from dispatcher.store.migrate import current_async, upgrade_async
-    from dispatcher.store.urls import display_url
+    from parkgate.store import StoreError
+    from parkgate.store.migrate import current_async, upgrade_async
+    from parkgate.store.urls import display_url
 
     target = _url(url)
     try:
@@ -54,9 +54,9 @@ def upgrade(
 @app.command("current")
 def current(url: str | None = _URL) -> None:
     """Show the database's revision and whether it matches this parkgate."""
-    from dispatcher.store import StoreError
-    from dispatcher.store.migrate import current_async, head_revision
-    from dispatcher.store.urls import display_url
+    from parkgate.store import StoreError
+    from parkgate.store.migrate import current_async, head_revision
+    from parkgate.store.urls import display_url
 
     target = _url(url)
     try:
@@ -82,9 +82,9 @@ def downgrade(
     yes: bool = typer.Option(False, "--yes", help="Do it (downgrading deletes history)."),
 ) -> None:
     """Migrate down (destroys the data of the removed tables)."""
-    from dispatcher.store import StoreError
-    from dispatcher.store.migrate import current_async, downgrade_async
-    from dispatcher.store.urls import display_url
+    from parkgate.store import StoreError
+    from parkgate.store.migrate import current_async, downgrade_async
+    from parkgate.store.urls import display_url
 
     target = _url(url)
     if not yes:

@@ -14,12 +14,12 @@ from typing import TYPE_CHECKING, TypeVar
 import typer
 from rich.table import Table
 
-from dispatcher.access import DEFAULT_PROJECT, PROJECT_PATTERN, RoleError, normalize_roles
-from dispatcher.cli.common import CliError, console, err_console, load_settings, run
+from parkgate.access import DEFAULT_PROJECT, PROJECT_PATTERN, RoleError, normalize_roles
+from parkgate.cli.common import CliError, console, err_console, load_settings, run
 
 if TYPE_CHECKING:
-    from dispatcher.store.repository import Repository
-    from dispatcher.store.results import ApiKeyRecord
+    from parkgate.store.repository import Repository
+    from parkgate.store.results import ApiKeyRecord
 
 app = typer.Typer(help="API keys for the HTTP API and the audit pages.", no_args_is_help=True)
 
@@ -27,9 +27,9 @@ T = TypeVar("T")
 
 
 async def _with_repo(action: Callable[[Repository], Awaitable[T]]) -> T:
-    from dispatcher.store import StoreError
-    from dispatcher.store.repository import Repository
-    from dispatcher.store.urls import display_url
+    from parkgate.store import StoreError
+    from parkgate.store.repository import Repository
+    from parkgate.store.urls import display_url
 
     url = load_settings().effective_database_url
     try:
@@ -63,7 +63,7 @@ def create(
     ),
 ) -> None:
     """Create a key and print it (once: it is stored hashed)."""
-    from dispatcher.store.errors import ApiKeyNameTakenError
+    from parkgate.store.errors import ApiKeyNameTakenError
 
     name = name.strip()
     if not name or len(name) > 200:
@@ -140,7 +140,7 @@ def list_keys(
 @app.command("revoke")
 def revoke(name: str = typer.Argument(..., help="Name or id of the key to revoke.")) -> None:
     """Revoke an active key; requests using it get 401 from now on."""
-    from dispatcher.store.errors import ApiKeyNotFoundError
+    from parkgate.store.errors import ApiKeyNotFoundError
 
     async def action(repo: Repository) -> str:
         try:

@@ -13,7 +13,7 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from dispatcher.cli.common import CliError, console, load_settings, open_repository, run
+from parkgate.cli.common import CliError, console, load_settings, open_repository, run
 
 app = typer.Typer(help="List and revoke remembered decisions.", no_args_is_help=True)
 
@@ -30,7 +30,7 @@ def list_rules(
     all_: bool = typer.Option(False, "--all", help="Include revoked and expired rules."),
 ) -> None:
     """Remembered decisions, oldest first (active ones unless --all)."""
-    from dispatcher.models import utcnow
+    from parkgate.models import utcnow
 
     settings = load_settings()
     now = utcnow()
@@ -63,7 +63,7 @@ def list_rules(
 @app.command("revoke")
 def revoke(rule_id: str = typer.Argument(..., help="The rule's id (from `list`).")) -> None:
     """Revoke a remembered decision: later calls it covered park again."""
-    from dispatcher.models import utcnow
+    from parkgate.models import utcnow
 
     settings = load_settings()
 

@@ -13,7 +13,7 @@ import typer
 from rich.panel import Panel
 from rich.table import Table
 
-from dispatcher.cli.common import CliError, console, err_console, load_settings, run
+from parkgate.cli.common import CliError, console, err_console, load_settings, run
 
 
 def register(app: typer.Typer) -> None:
@@ -49,7 +49,7 @@ def serve(
     ),
 ) -> None:
     """Start Temporal, a worker and the API on 127.0.0.1; print the URLs and a fresh API key."""
-    from dispatcher.embedded import Banner, EmbeddedStack, StartupError
+    from parkgate.embedded import Banner, EmbeddedStack, StartupError
 
     if log_level not in ("critical", "error", "warning", "info", "debug", "trace"):
         raise typer.BadParameter(f"unknown log level {log_level!r}", param_hint="--log-level")
@@ -85,7 +85,7 @@ def serve(
         console.file.flush()
 
     async def main() -> None:
-        from dispatcher.embedded import stop_on_signals
+        from parkgate.embedded import stop_on_signals
 
         stop = asyncio.Event()
         with stop_on_signals(stop):

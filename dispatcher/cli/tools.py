@@ -7,7 +7,7 @@ import json
 import typer
 from rich.table import Table
 
-from dispatcher.cli.common import console, load_settings
+from parkgate.cli.common import console, load_settings
 
 app = typer.Typer(help="Inspect the registered tools.", no_args_is_help=True)
 
@@ -17,8 +17,8 @@ def list_tools(
     as_json: bool = typer.Option(False, "--json", help="Print the canonical definitions as JSON."),
 ) -> None:
     """List the built-in tools: name, side-effect class, timeout and description."""
-    from dispatcher.cli.config import load_policy, load_registry
-    from dispatcher.models import Session
+    from parkgate.cli.config import load_policy, load_registry
+    from parkgate.models import Session
 
     settings = load_settings()
     policy = load_policy(settings)

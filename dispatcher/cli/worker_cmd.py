@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import typer
 
-from dispatcher.cli.common import CliError, err_console, load_settings, run
+from parkgate.cli.common import CliError, err_console, load_settings, run
 
 
 def register(app: typer.Typer) -> None:
@@ -21,8 +21,8 @@ def worker(
     ),
 ) -> None:
     """Run a worker (classification, approvals, tool execution) until SIGTERM/Ctrl-C."""
-    from dispatcher.embedded import StartupError, run_worker
-    from dispatcher.worker_groups import served_queues
+    from parkgate.embedded import StartupError, run_worker
+    from parkgate.worker_groups import served_queues
 
     settings = load_settings()
 

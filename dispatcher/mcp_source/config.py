@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from dispatcher.models import SideEffects
+from parkgate.models import SideEffects
 
 
 class McpServer(BaseModel):

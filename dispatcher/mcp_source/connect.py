@@ -10,7 +10,7 @@ from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
-from dispatcher.mcp_source.config import McpServer
+from parkgate.mcp_source.config import McpServer
 
 
 @asynccontextmanager

@@ -10,12 +10,12 @@ from dataclasses import dataclass, field
 
 import mcp_types as types
 
-from dispatcher.mcp_source.config import McpServer
-from dispatcher.mcp_source.connect import open_session
-from dispatcher.mcp_source.tool import McpTool
-from dispatcher.models import SideEffects, ToolDefinition
-from dispatcher.registry import Tool
-from dispatcher.schema import check_schema_subset
+from parkgate.mcp_source.config import McpServer
+from parkgate.mcp_source.connect import open_session
+from parkgate.mcp_source.tool import McpTool
+from parkgate.models import SideEffects, ToolDefinition
+from parkgate.registry import Tool
+from parkgate.schema import check_schema_subset
 
 log = logging.getLogger(__name__)
 

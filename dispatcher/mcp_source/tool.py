@@ -8,11 +8,11 @@ from typing import Any, cast
 
 import mcp_types as types
 
-from dispatcher.context import ToolContext
-from dispatcher.errors import ToolExecutionError
-from dispatcher.mcp_source.config import McpServer
-from dispatcher.mcp_source.connect import open_session
-from dispatcher.models import ImageBlock, ImageSource, TextBlock, ToolDefinition, ToolOutput
+from parkgate.context import ToolContext
+from parkgate.errors import ToolExecutionError
+from parkgate.mcp_source.config import McpServer
+from parkgate.mcp_source.connect import open_session
+from parkgate.models import ImageBlock, ImageSource, TextBlock, ToolDefinition, ToolOutput
 
 
 class McpTool:

@@ -6,7 +6,7 @@ protocol in `records.py`, which Repository implements.
 
 from typing import TYPE_CHECKING, Any
 
-from dispatcher.store.errors import (
+from parkgate.store.errors import (
     ApiKeyNameTakenError,
     ApiKeyNotFoundError,
     ApprovalNotFoundError,
@@ -18,8 +18,8 @@ from dispatcher.store.errors import (
     SessionConflictError,
     StoreError,
 )
-from dispatcher.store.records import ApprovalRecord, CallStatus, CallUpdate, HistoryStore
-from dispatcher.store.results import (
+from parkgate.store.records import ApprovalRecord, CallStatus, CallUpdate, HistoryStore
+from parkgate.store.results import (
     ApiKeyRecord,
     CallFilters,
     CallRecord,
@@ -32,7 +32,7 @@ from dispatcher.store.results import (
 )
 
 if TYPE_CHECKING:
-    from dispatcher.store.repository import Repository
+    from parkgate.store.repository import Repository
 
 
 def __getattr__(name: str) -> Any:
@@ -42,7 +42,7 @@ def __getattr__(name: str) -> Any:
     free of SQLAlchemy keeps the workflow sandbox free of I/O libraries.
     """
     if name == "Repository":
-        from dispatcher.store.repository import Repository
+        from parkgate.store.repository import Repository
 
         return Repository
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -11,10 +11,10 @@ import json
 from collections.abc import Callable
 from typing import IO, TYPE_CHECKING, Any, Literal
 
-from dispatcher.store.results import CallFilters, CallRecord
+from parkgate.store.results import CallFilters, CallRecord
 
 if TYPE_CHECKING:
-    from dispatcher.store.repository import Repository
+    from parkgate.store.repository import Repository
 
 #: Progress callback: (calls written so far, total calls matching).
 Progress = Callable[[int, int], None]

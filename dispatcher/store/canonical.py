@@ -18,7 +18,7 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from dispatcher.store.types import as_utc
+from parkgate.store.types import as_utc
 
 REDACTED = "[REDACTED]"
 _SECRET_KEY = re.compile(r"password|passwd|secret|token|api[_-]?key|authorization", re.I)

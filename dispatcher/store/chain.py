@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from dispatcher.store.canonical import event_hash
-from dispatcher.store.results import ChainProblem
+from parkgate.store.canonical import event_hash
+from parkgate.store.results import ChainProblem
 
 GENESIS = "0" * 64
 

@@ -16,7 +16,7 @@ from sqlalchemy.engine import URL, Connection, Engine
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import StaticPool
 
-from dispatcher.store.urls import async_url, ensure_sqlite_dir
+from parkgate.store.urls import async_url, ensure_sqlite_dir
 
 #: Execution option asking for a write transaction (BEGIN IMMEDIATE on SQLite).
 WRITE = "parkgate_write"

@@ -24,17 +24,16 @@ from sqlalchemy.engine import URL, Connection
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from dispatcher.store.engine import WRITE, make_engine
-from dispatcher.store.errors import SchemaNotMigratedError, SchemaTooNewError, unavailable
-from dispatcher.store.urls import async_url, display_url
+from parkgate.store.engine import WRITE, make_engine
+from parkgate.store.errors import SchemaNotMigratedError, SchemaTooNewError, unavailable
+from parkgate.store.urls import async_url, display_url
 
 T = TypeVar("T")
 
 
 def migrations_dir() -> Path:
     """Where the Alembic scripts are (the `migrations` package)."""
-    import migrations
-
+    from parkgate import migrations
     return Path(migrations.__file__).resolve().parent
 
 

@@ -22,7 +22,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-from dispatcher.store.types import BigIntId, CleanString, CleanText, JSONColumn, UTCDateTime
+from parkgate.store.types import BigIntId, CleanString, CleanText, JSONColumn, UTCDateTime
 
 NAMING = {
     "ix": "ix_%(table_name)s_%(column_0_N_name)s",

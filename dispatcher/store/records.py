@@ -14,8 +14,8 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, Field
 
-from dispatcher.events import ToolEvent
-from dispatcher.models import SideEffects, ToolErrorClass, ToolResultBlock
+from parkgate.events import ToolEvent
+from parkgate.models import SideEffects, ToolErrorClass, ToolResultBlock
 
 
 class CallStatus(StrEnum):

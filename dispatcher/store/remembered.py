@@ -14,9 +14,9 @@ from sqlalchemy import Table, or_, select, true, update
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from dispatcher.remembered import RememberedRule
-from dispatcher.store import statements
-from dispatcher.store.models import Base
+from parkgate.remembered import RememberedRule
+from parkgate.store import statements
+from parkgate.store.models import Base
 
 RULES: Table = Base.metadata.tables["remembered_rules"]
 T = TypeVar("T")

@@ -41,31 +41,31 @@ from sqlalchemy.engine import URL, Connection, Engine, RowMapping
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from dispatcher.access import DEFAULT_PROJECT, PROJECT_PATTERN, Submitter, normalize_roles
-from dispatcher.events import ToolEvent, make_event_id
-from dispatcher.models import utcnow
-from dispatcher.store import audit_export, semantics, statements
-from dispatcher.store.canonical import clean_text, event_hash, normalize_json, redact
-from dispatcher.store.chain import GENESIS, check_chain
-from dispatcher.store.engine import WRITE, make_engine, sqlite_sync_twin, sqlite_writer_lock
-from dispatcher.store.errors import (
+from parkgate.access import DEFAULT_PROJECT, PROJECT_PATTERN, Submitter, normalize_roles
+from parkgate.events import ToolEvent, make_event_id
+from parkgate.models import utcnow
+from parkgate.store import audit_export, semantics, statements
+from parkgate.store.canonical import clean_text, event_hash, normalize_json, redact
+from parkgate.store.chain import GENESIS, check_chain
+from parkgate.store.engine import WRITE, make_engine, sqlite_sync_twin, sqlite_writer_lock
+from parkgate.store.errors import (
     ApiKeyNameTakenError,
     ApiKeyNotFoundError,
     ApprovalNotFoundError,
     InvalidCursorError,
     SessionConflictError,
 )
-from dispatcher.store.migrate import check_schema_on
-from dispatcher.store.models import Base
-from dispatcher.store.records import (
+from parkgate.store.migrate import check_schema_on
+from parkgate.store.models import Base
+from parkgate.store.records import (
     ApprovalRecord,
     CallStatus,
     CallUpdate,
     HistoryStore,
     RecordedFinish,
 )
-from dispatcher.store.remembered import RememberedRulesStore
-from dispatcher.store.results import (
+from parkgate.store.remembered import RememberedRulesStore
+from parkgate.store.results import (
     ApiKeyRecord,
     CallFilters,
     CallRecord,
@@ -76,7 +76,7 @@ from dispatcher.store.results import (
     TimelineEntry,
     VerifyReport,
 )
-from dispatcher.store.statements import (
+from parkgate.store.statements import (
     APPROVALS,
     BLOB_REFS,
     BLOBS,
@@ -86,7 +86,7 @@ from dispatcher.store.statements import (
     EVENTS,
     TERMINAL,
 )
-from dispatcher.store.types import as_utc
+from parkgate.store.types import as_utc
 
 SESSIONS: Table = Base.metadata.tables["sessions"]
 #: A call's final events: exactly one of them may be stored.

@@ -7,10 +7,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from dispatcher.events import ToolEvent
-from dispatcher.models import ToolResultBlock
-from dispatcher.store.records import CallStatus
-from dispatcher.store.semantics import MeaningProblem
+from parkgate.events import ToolEvent
+from parkgate.models import ToolResultBlock
+from parkgate.store.records import CallStatus
+from parkgate.store.semantics import MeaningProblem
 
 
 class CallRecord(BaseModel):

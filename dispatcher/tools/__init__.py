@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from dispatcher.registry import ToolFactory
-from dispatcher.tools.atomic_edit import AtomicEditTool, CheckedAtomicEditTool
-from dispatcher.tools.base import BaseTool
-from dispatcher.tools.files import ListDirTool, PatchFileTool, ReadFileTool, WriteFileTool
-from dispatcher.tools.shell import ShellTool, shell_guard
+from parkgate.registry import ToolFactory
+from parkgate.tools.atomic_edit import AtomicEditTool, CheckedAtomicEditTool
+from parkgate.tools.base import BaseTool
+from parkgate.tools.files import ListDirTool, PatchFileTool, ReadFileTool, WriteFileTool
+from parkgate.tools.shell import ShellTool, shell_guard
 
 
 def builtin_tools() -> list[ToolFactory]:

@@ -14,15 +14,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from dispatcher.context import ToolContext
-from dispatcher.diffing import ImpactPreview, unified_diff
-from dispatcher.errors import ToolExecutionError
-from dispatcher.models import SideEffects, TextBlock, ToolDefinition, ToolOutput
-from dispatcher.tools.base import BaseTool
-from dispatcher.tools.shell import shell_guard
-from dispatcher.truncation import Limits, truncate_text
-from dispatcher.verdicts import ToolRun
-from dispatcher.workspace import WorkspaceFileAPI, apply_patch
+from parkgate.context import ToolContext
+from parkgate.diffing import ImpactPreview, unified_diff
+from parkgate.errors import ToolExecutionError
+from parkgate.models import SideEffects, TextBlock, ToolDefinition, ToolOutput
+from parkgate.tools.base import BaseTool
+from parkgate.tools.shell import shell_guard
+from parkgate.truncation import Limits, truncate_text
+from parkgate.verdicts import ToolRun
+from parkgate.workspace import WorkspaceFileAPI, apply_patch
 
 _PROPS: dict[str, Any] = {
     "path": {"type": "string", "description": "Workspace-relative file path."},

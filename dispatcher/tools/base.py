@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from dispatcher.context import ToolContext
-from dispatcher.diffing import ImpactPreview
-from dispatcher.errors import ToolCancelled
-from dispatcher.models import ToolDefinition, ToolOutput
-from dispatcher.truncation import Limits
-from dispatcher.workspace import WorkspaceFileAPI
+from parkgate.context import ToolContext
+from parkgate.diffing import ImpactPreview
+from parkgate.errors import ToolCancelled
+from parkgate.models import ToolDefinition, ToolOutput
+from parkgate.truncation import Limits
+from parkgate.workspace import WorkspaceFileAPI
 
 
 class BaseTool:

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from dispatcher.context import ToolContext
-from dispatcher.diffing import ImpactPreview, unified_diff, write_preview
-from dispatcher.models import SideEffects, TextBlock, ToolDefinition, ToolOutput
-from dispatcher.tools.base import BaseTool
-from dispatcher.truncation import truncate_entries, truncate_text, truncation_marker
-from dispatcher.workspace import WorkspaceFileAPI, apply_patch
+from parkgate.context import ToolContext
+from parkgate.diffing import ImpactPreview, unified_diff, write_preview
+from parkgate.models import SideEffects, TextBlock, ToolDefinition, ToolOutput
+from parkgate.tools.base import BaseTool
+from parkgate.truncation import truncate_entries, truncate_text, truncation_marker
+from parkgate.workspace import WorkspaceFileAPI, apply_patch
 
 
 class ReadFileTool(BaseTool):

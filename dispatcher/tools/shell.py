@@ -17,14 +17,14 @@ import signal
 import time
 from typing import Any
 
-from dispatcher.context import ToolContext
-from dispatcher.diffing import ImpactPreview
-from dispatcher.errors import ToolExecutionError, ToolValidationError
-from dispatcher.models import SideEffects, TextBlock, ToolDefinition, ToolOutput
-from dispatcher.sandbox import spawn_tool_process
-from dispatcher.tools.base import BaseTool
-from dispatcher.truncation import Limits, truncate_text
-from dispatcher.workspace import WorkspaceFileAPI
+from parkgate.context import ToolContext
+from parkgate.diffing import ImpactPreview
+from parkgate.errors import ToolExecutionError, ToolValidationError
+from parkgate.models import SideEffects, TextBlock, ToolDefinition, ToolOutput
+from parkgate.sandbox import spawn_tool_process
+from parkgate.tools.base import BaseTool
+from parkgate.truncation import Limits, truncate_text
+from parkgate.workspace import WorkspaceFileAPI
 
 
 def shell_guard(command: Any, max_chars: int) -> list[str]:

@@ -9,13 +9,13 @@ from typing import Any, cast
 
 from temporalio.testing import ActivityEnvironment
 
-from activities.classify import ClassifyActivities
-from activities.deps import Deps
-from activities.execute import ExecuteActivities
-from activities.plan import approval_expiry, plan_for
-from activities.record import RecordActivities
-from dispatcher import ToolContext
-from dispatcher.durable_models import (
+from parkgate import ToolContext
+from parkgate.activities.classify import ClassifyActivities
+from parkgate.activities.deps import Deps
+from parkgate.activities.execute import ExecuteActivities
+from parkgate.activities.plan import approval_expiry, plan_for
+from parkgate.activities.record import RecordActivities
+from parkgate.durable_models import (
     ApprovalRequest,
     ClassifyInput,
     ExecuteInput,
@@ -23,9 +23,9 @@ from dispatcher.durable_models import (
     RevalidateInput,
     with_prepared,
 )
-from dispatcher.events import ToolEvent
-from dispatcher.links import approval_url, token_hash, verify_token
-from dispatcher.models import (
+from parkgate.events import ToolEvent
+from parkgate.links import approval_url, token_hash, verify_token
+from parkgate.models import (
     Session,
     SideEffects,
     TextBlock,
@@ -34,8 +34,8 @@ from dispatcher.models import (
     ToolOutput,
     ToolUseBlock,
 )
-from dispatcher.store.records import CallStatus, CallUpdate, HistoryStore
-from dispatcher.verdicts import NeedsApproval
+from parkgate.store.records import CallStatus, CallUpdate, HistoryStore
+from parkgate.verdicts import NeedsApproval
 from tests.fixtures.temporal import make_pipeline, make_settings
 
 
@@ -197,7 +197,7 @@ async def test_store_outage_during_execution_carries_events_back(
 ) -> None:
     """A store that fails every write (here: an un-migrated database) never fails the
     tool run; its events and full output travel back for the workflow to record."""
-    from dispatcher.store import Repository
+    from parkgate.store import Repository
     from tests.fixtures.db import fresh_sqlite_url
 
     broken = await Repository.connect(fresh_sqlite_url(tmp_path))

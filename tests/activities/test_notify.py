@@ -10,8 +10,8 @@ import pytest
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
-from activities.notify import NotifyActivities
-from dispatcher.settings import Webhook
+from parkgate.activities.notify import NotifyActivities
+from parkgate.settings import Webhook
 from tests.api.rig import WebhookSink, closed_port_url
 from tests.dispatcher.test_notify import notice
 from tests.fixtures.temporal import make_settings

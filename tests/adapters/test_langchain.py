@@ -13,9 +13,9 @@ from langchain_core.language_models.fake_chat_models import (
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from temporalio.client import Client
 
-from dispatcher.adapters.langchain import parkgate_tools
-from dispatcher.agent_client import AsyncParkgateClient, CallNotFinishedError
-from dispatcher.store.repository import Repository
+from parkgate.adapters.langchain import parkgate_tools
+from parkgate.agent_client import AsyncParkgateClient, CallNotFinishedError
+from parkgate.store.repository import Repository
 from tests.api.rig import api_rig, free_socket, live_server
 
 

@@ -10,9 +10,9 @@ from agents import Agent, RunConfig, Runner
 from agents.testing.model import ScriptedModel, assistant_message, function_call
 from temporalio.client import Client
 
-from dispatcher.adapters.openai_agents import parkgate_function_tools
-from dispatcher.agent_client import AsyncParkgateClient
-from dispatcher.store.repository import Repository
+from parkgate.adapters.openai_agents import parkgate_function_tools
+from parkgate.agent_client import AsyncParkgateClient
+from parkgate.store.repository import Repository
 from tests.api.rig import api_rig, free_socket, live_server
 
 OFFLINE = RunConfig(tracing_disabled=True)  # no trace export: nothing leaves the machine

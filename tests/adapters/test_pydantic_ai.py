@@ -22,9 +22,9 @@ from pydantic_ai.messages import (
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from temporalio.client import Client
 
-from dispatcher.adapters.pydantic_ai import parkgate_toolset
-from dispatcher.agent_client import AsyncParkgateClient
-from dispatcher.store.repository import Repository
+from parkgate.adapters.pydantic_ai import parkgate_toolset
+from parkgate.agent_client import AsyncParkgateClient
+from parkgate.store.repository import Repository
 from tests.api.rig import api_rig, free_socket, live_server
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from temporalio.client import Client
 
-from dispatcher.agent_client import (
+from parkgate.agent_client import (
     AsyncParkgateClient,
     CallNotFinishedError,
     ConflictError,
@@ -21,9 +21,9 @@ from dispatcher.agent_client import (
     ParkgateError,
     UnavailableError,
 )
-from dispatcher.models import ToolUseBlock
-from dispatcher.store.records import CallStatus
-from dispatcher.store.repository import Repository
+from parkgate.models import ToolUseBlock
+from parkgate.store.records import CallStatus
+from parkgate.store.repository import Repository
 from tests.agent_client.faults import Flaky
 from tests.api.rig import ApiRig, api_rig, free_socket, live_server
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from temporalio.client import Client
 
-from dispatcher.devserver import DevServer
-from dispatcher.store.repository import Repository
+from parkgate.devserver import DevServer
+from parkgate.store.repository import Repository
 from tests.api.rig import ApiRig, api_rig
 from tests.fixtures.temporal import dev_client
 

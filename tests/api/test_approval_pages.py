@@ -12,8 +12,8 @@ import httpx
 import pytest
 from temporalio.client import Client
 
-from dispatcher.links import sign_token
-from dispatcher.store.repository import Repository
+from parkgate.links import sign_token
+from parkgate.store.repository import Repository
 from tests.api.rig import ApiRig, api_rig, free_socket, live_server
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import httpx
 from temporalio.client import Client
 
-from dispatcher.store.repository import Repository
+from parkgate.store.repository import Repository
 from tests.api.rig import ApiRig, api_rig
 
 

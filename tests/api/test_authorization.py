@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 from temporalio.client import Client
 
-from dispatcher.store.repository import Repository
+from parkgate.store.repository import Repository
 from tests.api.rig import ApiRig, api_rig
 from tests.api.test_audit_pages import login
 
@@ -336,7 +336,7 @@ async def test_rate_limits_are_off_by_default(api: ApiRig) -> None:
 
 def test_matrix_covers_every_v1_route() -> None:
     """A new /v1 endpoint must be added to the matrix (and docs/HTTP.md)."""
-    from dispatcher.api import routes_remembered, routes_v1
+    from parkgate.api import routes_remembered, routes_v1
 
     routes = {f"{m} {r.path}" for r in (*routes_v1.router.routes,
                                          *routes_remembered.router.routes)

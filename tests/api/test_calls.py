@@ -8,7 +8,7 @@ from typing import Any
 
 from temporalio.client import Client
 
-from dispatcher.store.repository import Repository
+from parkgate.store.repository import Repository
 from tests.api.rig import ApiRig, api_rig
 
 
@@ -33,7 +33,7 @@ async def test_auto_read_finishes_within_wait_and_resubmit_attaches(api: ApiRig)
 
 
 async def test_reused_id_with_other_input_is_idempotency_conflict(api: ApiRig) -> None:
-    from dispatcher.models import input_hash
+    from parkgate.models import input_hash
 
     sid = await api.register()
     first = {"path": "a.txt", "content": "one\n"}

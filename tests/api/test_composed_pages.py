@@ -11,8 +11,8 @@ from pathlib import Path
 import httpx
 from temporalio.client import Client
 
-from dispatcher.links import sign_token
-from dispatcher.store.repository import Repository
+from parkgate.links import sign_token
+from parkgate.store.repository import Repository
 from tests.api.rig import ApiRig, api_rig
 from tests.api.test_audit_pages import login
 from tests.workflows.test_composed import PARENT_AUTO, TwoWrites, wait_request

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from temporalio.client import Client
 
-from dispatcher.store.repository import Repository
+from parkgate.store.repository import Repository
 from tests.api.rig import api_rig
 
 

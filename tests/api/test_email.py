@@ -19,8 +19,8 @@ from aiosmtpd.controller import Controller
 from aiosmtpd.smtp import AuthResult, LoginPassword
 from temporalio.client import Client
 
-from dispatcher.store.repository import Repository
-from dispatcher.toolenv import tool_environment
+from parkgate.store.repository import Repository
+from parkgate.toolenv import tool_environment
 from tests.api.rig import api_rig, cancelled_activities, free_socket
 from tests.api.test_named_approvers import post_link
 
@@ -191,7 +191,7 @@ async def test_wrong_smtp_password_never_blocks_the_call_and_the_retry_ends_with
             assert inbox.messages == []
             links = (await api.repo.get_approval(parked["request_id"]))
             assert links is not None
-            from dispatcher.api.approval_links import personal_link
+            from parkgate.api.approval_links import personal_link
 
             link = personal_link(api.rig.settings, api.rig.settings.signing_secret(), links,
                                  "alice")
@@ -205,7 +205,7 @@ async def test_wrong_smtp_password_never_blocks_the_call_and_the_retry_ends_with
 
 
 def test_smtp_password_never_reaches_a_tool(tmp_path: Path) -> None:
-    from dispatcher.settings import Settings
+    from parkgate.settings import Settings
 
     settings = Settings(data_dir=tmp_path, **smtp_settings(2525))
     env = settings.to_env()
@@ -293,8 +293,8 @@ def tls_message() -> EmailMessage:
 
 
 async def test_starttls_and_implicit_tls_verify_the_server(tmp_path: Path) -> None:
-    from dispatcher import mail
-    from dispatcher.settings import Settings
+    from parkgate import mail
+    from parkgate.settings import Settings
 
     cert, key = make_cert(tmp_path)
     for security, implicit in (("starttls", False), ("ssl", True)):
@@ -316,8 +316,8 @@ async def test_starttls_and_implicit_tls_verify_the_server(tmp_path: Path) -> No
 
 async def test_starttls_is_required_when_configured(tmp_path: Path) -> None:
     """A server that does not offer STARTTLS gets no login and no mail."""
-    from dispatcher import mail
-    from dispatcher.settings import Settings
+    from parkgate import mail
+    from parkgate.settings import Settings
 
     cert, key = make_cert(tmp_path)
     inbox = TlsInbox()

@@ -11,7 +11,7 @@ import httpx
 import pytest
 from temporalio.client import Client
 
-from dispatcher.store.repository import Repository
+from parkgate.store.repository import Repository
 from tests.api.rig import ApiRig, api_rig, free_socket, live_server
 
 

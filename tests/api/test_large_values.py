@@ -15,8 +15,8 @@ import httpx
 import pytest
 from temporalio.client import Client
 
-from dispatcher.durable_models import call_workflow_id, turn_workflow_id
-from dispatcher.store.repository import Repository
+from parkgate.durable_models import call_workflow_id, turn_workflow_id
+from parkgate.store.repository import Repository
 from tests.api.rig import ApiRig, api_rig
 from tests.api.test_audit_pages import login
 from tests.fixtures.temporal import AUTO_ALL, with_blobs

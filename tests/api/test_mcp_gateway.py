@@ -19,7 +19,7 @@ from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from temporalio.client import Client
 
-from dispatcher.store.repository import Repository
+from parkgate.store.repository import Repository
 from tests.api.rig import ApiRig, api_rig, free_socket
 
 WAIT = {"mcp_call_wait_seconds": 2.0, "mcp_progress_seconds": 0.4}

@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 from temporalio.client import Client
 
-from dispatcher.store.repository import Repository
+from parkgate.store.repository import Repository
 from tests.api.rig import ApiRig, WebhookSink, api_rig
 from tests.api.test_audit_pages import csrf_of
 
@@ -88,7 +88,7 @@ async def test_two_named_approvers_run_the_call(
         rid = parked["request_id"]
         generic = await api.repo.get_approval(rid)
         assert generic is not None
-        from dispatcher.api.approval_links import link_for
+        from parkgate.api.approval_links import link_for
 
         generic_link = link_for(api.rig.settings, api.rig.settings.signing_secret(), generic)
         assert generic_link is not None
@@ -120,7 +120,7 @@ async def test_two_named_approvers_run_the_call(
         token = links["carol"].rsplit("/", 1)[1]
         forged = token.replace(token[:10], "A" * 10, 1)
         assert (await api.http.get(f"/approve/{forged}")).status_code == 403
-        from dispatcher.links import sign_personal_token
+        from parkgate.links import sign_personal_token
 
         mallory = sign_personal_token(api.rig.settings.signing_secret(), rid,
                                       generic.expires_at, "mallory")

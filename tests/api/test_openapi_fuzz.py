@@ -18,7 +18,7 @@ from hypothesis.errors import Unsatisfiable
 from schemathesis import GenerationMode, checks
 from temporalio.client import Client
 
-from dispatcher.store.repository import Repository
+from parkgate.store.repository import Repository
 from tests.api.rig import api_rig, free_socket, live_server
 
 MAX_EXAMPLES = 8

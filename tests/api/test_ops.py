@@ -9,9 +9,9 @@ from pathlib import Path
 import httpx
 from temporalio.client import Client
 
-from dispatcher.api import ApiDeps, create_app
-from dispatcher.registry import ToolRegistry
-from dispatcher.store.repository import Repository
+from parkgate.api import ApiDeps, create_app
+from parkgate.registry import ToolRegistry
+from parkgate.store.repository import Repository
 from tests.api.rig import ApiRig
 from tests.fixtures.temporal import make_settings
 

@@ -18,9 +18,9 @@ import pytest
 from sqlalchemy import update
 from temporalio.client import Client
 
-from dispatcher.models import utcnow
-from dispatcher.store.remembered import RULES
-from dispatcher.store.repository import Repository
+from parkgate.models import utcnow
+from parkgate.store.remembered import RULES
+from parkgate.store.repository import Repository
 from tests.api.rig import ApiRig, api_rig
 from tests.api.test_audit_pages import csrf_of
 from tests.api.test_named_approvers import PEOPLE, POLICY, parked_for_admin

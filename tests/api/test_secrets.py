@@ -15,12 +15,12 @@ from temporalio.api.common.v1 import Payload
 from temporalio.client import Client
 from temporalio.worker import Replayer
 
-import workflows
-from dispatcher.codec import EncryptionCodec
-from dispatcher.durable_models import call_workflow_id
-from dispatcher.sandbox import probe
-from dispatcher.store.repository import Repository
-from dispatcher.worker import workflow_runner
+from parkgate import workflows
+from parkgate.codec import EncryptionCodec
+from parkgate.durable_models import call_workflow_id
+from parkgate.sandbox import probe
+from parkgate.store.repository import Repository
+from parkgate.worker import workflow_runner
 from tests.api.rig import ApiRig, WebhookSink, api_rig
 from tests.api.test_audit_pages import csrf_of, login
 from tests.fixtures.temporal import TEST_CONVERTER, TEST_PAYLOAD_KEYS

@@ -13,8 +13,8 @@ from typing import Any
 import httpx
 from temporalio.client import Client
 
-from dispatcher.api.approval_links import personal_link
-from dispatcher.store.repository import Repository
+from parkgate.api.approval_links import personal_link
+from parkgate.store.repository import Repository
 from tests.api.fake_slack import (
     BOT_TOKEN,
     CHANNEL,

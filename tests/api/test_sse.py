@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 from temporalio.client import Client
 
-from dispatcher.store.repository import Repository
+from parkgate.store.repository import Repository
 from tests.api.rig import ApiRig, api_rig, free_socket, live_server
 
 
@@ -103,7 +103,7 @@ async def test_stream_has_no_gap_under_concurrent_writers(
 ) -> None:
     """Writers racing on one session (SQLite and PostgreSQL): the live stream sees
     every event exactly once, in seq order."""
-    from dispatcher.events import ToolEvent
+    from parkgate.events import ToolEvent
 
     sock = free_socket()
     base = f"http://127.0.0.1:{sock.getsockname()[1]}"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from temporalio.client import Client
 
-from dispatcher.store.repository import Repository
+from parkgate.store.repository import Repository
 from tests.api.rig import WebhookSink, api_rig, closed_port_url
 
 

@@ -10,7 +10,7 @@ import pytest
 from playwright.async_api import Browser, Page, expect
 from temporalio.client import Client
 
-from dispatcher.store.repository import Repository
+from parkgate.store.repository import Repository
 from tests.api.rig import ApiRig, api_rig, free_socket, live_server
 
 pytestmark = pytest.mark.browser

@@ -14,7 +14,7 @@ import pytest
 from playwright.async_api import Browser, Page, expect
 from temporalio.client import Client
 
-from dispatcher.store.repository import Repository
+from parkgate.store.repository import Repository
 from tests.api.rig import ApiRig
 from tests.browser.test_approval_page import served
 

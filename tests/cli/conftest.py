@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from dispatcher.settings import get_settings
+from parkgate.settings import get_settings
 
 
 @pytest.fixture
@@ -33,4 +33,4 @@ def cli_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[st
 
 def parkgate_argv() -> list[str]:
     """How to run the CLI as a subprocess (works without the console script)."""
-    return [sys.executable, "-m", "dispatcher.cli"]
+    return [sys.executable, "-m", "parkgate.cli"]

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from dispatcher.cli import app
-from dispatcher.settings import Settings
-from dispatcher.store import Repository
+from parkgate.cli import app
+from parkgate.settings import Settings
+from parkgate.store import Repository
 
 runner = CliRunner()
 
@@ -151,9 +151,9 @@ def test_config_check_never_prints_mail_or_slack_secrets(
 def test_remembered_list_and_revoke(cli_env: dict[str, str]) -> None:
     from datetime import timedelta
 
-    from dispatcher.models import utcnow
-    from dispatcher.remember_spec import RememberSpec
-    from dispatcher.remembered import rule_for
+    from parkgate.models import utcnow
+    from parkgate.remember_spec import RememberSpec
+    from parkgate.remembered import rule_for
 
     _ok(["db", "upgrade"])
     assert "Remembered decisions (0)" in _ok(["remembered", "list"])
@@ -182,7 +182,7 @@ def test_remembered_list_and_revoke(cli_env: dict[str, str]) -> None:
 
 
 def test_approvers_inbox_link(cli_env: dict[str, str], tmp_path: Path) -> None:
-    from dispatcher.links import verify_inbox_token
+    from parkgate.links import verify_inbox_token
 
     config = tmp_path / "people.yaml"
     config.write_text("public_base_url: https://gate.example.org\n"

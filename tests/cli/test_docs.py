@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dispatcher.settings import Settings
+from parkgate.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 

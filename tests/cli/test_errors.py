@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from dispatcher.cli import app
+from parkgate.cli import app
 from tests.cli.conftest import parkgate_argv
 
 runner = CliRunner()

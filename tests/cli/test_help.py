@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from dispatcher.cli import app
-from dispatcher.settings import Settings
-from dispatcher.store import Repository
-from dispatcher.store.records import CallUpdate
+from parkgate.cli import app
+from parkgate.settings import Settings
+from parkgate.store import Repository
+from parkgate.store.records import CallUpdate
 from tests.cli.conftest import parkgate_argv
 
 runner = CliRunner()

@@ -10,11 +10,11 @@ import pytest
 from sqlalchemy import text
 from typer.testing import CliRunner
 
-from dispatcher.cli import app
-from dispatcher.cli.common import console
-from dispatcher.settings import get_settings
-from dispatcher.store.repository import Repository
-from dispatcher.store.results import ApiKeyRecord
+from parkgate.cli import app
+from parkgate.cli.common import console
+from parkgate.settings import get_settings
+from parkgate.store.repository import Repository
+from parkgate.store.results import ApiKeyRecord
 
 runner = CliRunner()
 
@@ -109,7 +109,7 @@ def test_create_with_project_and_roles(cli_env: dict[str, str]) -> None:
 @pytest.mark.usefixtures("wide")
 def test_keys_from_before_roles_are_flagged(cli_env: dict[str, str]) -> None:
     """A key created at revision 0001 migrates to project default with every role."""
-    from dispatcher.store.migrate import upgrade_async
+    from parkgate.store.migrate import upgrade_async
 
     url = get_settings().effective_database_url
 

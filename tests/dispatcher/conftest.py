@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from dispatcher import (
+from parkgate import (
     ConfirmationPolicy,
     Limits,
     Session,

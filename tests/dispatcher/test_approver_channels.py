@@ -8,12 +8,12 @@ import hmac
 from datetime import UTC, datetime
 from pathlib import Path
 
-from dispatcher import mail, slack
-from dispatcher.cli.config import check_settings
-from dispatcher.durable_models import DecisionRecord, NotifyInput
-from dispatcher.models import Session, SideEffects
-from dispatcher.settings import Settings
-from dispatcher.verdicts import ApprovalInfo
+from parkgate import mail, slack
+from parkgate.cli.config import check_settings
+from parkgate.durable_models import DecisionRecord, NotifyInput
+from parkgate.models import Session, SideEffects
+from parkgate.settings import Settings
+from parkgate.verdicts import ApprovalInfo
 
 SECRET = "signing-secret"
 

@@ -12,11 +12,11 @@ from sqlalchemy import update
 from temporalio.api.common.v1 import Payload
 from temporalio.converter import WorkflowSerializationContext
 
-from dispatcher.blobs import BLOB_ENCODING, SHA_META, STRING_ENCODING, BlobCodec, BlobError
-from dispatcher.codec import ENCODING, CodecError, EncryptionCodec
-from dispatcher.models import utcnow
-from dispatcher.store import CallStatus, CallUpdate, Repository
-from dispatcher.store.statements import BLOBS
+from parkgate.blobs import BLOB_ENCODING, SHA_META, STRING_ENCODING, BlobCodec, BlobError
+from parkgate.codec import ENCODING, CodecError, EncryptionCodec
+from parkgate.models import utcnow
+from parkgate.store import CallStatus, CallUpdate, Repository
+from parkgate.store.statements import BLOBS
 from tests.fixtures.db import fresh_sqlite_url
 from tests.fixtures.temporal import TEST_CODEC, blob_converter
 from tests.store.helpers import call_events, finished, uid

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from temporalio.api.common.v1 import Payload
 
-from dispatcher.codec import (
+from parkgate.codec import (
     ENCODING,
     KEY_ID_META,
     CodecError,
@@ -18,8 +18,8 @@ from dispatcher.codec import (
     data_converter,
     encode_key,
 )
-from dispatcher.models import TextBlock
-from dispatcher.settings import Settings
+from parkgate.models import TextBlock
+from parkgate.settings import Settings
 
 K1, K2 = os.urandom(32), os.urandom(32)
 

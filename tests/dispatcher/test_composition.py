@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from dispatcher import (
+from parkgate import (
     Limits,
     Session,
     SideEffects,
@@ -69,7 +69,7 @@ async def copy_body(input: dict[str, Any], ctx: ToolContext) -> ToolOutput:
 def make(
     policy: dict[str, Any] | None = None, *extra: type, **kw: Any
 ) -> tuple[ToolDispatcher, EventLog]:
-    from dispatcher import ConfirmationPolicy
+    from parkgate import ConfirmationPolicy
 
     kw.setdefault("limits", Limits(shell_kill_after_seconds=0.5, cancel_grace_seconds=5))
     d = ToolDispatcher(ConfirmationPolicy.from_mapping(policy or {}), tools=builtin_tools(), **kw)

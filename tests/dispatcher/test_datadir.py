@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from dispatcher.datadir import secure_data_dir
+from parkgate.datadir import secure_data_dir
 
 
 def mode(path: Path) -> int:

@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from dispatcher import Limits, Session, SideEffects, ToolErrorClass, ToolUseBlock
+from parkgate import Limits, Session, SideEffects, ToolErrorClass, ToolUseBlock
 from tests.dispatcher.conftest import answer_next
 
 

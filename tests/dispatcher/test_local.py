@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from dispatcher import (
+from parkgate import (
     Session,
     SideEffects,
     TextBlock,
@@ -351,8 +351,8 @@ async def test_outer_cancellation_clears_pending(make_dispatcher: Any, session: 
 
 
 def test_limits_from_settings() -> None:
-    from dispatcher import Limits
-    from dispatcher.settings import Settings
+    from parkgate import Limits
+    from parkgate.settings import Settings
 
     s = Settings(
         default_timeout_seconds=5,

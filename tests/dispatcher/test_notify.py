@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from dispatcher.durable_models import NotifyInput
-from dispatcher.models import Session, SideEffects
-from dispatcher.notify import generic_payload, payload_for, slack_payload
-from dispatcher.verdicts import ApprovalInfo
+from parkgate.durable_models import NotifyInput
+from parkgate.models import Session, SideEffects
+from parkgate.notify import generic_payload, payload_for, slack_payload
+from parkgate.verdicts import ApprovalInfo
 
 
 def notice(expires: bool = True) -> NotifyInput:

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from dispatcher import (
+from parkgate import (
     CallBudget,
     ConfirmationPolicy,
     Deny,
@@ -352,8 +352,8 @@ def test_timeouts_by_class() -> None:
 def test_the_plan_and_the_pipeline_agree_on_timeouts(
     timeout: float | None, side_effects: SideEffects
 ) -> None:
-    from activities.plan import tool_timeout
-    from dispatcher.settings import Settings
+    from parkgate.activities.plan import tool_timeout
+    from parkgate.settings import Settings
 
     definition = ToolDefinition(
         name="a",
@@ -556,14 +556,14 @@ async def test_raw_open_is_permitted_and_logged(
     p = make_pipeline(tool_class("raw", raw, SideEffects.EXECUTE))
     v = await p.classify(ToolUseBlock(id="1", name="raw", input={}), session)
     assert isinstance(v, NeedsApproval)
-    with caplog.at_level(logging.DEBUG, logger="dispatcher.tools.open"):
+    with caplog.at_level(logging.DEBUG, logger="parkgate.tools.open"):
         run = await p.execute(v.prepared)
     assert run.error_class is None and "Project Foo" in run.result.text
     assert any("raw" in r.getMessage() and "README.md" in r.getMessage() for r in caplog.records)
 
 
 async def test_image_blocks_pass_through(session: Session) -> None:
-    from dispatcher import ImageBlock, ImageSource
+    from parkgate import ImageBlock, ImageSource
 
     async def pic(self: Any, input: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         return ToolOutput(content=[ImageBlock(source=ImageSource(data="aGk="))])

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from dispatcher import ConfirmationPolicy, PolicyError, Session, split_simple_commands
-from dispatcher.tools import ListDirTool, ReadFileTool, ShellTool, WriteFileTool
+from parkgate import ConfirmationPolicy, PolicyError, Session, split_simple_commands
+from parkgate.tools import ListDirTool, ReadFileTool, ShellTool, WriteFileTool
 
 SHELL = ShellTool.definition
 WRITE = WriteFileTool.definition
@@ -264,7 +264,7 @@ def test_quorum_must_be_positive() -> None:
 def test_settings_refuse_groups_of_unknown_approvers() -> None:
     from pydantic import ValidationError
 
-    from dispatcher.settings import Settings
+    from parkgate.settings import Settings
 
     with pytest.raises(ValidationError, match=r"approver_groups.oncall: unknown approvers \['x'\]"):
         Settings(approvers={"alice": {}}, approver_groups={"oncall": ["alice", "x"]})

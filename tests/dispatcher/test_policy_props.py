@@ -12,7 +12,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dispatcher import (
+from parkgate import (
     ConfirmationPolicy,
     Deny,
     Pipeline,
@@ -21,7 +21,7 @@ from dispatcher import (
     ToolUseBlock,
     builtin_tools,
 )
-from dispatcher.tools import ShellTool
+from parkgate.tools import ShellTool
 
 POLICY = ConfirmationPolicy.from_mapping(
     {"rules": [{"tool": "shell", "command": "git status", "mode": "auto"}]}

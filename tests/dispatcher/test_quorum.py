@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dispatcher.quorum import count, decides, vote_problem
+from parkgate.quorum import count, decides, vote_problem
 
 NAMED = ["alice", "bob", "carol"]
 

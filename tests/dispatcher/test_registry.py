@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from dispatcher import (
+from parkgate import (
     Session,
     SideEffects,
     TextBlock,

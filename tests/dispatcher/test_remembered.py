@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from dispatcher.remember_spec import RememberSpec
-from dispatcher.remembered import (
+from parkgate.remember_spec import RememberSpec
+from parkgate.remembered import (
     RememberError,
     check_remember,
     matching_rule,

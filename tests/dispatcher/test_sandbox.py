@@ -14,11 +14,11 @@ from typing import Any
 
 import pytest
 
-from dispatcher import Limits, ToolContext, ToolExecutionError, WorkspaceFileAPI
-from dispatcher.cli.config import check_settings
-from dispatcher.sandbox import announce, paths_to_hide, probe, state_line
-from dispatcher.settings import Settings
-from dispatcher.tools import ShellTool
+from parkgate import Limits, ToolContext, ToolExecutionError, WorkspaceFileAPI
+from parkgate.cli.config import check_settings
+from parkgate.sandbox import announce, paths_to_hide, probe, state_line
+from parkgate.settings import Settings
+from parkgate.tools import ShellTool
 
 LINK_SECRET = "sandbox-link-secret-5e1f"
 PAYLOAD_KEY = "c2FuZGJveC1wYXlsb2FkLWtleS0zMi1ieXRlcy1sb25nISE="

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from dispatcher.schema import check_schema_subset, validate_input
+from parkgate.schema import check_schema_subset, validate_input
 
 
 def obj(**props: object) -> dict[str, object]:
@@ -96,7 +96,7 @@ def test_size_cap() -> None:
 
 
 def test_depth_limit_names_the_first_path_too_deep() -> None:
-    from dispatcher.schema import MAX_INPUT_DEPTH, depth_error
+    from parkgate.schema import MAX_INPUT_DEPTH, depth_error
 
     ok: object = {"a": 1}
     for _ in range(MAX_INPUT_DEPTH - 1):

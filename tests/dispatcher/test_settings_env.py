@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from dispatcher.settings import Settings
+from parkgate.settings import Settings
 
 
 def test_to_env_round_trips(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dispatcher.toolenv import tool_environment
+from parkgate.toolenv import tool_environment
 
 SERVER_ENV = {
     "PATH": "/opt/bin:/usr/bin",

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dispatcher import ToolExecutionError, WorkspaceEscapeError, WorkspaceFileAPI
+from parkgate import ToolExecutionError, WorkspaceEscapeError, WorkspaceFileAPI
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from dispatcher.store import Repository
+from parkgate.store import Repository
 from tests.faults.harness import summary
 from tests.faults.harness.apiclient import TERMINAL
 from tests.faults.harness.stack import Stack, parse_key

@@ -18,14 +18,14 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from dispatcher.events import ToolEvent
-from dispatcher.models import Session, ToolErrorClass, ToolUseBlock
-from dispatcher.pipeline import Pipeline
-from dispatcher.policy import ConfirmationPolicy
-from dispatcher.registry import ToolRegistry
-from dispatcher.tools import builtin_tools
-from dispatcher.truncation import Limits
-from dispatcher.verdicts import Deny, Execute, NeedsApproval, ToolRun
+from parkgate.events import ToolEvent
+from parkgate.models import Session, ToolErrorClass, ToolUseBlock
+from parkgate.pipeline import Pipeline
+from parkgate.policy import ConfirmationPolicy
+from parkgate.registry import ToolRegistry
+from parkgate.tools import builtin_tools
+from parkgate.truncation import Limits
+from parkgate.verdicts import Deny, Execute, NeedsApproval, ToolRun
 from tests.faults.harness import summary
 
 SOAK = os.environ.get("PARKGATE_SOAK", "") not in ("", "0", "false")

@@ -11,13 +11,13 @@ from typing import Any, cast
 import psutil
 from temporalio.client import Client
 
-from dispatcher.mcp_source.config import McpServer
-from dispatcher.mcp_source.discover import discover
-from dispatcher.models import SideEffects
-from dispatcher.settings import Settings
-from dispatcher.store.records import HistoryStore
-from dispatcher.store.repository import Repository
-from dispatcher.worker import build_deps
+from parkgate.mcp_source.config import McpServer
+from parkgate.mcp_source.discover import discover
+from parkgate.models import SideEffects
+from parkgate.settings import Settings
+from parkgate.store.records import HistoryStore
+from parkgate.store.repository import Repository
+from parkgate.worker import build_deps
 from tests.api.rig import api_rig
 from tests.fixtures.temporal import make_settings
 

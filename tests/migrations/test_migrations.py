@@ -11,16 +11,16 @@ from alembic.runtime.migration import MigrationContext
 from sqlalchemy import inspect
 from sqlalchemy.engine import Connection
 
-from dispatcher.store import Repository, SchemaNotMigratedError, SchemaTooNewError
-from dispatcher.store.engine import make_engine
-from dispatcher.store.migrate import (
+from parkgate.store import Repository, SchemaNotMigratedError, SchemaTooNewError
+from parkgate.store.engine import make_engine
+from parkgate.store.migrate import (
     current_async,
     downgrade_async,
     head_revision,
     upgrade,
     upgrade_async,
 )
-from dispatcher.store.models import Base
+from parkgate.store.models import Base
 from tests.fixtures.db import fresh_pg_database, fresh_sqlite_url
 
 TABLES = {

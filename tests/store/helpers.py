@@ -6,9 +6,9 @@ import uuid
 from datetime import datetime, timedelta
 from typing import Any
 
-from dispatcher.events import ToolEvent, make_event_id
-from dispatcher.models import SideEffects, utcnow
-from dispatcher.store import CallStatus, CallUpdate
+from parkgate.events import ToolEvent, make_event_id
+from parkgate.models import SideEffects, utcnow
+from parkgate.store import CallStatus, CallUpdate
 
 
 def uid(prefix: str = "x") -> str:

@@ -6,8 +6,8 @@ from typing import Any
 
 from sqlalchemy import text
 
-from dispatcher.store import Repository
-from dispatcher.store.canonical import event_hash
+from parkgate.store import Repository
+from parkgate.store.canonical import event_hash
 from tests.store.helpers import call_events, event, finished, uid
 
 

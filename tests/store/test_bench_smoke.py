@@ -6,7 +6,7 @@ import asyncio
 import sys
 from pathlib import Path
 
-from dispatcher.store import Repository
+from parkgate.store import Repository
 
 BENCH = Path(__file__).resolve().parents[2] / "bench" / "history_inserts.py"
 

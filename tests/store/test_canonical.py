@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from dispatcher.store.canonical import REDACTED, canonical_json, normalize_json, redact
-from dispatcher.store.urls import async_url, display_url
+from parkgate.store.canonical import REDACTED, canonical_json, normalize_json, redact
+from parkgate.store.urls import async_url, display_url
 
 
 @pytest.mark.parametrize(

@@ -12,11 +12,11 @@ import pytest
 from sqlalchemy import text
 from typer.testing import CliRunner
 
-from dispatcher.cli import app
-from dispatcher.models import utcnow
-from dispatcher.settings import get_settings
-from dispatcher.store import Repository
-from dispatcher.store.migrate import head_revision
+from parkgate.cli import app
+from parkgate.models import utcnow
+from parkgate.settings import get_settings
+from parkgate.store import Repository
+from parkgate.store.migrate import head_revision
 from tests.fixtures.db import fresh_sqlite_url
 from tests.store.helpers import call_events, finished, uid
 

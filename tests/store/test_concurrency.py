@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import random
 
-from dispatcher.store import Repository
+from parkgate.store import Repository
 from tests.store.helpers import event, finished, uid
 
 
@@ -88,7 +88,7 @@ async def test_concurrent_apply_on_one_sqlite_file_from_two_repositories(
     """Two repositories of one process on one SQLite file (as API and worker in
     `parkgate serve`): writers queue on one lock, chains stay linear, nothing is
     written twice."""
-    from dispatcher.store.engine import sqlite_writer_lock
+    from parkgate.store.engine import sqlite_writer_lock
 
     first = await Repository.connect(sqlite_url)
     second = await Repository.connect(sqlite_url)

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from dispatcher.metrics import INTEGRITY_ERRORS, StoreSampler
-from dispatcher.store import Repository
+from parkgate.metrics import INTEGRITY_ERRORS, StoreSampler
+from parkgate.store import Repository
 from tests.store.helpers import event, uid
 
 
@@ -31,7 +31,7 @@ async def test_other_content_is_kept_logged_and_counted(
     won = event(sid, tu, "tool.confirmation_resolved", decision="allow", decided_by="alice")
     await repo.apply([won])
     lost = event(sid, tu, "tool.confirmation_resolved", decision="deny", decided_by="bob")
-    with caplog.at_level(logging.ERROR, logger="dispatcher.store.repository"):
+    with caplog.at_level(logging.ERROR, logger="parkgate.store.repository"):
         await repo.apply([lost])
     assert "store integrity error" in caplog.text and lost.event_id in caplog.text
 
@@ -52,8 +52,8 @@ async def test_other_content_is_kept_logged_and_counted(
 
 async def test_a_lost_run_that_finished_keeps_its_record(repo: Repository) -> None:
     """The workflow's "worker lost" write never contradicts a recorded finish."""
-    from dispatcher.models import TextBlock, ToolErrorClass, ToolResultBlock
-    from dispatcher.store import CallStatus
+    from parkgate.models import TextBlock, ToolErrorClass, ToolResultBlock
+    from parkgate.store import CallStatus
     from tests.store.helpers import call_events, finished
 
     sid, tu = uid("s"), uid("tu")

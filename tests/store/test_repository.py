@@ -7,8 +7,8 @@ from datetime import timedelta
 
 import pytest
 
-from dispatcher.models import SideEffects, TextBlock, ToolErrorClass, ToolResultBlock, utcnow
-from dispatcher.store import (
+from parkgate.models import SideEffects, TextBlock, ToolErrorClass, ToolResultBlock, utcnow
+from parkgate.store import (
     ApiKeyNameTakenError,
     ApiKeyNotFoundError,
     ApprovalNotFoundError,

@@ -7,8 +7,8 @@ import io
 import json
 from datetime import timedelta
 
-from dispatcher.models import utcnow
-from dispatcher.store import CallFilters, CallStatus, CallUpdate, Repository
+from parkgate.models import utcnow
+from parkgate.store import CallFilters, CallStatus, CallUpdate, Repository
 from tests.store.helpers import call_events, event, finished, uid
 from tests.store.test_repository import _approval
 

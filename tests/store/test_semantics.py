@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from dispatcher.models import utcnow
-from dispatcher.store import ApprovalRecord, CallStatus, Repository
+from parkgate.models import utcnow
+from parkgate.store import ApprovalRecord, CallStatus, Repository
 from tests.store.helpers import event, finished, uid
 from tests.store.test_cli_audit import cli, use_db  # noqa: F401 (fixture)
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import uuid
 from datetime import timedelta
 
-from dispatcher.models import utcnow
-from dispatcher.store.records import ApprovalRecord, CallStatus, CallUpdate
-from dispatcher.store.repository import Repository
+from parkgate.models import utcnow
+from parkgate.store.records import ApprovalRecord, CallStatus, CallUpdate
+from parkgate.store.repository import Repository
 
 
 def _approval(sid: str, tid: str, age: int, tool: str = "write_file") -> ApprovalRecord:

@@ -9,8 +9,8 @@ from typing import Any
 import psutil
 from temporalio.testing import WorkflowEnvironment
 
-from dispatcher import ToolContext
-from dispatcher.models import (
+from parkgate import ToolContext
+from parkgate.models import (
     SideEffects,
     TextBlock,
     ToolDefinition,
@@ -18,7 +18,7 @@ from dispatcher.models import (
     ToolOutput,
     ToolUseBlock,
 )
-from dispatcher.store.records import CallStatus
+from parkgate.store.records import CallStatus
 from tests.fixtures.temporal import AUTO_ALL, durable_rig
 
 

@@ -19,13 +19,13 @@ from typing import Any, cast
 
 from temporalio.testing import ActivityEnvironment, WorkflowEnvironment
 
-from activities.classify import ClassifyActivities
-from activities.deps import Deps
-from activities.execute import ExecuteActivities
-from activities.record import RecordActivities
-from dispatcher.context import ToolContext
-from dispatcher.durable_models import ClassifyInput, ExecuteInput, RecordInput
-from dispatcher.models import (
+from parkgate.activities.classify import ClassifyActivities
+from parkgate.activities.deps import Deps
+from parkgate.activities.execute import ExecuteActivities
+from parkgate.activities.record import RecordActivities
+from parkgate.context import ToolContext
+from parkgate.durable_models import ClassifyInput, ExecuteInput, RecordInput
+from parkgate.models import (
     Session,
     SideEffects,
     TextBlock,
@@ -35,9 +35,9 @@ from dispatcher.models import (
     ToolUseBlock,
     utcnow,
 )
-from dispatcher.store.records import CallStatus, HistoryStore
-from dispatcher.subcalls import NO_EDITS, sub_call_request_id
-from dispatcher.verdicts import Execute
+from parkgate.store.records import CallStatus, HistoryStore
+from parkgate.subcalls import NO_EDITS, sub_call_request_id
+from parkgate.verdicts import Execute
 from tests.fixtures.temporal import durable_rig, make_pipeline, make_settings
 
 # ---------------------------------------------------------------------------
@@ -312,8 +312,8 @@ async def test_non_atomic_composed_tool_parks_each_sub_call(
 async def test_sub_call_request_is_announced_to_webhooks(
     temporal_env: WorkflowEnvironment, sqlite_repo: Any, tmp_path: Path
 ) -> None:
-    from dispatcher.links import token_hash
-    from dispatcher.settings import Webhook
+    from parkgate.links import token_hash
+    from parkgate.settings import Webhook
     from tests.api.rig import WebhookSink
 
     async with WebhookSink().running() as sink, durable_rig(
@@ -468,7 +468,7 @@ async def test_existing_tools_unchanged_with_composed_tools_registered(
 async def test_store_outage_carries_sub_call_events_back(
     sqlite_repo: Any, tmp_path: Path
 ) -> None:
-    from dispatcher.store import Repository
+    from parkgate.store import Repository
     from tests.fixtures.db import fresh_sqlite_url
 
     workspace = tmp_path / "ws"
@@ -546,9 +546,9 @@ async def test_store_back_before_a_sub_call_parks_flushes_what_was_pending(
     import dataclasses
     from datetime import timedelta
 
-    from dispatcher import subcalls
-    from dispatcher.durable_models import DecideInput
-    from dispatcher.models import utcnow
+    from parkgate import subcalls
+    from parkgate.durable_models import DecideInput
+    from parkgate.models import utcnow
 
     workspace = tmp_path / "ws"
     workspace.mkdir()

@@ -15,12 +15,12 @@ from sqlalchemy import text
 from temporalio.client import WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
-from dispatcher.audit_temporal import compare_store_with_temporal
-from dispatcher.durable_models import ACT_EXECUTE, ACT_RECORD_COMMITTED
-from dispatcher.models import ToolErrorClass, ToolUseBlock
-from dispatcher.store.records import CallStatus
+from parkgate.audit_temporal import compare_store_with_temporal
+from parkgate.durable_models import ACT_EXECUTE, ACT_RECORD_COMMITTED
+from parkgate.models import ToolErrorClass, ToolUseBlock
+from parkgate.store.records import CallStatus
+from parkgate.workflows.call import PATCH_COMMITTED_WRITES
 from tests.fixtures.temporal import durable_rig
-from workflows.call import PATCH_COMMITTED_WRITES
 
 
 async def kinds_after_acceptance(handle: WorkflowHandle[Any, Any]) -> tuple[list[str], list[str]]:

@@ -17,10 +17,10 @@ from temporalio.client import WorkflowHistory
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Replayer
 
-import workflows
-from dispatcher.models import ToolUseBlock
-from dispatcher.store.records import CallStatus
-from dispatcher.worker import workflow_runner
+from parkgate import workflows
+from parkgate.models import ToolUseBlock
+from parkgate.store.records import CallStatus
+from parkgate.worker import workflow_runner
 from tests.api.rig import WebhookSink
 from tests.fixtures.temporal import TEST_CONVERTER, durable_rig
 

@@ -13,8 +13,8 @@ import pytest
 from temporalio.client import WorkflowHistory
 from temporalio.worker import Replayer
 
-import workflows
-from dispatcher.worker import workflow_runner
+from parkgate import workflows
+from parkgate.worker import workflow_runner
 from tests.fixtures.temporal import TEST_CONVERTER
 
 HISTORIES = Path(__file__).resolve().parents[1] / "histories"

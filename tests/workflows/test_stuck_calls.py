@@ -22,14 +22,14 @@ from temporalio.api.enums.v1 import WorkflowTaskFailedCause
 from temporalio.api.failure.v1 import Failure
 from temporalio.client import Client, WorkflowExecutionStatus
 
-from dispatcher.api.service import CallService
-from dispatcher.codec import CodecError, EncryptionCodec, converter_with, decode_key
-from dispatcher.devserver import DevServer
-from dispatcher.durable_models import CALL_WORKFLOW, CallInput, call_workflow_id
-from dispatcher.models import Session, ToolErrorClass, ToolUseBlock
-from dispatcher.settings import Settings
-from dispatcher.store.records import CallStatus
-from dispatcher.stuck import TaskHealer, TaskTrouble, assess, diagnose, healing
+from parkgate.api.service import CallService
+from parkgate.codec import CodecError, EncryptionCodec, converter_with, decode_key
+from parkgate.devserver import DevServer
+from parkgate.durable_models import CALL_WORKFLOW, CallInput, call_workflow_id
+from parkgate.models import Session, ToolErrorClass, ToolUseBlock
+from parkgate.settings import Settings
+from parkgate.store.records import CallStatus
+from parkgate.stuck import TaskHealer, TaskTrouble, assess, diagnose, healing
 from tests.fixtures.temporal import (
     TEST_PAYLOAD_KEY_ID,
     TEST_PAYLOAD_KEYS,

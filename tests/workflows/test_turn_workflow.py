@@ -7,8 +7,8 @@ from typing import Any
 
 from temporalio.testing import WorkflowEnvironment
 
-from dispatcher.models import ToolUseBlock
-from dispatcher.store.records import CallStatus
+from parkgate.models import ToolUseBlock
+from parkgate.store.records import CallStatus
 from tests.fixtures.temporal import durable_rig
 
 

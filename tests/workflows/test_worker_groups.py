@@ -18,12 +18,12 @@ import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
-from activities.deps import Deps
-from dispatcher.devserver import DevServer
-from dispatcher.durable_models import WORKER_LOST_TEXT, call_workflow_id
-from dispatcher.settings import Settings
-from dispatcher.worker import serving
-from dispatcher.worker_groups import WORKSPACE_ACTIVITIES
+from parkgate.activities.deps import Deps
+from parkgate.devserver import DevServer
+from parkgate.durable_models import WORKER_LOST_TEXT, call_workflow_id
+from parkgate.settings import Settings
+from parkgate.worker import serving
+from parkgate.worker_groups import WORKSPACE_ACTIVITIES
 from tests.api.rig import ApiRig, api_rig
 from tests.fixtures.temporal import AUTO_ALL, WorkerProcess, dev_client, make_pipeline
 from tests.workflows.test_restarts import kill_leftovers

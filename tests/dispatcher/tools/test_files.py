@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from dispatcher import (
+from parkgate import (
     ConfirmationPolicy,
     Execute,
     Limits,

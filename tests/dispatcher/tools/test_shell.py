@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from dispatcher import Limits, ToolContext, ToolValidationError, WorkspaceFileAPI
-from dispatcher.tools import ShellTool, shell_guard
+from parkgate import Limits, ToolContext, ToolValidationError, WorkspaceFileAPI
+from parkgate.tools import ShellTool, shell_guard
 
 
 def ctx(workspace: Path, **limits: Any) -> ToolContext:

@@ -23,7 +23,7 @@ from typing import Any
 from temporalio.api.common.v1 import Payload
 from temporalio.client import Client
 
-from dispatcher.codec import EncryptionCodec
+from parkgate.codec import EncryptionCodec
 from tests.faults.harness.temporal import DevServer
 from tests.fixtures.temporal import TEST_CONVERTER
 
