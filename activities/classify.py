@@ -10,7 +10,7 @@ from parkgate.access import DEFAULT_PROJECT
 from parkgate.activities.deps import Deps
 from parkgate.activities.execute import ExecuteActivities
 from parkgate.activities.plan import plan_for
-from parkgate.durable_models import (
+from parkgate.durable.payloads import (
     ACT_CLASSIFY,
     ACT_REVALIDATE,
     ClassifyInput,
@@ -22,8 +22,8 @@ from parkgate.durable_models import (
     with_prepared,
 )
 from parkgate.models import Session, utcnow
+from parkgate.records import HistoryStore
 from parkgate.remembered import RULE_PREFIX, matching_rule, rest_hash
-from parkgate.store.records import HistoryStore
 from parkgate.verdicts import Deny, Execute, NeedsApproval, PreparedCall, Verdict
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from parkgate.records import HistoryStore
 from parkgate.settings import Settings
-from parkgate.store.records import HistoryStore
 
 if TYPE_CHECKING:
     from parkgate.pipeline import Pipeline

@@ -24,7 +24,7 @@ from temporalio import activity
 from parkgate.activities.deps import Deps
 from parkgate.activities.record import write_approval
 from parkgate.activities.subcalls import SubCallApprover
-from parkgate.durable_models import (
+from parkgate.durable.payloads import (
     ACT_EXECUTE,
     ACT_EXECUTE_LOCAL,
     ExecuteInput,
@@ -32,7 +32,7 @@ from parkgate.durable_models import (
 )
 from parkgate.events import ToolEvent
 from parkgate.models import TextBlock, ToolErrorClass, ToolResultBlock, input_hash, utcnow
-from parkgate.store.records import CallStatus, CallUpdate, status_for
+from parkgate.records import CallStatus, CallUpdate, status_for
 from parkgate.verdicts import ToolRun
 
 log = logging.getLogger(__name__)

@@ -7,7 +7,7 @@ configurable knob through history (workflows may not read settings).
 from __future__ import annotations
 
 from parkgate import models
-from parkgate.durable_models import ExecPlan
+from parkgate.durable.payloads import ExecPlan
 from parkgate.models import SideEffects, ToolDefinition
 from parkgate.settings import Settings
 

@@ -11,7 +11,7 @@ import logging
 from temporalio import activity
 
 from parkgate.access import DEFAULT_PROJECT
-from parkgate.durable_models import (
+from parkgate.durable.payloads import (
     ACT_CREATE_APPROVAL,
     ACT_RECORD,
     ACT_RECORD_COMMITTED,
@@ -22,9 +22,9 @@ from parkgate.durable_models import (
 )
 from parkgate.events import ToolEvent
 from parkgate.links import sign_token, token_hash
+from parkgate.records import ApprovalRecord, HistoryStore
 from parkgate.remembered import RememberError, rule_for
 from parkgate.settings import Settings
-from parkgate.store.records import ApprovalRecord, HistoryStore
 from parkgate.verdicts import ApprovalInfo
 
 log = logging.getLogger("parkgate.activities.record")

@@ -13,16 +13,16 @@ from __future__ import annotations
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from parkgate import slack, slack_web
-from parkgate.durable_models import (
+from parkgate.channels import slack, slack_web
+from parkgate.durable.payloads import (
     ACT_SLACK_OUTCOME,
     ACT_SLACK_POST,
     NotifyInput,
     SlackMessageRef,
     SlackOutcomeInput,
 )
+from parkgate.records import HistoryStore
 from parkgate.settings import Settings
-from parkgate.store.records import HistoryStore
 
 
 class SlackActivities:

@@ -34,15 +34,15 @@ import httpx
 
 from parkgate.activities.plan import approval_expiry
 from parkgate.activities.record import approval_url
-from parkgate.durable_models import NotifyInput
+from parkgate.channels.webhook import WebhookError, deliver
+from parkgate.durable.payloads import NotifyInput
+from parkgate.durable.subcalls import EXPIRED, ApprovalDecisions, can_decide, sub_call_request_id
 from parkgate.events import ToolEvent
 from parkgate.links import sign_token, token_hash
 from parkgate.models import ToolErrorClass, utcnow
-from parkgate.notify import WebhookError, deliver
 from parkgate.pipeline import Pipeline, deny_result
+from parkgate.records import ApprovalRecord
 from parkgate.settings import Settings
-from parkgate.store.records import ApprovalRecord
-from parkgate.subcalls import EXPIRED, ApprovalDecisions, can_decide, sub_call_request_id
 from parkgate.verdicts import Deny, NeedsApproval, PreparedCall
 
 log = logging.getLogger(__name__)

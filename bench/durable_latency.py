@@ -26,18 +26,18 @@ from temporalio.client import Client
 
 from parkgate import workflows
 from parkgate.activities.deps import Deps
-from parkgate.client import DurableDispatcher
-from parkgate.codec import data_converter
-from parkgate.devserver import DevServer
+from parkgate.durable.client import DurableDispatcher
+from parkgate.durable.codec import data_converter
 from parkgate.models import Session, ToolUseBlock
 from parkgate.pipeline import Pipeline
 from parkgate.policy import ConfirmationPolicy
 from parkgate.registry import ToolRegistry
+from parkgate.runtime.devserver import DevServer
+from parkgate.runtime.worker import build_worker
 from parkgate.settings import Settings
 from parkgate.store import Repository
 from parkgate.store.migrate import upgrade_async
 from parkgate.tools import builtin_tools
-from parkgate.worker import build_worker
 
 
 class Empty(BaseModel):

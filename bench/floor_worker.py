@@ -14,9 +14,9 @@ import signal
 from temporalio.worker import Worker
 
 from bench.floor import FloorWorkflow
+from parkgate.durable.connect import connect
+from parkgate.runtime.worker import workflow_runner
 from parkgate.settings import get_settings
-from parkgate.temporal_client import connect
-from parkgate.worker import workflow_runner
 
 
 async def serve() -> None:

@@ -20,9 +20,9 @@ from pathlib import Path
 from parkgate.access import Principal
 from parkgate.api.inbox import Filters, Viewer, waiting_for
 from parkgate.models import utcnow
+from parkgate.records import ApprovalRecord
 from parkgate.settings import Settings
 from parkgate.store.migrate import upgrade_async
-from parkgate.store.records import ApprovalRecord
 from parkgate.store.repository import Repository
 
 SIZES = (10, 100, 1000)

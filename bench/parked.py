@@ -42,9 +42,9 @@ from bench.cpu import CpuMeter
 from bench.progress import Reporter
 from bench.report import Report, Row
 from bench.stack import Api, Stack, bounded, make_pipeline, serve_api
-from parkgate.durable_models import ACT_EXECUTE, call_workflow_id
+from parkgate.durable.payloads import ACT_EXECUTE, call_workflow_id
+from parkgate.records import CallStatus
 from parkgate.settings import Settings
-from parkgate.store.records import CallStatus
 from parkgate.store.results import CallFilters, CallRecord
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -67,7 +67,7 @@ class WorkerProcess:
     log_path: Path
     process: subprocess.Popen[bytes] | None = None
     #: The entry point (bench.floor_worker for the floor's own worker process).
-    module: str = "parkgate.worker"
+    module: str = "parkgate.runtime.worker"
 
     def env(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("PARKGATE_")}

@@ -25,16 +25,16 @@ from bench.floor import FloorWorkflow
 from parkgate import workflows
 from parkgate.activities.deps import Deps
 from parkgate.api import ApiDeps, create_app
-from parkgate.client import DurableDispatcher
-from parkgate.codec import data_converter
-from parkgate.devserver import DevServer
-from parkgate.embedded import ApiServer, listening_socket
+from parkgate.durable.client import DurableDispatcher
+from parkgate.durable.codec import data_converter
 from parkgate.pipeline import Pipeline
+from parkgate.records import HistoryStore
 from parkgate.registry import ToolRegistry
+from parkgate.runtime.devserver import DevServer
+from parkgate.runtime.embedded import ApiServer, listening_socket
+from parkgate.runtime.worker import build_pipeline, build_worker
 from parkgate.settings import Settings
 from parkgate.store import Repository
-from parkgate.store.records import HistoryStore
-from parkgate.worker import build_pipeline, build_worker
 
 #: Writes under approve/ park for a human; every other write, and every read,
 #: is auto-approved. One policy serves every phase.

@@ -20,16 +20,16 @@ from typing import Any, cast
 from temporalio.client import Client
 
 from parkgate.activities.deps import Deps
-from parkgate.client import DurableDispatcher
-from parkgate.codec import data_converter
-from parkgate.devserver import DevServer
+from parkgate.durable.client import DurableDispatcher
+from parkgate.durable.codec import data_converter
+from parkgate.durable.stuck import TaskHealer
 from parkgate.models import Session, ToolUseBlock
+from parkgate.records import HistoryStore
+from parkgate.runtime.devserver import DevServer
+from parkgate.runtime.worker import build_pipeline, build_worker
 from parkgate.settings import Settings
 from parkgate.store import Repository
 from parkgate.store.migrate import upgrade_async
-from parkgate.store.records import HistoryStore
-from parkgate.stuck import TaskHealer
-from parkgate.worker import build_pipeline, build_worker
 
 
 async def park(dispatcher: DurableDispatcher, session: Session, n: int, client: Client) -> None:

@@ -65,7 +65,7 @@ def _stop(workers: list[WorkerProcess]) -> None:
 
 async def _reads(stack: Stack, ui: Reporter, k: int, calls: int, c: int) -> Load:
     queue = stack.task_queue(f"tput-read-w{k}")
-    workers = _start(stack, queue, k, "parkgate.worker")
+    workers = _start(stack, queue, k, "parkgate.runtime.worker")
     settings = stack.settings(queue)
     registry = make_pipeline(settings).registry
     registered: set[str] = set()

@@ -23,14 +23,14 @@ from temporalio.client import Client
 
 from bench.durable_latency import measure
 from parkgate.activities.deps import Deps
-from parkgate.client import DurableDispatcher
-from parkgate.codec import data_converter
-from parkgate.devserver import DevServer
+from parkgate.durable.client import DurableDispatcher
+from parkgate.durable.codec import data_converter
 from parkgate.models import Session, ToolUseBlock
+from parkgate.runtime.devserver import DevServer
+from parkgate.runtime.worker import build_pipeline, serving
 from parkgate.settings import Settings
 from parkgate.store import Repository
 from parkgate.store.migrate import upgrade_async
-from parkgate.worker import build_pipeline, serving
 
 
 async def main(n: int) -> None:

@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import BaseModel, Field, field_validator
 
 if TYPE_CHECKING:
-    from parkgate.durable_models import DecideInput
     from parkgate.verdicts import ApprovalInfo
 
 #: Bounds of `remember.ttl_seconds`: a minute to thirty days.
@@ -47,14 +46,16 @@ def _words(value: str) -> list[str]:
         return []
 
 
-def remember_for(inp: DecideInput, info: ApprovalInfo | None) -> RememberSpec | None:
+def remember_for(
+    remember: RememberSpec | None, approver: str | None, info: ApprovalInfo | None
+) -> RememberSpec | None:
     """What an allow remembers: the approver's `remember`, else, for a request
     parked by a `prompt_once` rule (the spec's mode: remember for the session),
     the session for MAX_TTL_SECONDS. Quorum requests and sub-calls never."""
     if info is None or info.quorum > 1 or info.parent_tool_use_id:
         return None
-    if inp.remember is not None:
-        return inp.remember
+    if remember is not None:
+        return remember
     if info.mode == "prompt_once":
-        return RememberSpec(scope="session", ttl_seconds=MAX_TTL_SECONDS, approver=inp.approver)
+        return RememberSpec(scope="session", ttl_seconds=MAX_TTL_SECONDS, approver=approver)
     return None

@@ -152,7 +152,7 @@ class Settings(BaseSettings):
     @field_validator("payload_keys", mode="after")
     @classmethod
     def _check_payload_keys(cls, value: dict[str, str]) -> dict[str, str]:
-        from parkgate.codec import decode_key
+        from parkgate.payload_keys import decode_key
 
         for kid, text in value.items():
             try:

@@ -172,7 +172,7 @@ def test_docker_compose_config_accepts_the_file(tmp_path: Path) -> None:
 
 def test_temporal_gets_the_embedded_servers_dynamic_config(compose: dict[str, Any]) -> None:
     """The compose Temporal runs with the same dynamic config as `parkgate serve`."""
-    from parkgate.devserver import DYNAMIC_CONFIG
+    from parkgate.runtime.devserver import DYNAMIC_CONFIG
 
     temporal = compose["services"]["temporal"]
     path = temporal["environment"]["DYNAMIC_CONFIG_FILE_PATH"]

@@ -34,7 +34,7 @@ from temporalio.exceptions import (
 
 with workflow.unsafe.imports_passed_through():
     from parkgate import quorum
-    from parkgate.durable_models import (
+    from parkgate.durable.payloads import (
         ACT_CLASSIFY,
         ACT_CREATE_APPROVAL,
         ACT_EXECUTE,
@@ -78,9 +78,9 @@ with workflow.unsafe.imports_passed_through():
     )
     from parkgate.events import EventType, ToolEvent
     from parkgate.models import TextBlock, ToolErrorClass, ToolResultBlock
+    from parkgate.records import ApprovalRecord, CallStatus, CallUpdate, status_for
     from parkgate.remember_spec import remember_for
     from parkgate.schema import validate_input
-    from parkgate.store.records import ApprovalRecord, CallStatus, CallUpdate, status_for
     from parkgate.verdicts import ApprovalInfo, Deny, Execute, PreparedCall
     from parkgate.worker_groups import group_queue
 
@@ -696,7 +696,10 @@ class ToolCallWorkflow:
             claimed_name=inp.claimed_name,
             self_approved=inp.self_approved,
             # Data only (no command): written as a rule with the committed decision.
-            remember=remember_for(inp, info) if inp.decision != "deny" else None,
+            remember=(
+                remember_for(inp.remember, inp.approver, info)
+                if inp.decision != "deny" else None
+            ),
         )
 
     async def _apply_decision(self, inp: DecideInput) -> DecideResult:

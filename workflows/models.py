@@ -1,6 +1,6 @@
 """Workflow-facing names for the durable payload models (defined in dispatcher.durable_models)."""
 
-from parkgate.durable_models import (
+from parkgate.durable.payloads import (
     CallInput,
     CallOutcome,
     CallStatusView,

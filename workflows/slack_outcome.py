@@ -14,7 +14,7 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
-    from parkgate.durable_models import (
+    from parkgate.durable.payloads import (
         ACT_SLACK_OUTCOME,
         SLACK_OUTCOME_WORKFLOW,
         SlackOutcomeInput,

@@ -15,7 +15,7 @@ from temporalio.exceptions import ChildWorkflowError, WorkflowAlreadyStartedErro
 from temporalio.workflow import ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
-    from parkgate.durable_models import (
+    from parkgate.durable.payloads import (
         TURN_WORKFLOW,
         CallInput,
         CallOutcome,
@@ -24,7 +24,7 @@ with workflow.unsafe.imports_passed_through():
         call_workflow_id,
     )
     from parkgate.models import ToolErrorClass, ToolUseBlock
-    from parkgate.store.records import status_for
+    from parkgate.records import status_for
 
 from parkgate.workflows.call import ToolCallWorkflow, error_result
 

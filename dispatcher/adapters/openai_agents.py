@@ -21,7 +21,7 @@ from agents.tool_context import ToolContext
 
 from parkgate.agent_client import AsyncParkgateClient
 from parkgate.models import ToolDefinition, ToolUseBlock
-from parkgate.store.records import CallStatus
+from parkgate.records import CallStatus
 
 #: How long `needs_approval` watches a fresh call for parkgate's verdict.
 PROBE_SECONDS = 10.0

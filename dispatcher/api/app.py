@@ -5,9 +5,9 @@ from __future__ import annotations
 from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 
-from parkgate import metrics
 from parkgate.api import (
     mcp_gateway,
+    metrics,
     routes_approve,
     routes_audit,
     routes_codec,
@@ -20,13 +20,13 @@ from parkgate.api import (
 from parkgate.api.deps import ApiDeps
 from parkgate.api.errors import install_error_handlers
 from parkgate.api.limits import BodySizeLimitMiddleware
-from parkgate.api.logredact import install_log_redaction
 from parkgate.api.ratelimit import RateLimiter
 from parkgate.api.service import CallService
 from parkgate.api.views import STATIC_DIR, make_templates
-from parkgate.blobs import BlobCodec, ChainCodec
-from parkgate.client import DurableDispatcher
-from parkgate.codec import EncryptionCodec, codec_for
+from parkgate.durable.blobs import BlobCodec, ChainCodec
+from parkgate.durable.client import DurableDispatcher
+from parkgate.durable.codec import EncryptionCodec, codec_for
+from parkgate.runtime.logredact import install_log_redaction
 from parkgate.settings import Settings
 
 API_DESCRIPTION = """\

@@ -11,8 +11,8 @@ from typing import Protocol
 
 from parkgate.access import Principal, Role, Submitter, may_decide
 from parkgate.links import approval_url, sign_personal_token, sign_token, token_hash
+from parkgate.records import ApprovalRecord
 from parkgate.settings import Settings
-from parkgate.store.records import ApprovalRecord
 from parkgate.store.repository import Repository
 
 

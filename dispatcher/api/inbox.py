@@ -26,8 +26,8 @@ from parkgate.api.approval_links import (
     submitter_of,
 )
 from parkgate.api.views import diff_lines, expires_text, fmt_dt, fmt_span, pretty_json
+from parkgate.records import ApprovalRecord, CallStatus
 from parkgate.settings import Settings
-from parkgate.store.records import ApprovalRecord, CallStatus
 from parkgate.store.repository import Repository
 
 SIDE_EFFECTS = ("none", "read", "write", "execute", "network")

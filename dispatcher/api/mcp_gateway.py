@@ -36,10 +36,10 @@ from parkgate.api.deps import ApiDeps, principal_of
 from parkgate.api.ratelimit import RateLimiter
 from parkgate.api.schemas import CallResource
 from parkgate.api.service import CallService
-from parkgate.client import TEMPORAL_NO_ANSWER, IdempotencyConflictError
+from parkgate.durable.client import TEMPORAL_NO_ANSWER, IdempotencyConflictError
 from parkgate.models import ImageBlock, Session, SideEffects, ToolDefinition, ToolUseBlock
+from parkgate.records import CallStatus
 from parkgate.settings import Settings
-from parkgate.store.records import CallStatus
 from parkgate.store.results import SessionRecord
 
 MCP_PATH = "/v1/sessions/{session_id}/mcp"

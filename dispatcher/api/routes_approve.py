@@ -16,20 +16,19 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
 
-from parkgate import metrics
-from parkgate.api import csrf
+from parkgate.api import csrf, metrics
 from parkgate.api.approval_links import named_approvers, quorum_of
 from parkgate.api.errors import ApiError
 from parkgate.api.routes_remembered import remember_spec
 from parkgate.api.service import CallService
 from parkgate.api.views import diff_lines, expires_text, fmt_dt, pretty_json
-from parkgate.client import TEMPORAL_NO_ANSWER
-from parkgate.durable_models import DecideInput
+from parkgate.durable.client import TEMPORAL_NO_ANSWER
+from parkgate.durable.payloads import DecideInput
 from parkgate.links import LinkError, token_approver, token_hash, verify_token
 from parkgate.models import utcnow
+from parkgate.records import ApprovalRecord, CallStatus
 from parkgate.schema import depth_error
 from parkgate.settings import Settings
-from parkgate.store.records import ApprovalRecord, CallStatus
 from parkgate.store.repository import Repository
 
 router = APIRouter(include_in_schema=False)

@@ -21,9 +21,9 @@ from parkgate.api.approval_links import link_for_principal, links_for_admin, sub
 from parkgate.api.deps import principal_of
 from parkgate.api.full_output import OutputFormat, output_response
 from parkgate.api.views import pretty_json
+from parkgate.records import CallStatus
 from parkgate.settings import Settings
 from parkgate.store.errors import InvalidCursorError
-from parkgate.store.records import CallStatus
 from parkgate.store.repository import CALLS, Repository
 from parkgate.store.results import ApiKeyRecord, CallFilters, CallRecord
 

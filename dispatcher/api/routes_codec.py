@@ -25,7 +25,7 @@ from temporalio.converter import PayloadCodec
 from parkgate.access import Role
 from parkgate.api.errors import ApiError, error_responses
 from parkgate.api.routes_audit import current_key
-from parkgate.codec import CodecError
+from parkgate.durable.codec import CodecError
 from parkgate.settings import Settings
 
 router = APIRouter(tags=["operations"])

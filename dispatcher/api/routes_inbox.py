@@ -25,9 +25,8 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from itsdangerous import BadSignature, URLSafeTimedSerializer
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
-from parkgate import metrics
 from parkgate.access import Role
-from parkgate.api import csrf
+from parkgate.api import csrf, metrics
 from parkgate.api.approval_links import quorum_of
 from parkgate.api.deps import principal_of
 from parkgate.api.errors import ApiError
@@ -43,14 +42,14 @@ from parkgate.api.inbox import (
 from parkgate.api.routes_approve import REMEMBER_TTLS
 from parkgate.api.routes_remembered import remember_spec
 from parkgate.api.service import CallService
-from parkgate.client import TEMPORAL_NO_ANSWER
-from parkgate.durable_models import DecideInput, DecideResult
+from parkgate.durable.client import TEMPORAL_NO_ANSWER
+from parkgate.durable.payloads import DecideInput, DecideResult
 from parkgate.links import LinkError, verify_inbox_token
 from parkgate.models import utcnow
+from parkgate.records import ApprovalRecord
 from parkgate.remember_spec import RememberSpec
 from parkgate.schema import depth_error
 from parkgate.settings import Settings
-from parkgate.store.records import ApprovalRecord
 from parkgate.store.repository import Repository
 
 router = APIRouter(include_in_schema=False)

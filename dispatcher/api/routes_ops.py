@@ -11,7 +11,7 @@ import hmac
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
-from parkgate import metrics
+from parkgate.api import metrics
 from parkgate.api.deps import DepsDep, SettingsDep
 from parkgate.api.errors import ApiError
 from parkgate.api.schemas import HealthOut

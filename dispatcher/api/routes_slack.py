@@ -24,14 +24,15 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from starlette.background import BackgroundTask
 
-from parkgate import metrics, slack, slack_web
+from parkgate.api import metrics
 from parkgate.api.approval_links import named_approvers, self_approval_of, submitter_of
 from parkgate.api.errors import ApiError
 from parkgate.api.service import CallService
-from parkgate.durable_models import DecideInput, DecisionRecord, SlackMessageRef
+from parkgate.channels import slack, slack_web
+from parkgate.durable.payloads import DecideInput, DecisionRecord, SlackMessageRef
 from parkgate.models import utcnow
+from parkgate.records import ApprovalRecord
 from parkgate.settings import Settings
-from parkgate.store.records import ApprovalRecord
 from parkgate.store.repository import Repository
 from parkgate.verdicts import ApprovalInfo
 

@@ -17,8 +17,8 @@ from fastapi import APIRouter, Header, Query, Request, Response
 from fastapi import Path as PathParam
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
-from parkgate import metrics
 from parkgate.access import Principal, approver_for, is_self
+from parkgate.api import metrics
 from parkgate.api.approval_links import (
     link_for_principal,
     links_for_admin,
@@ -60,13 +60,13 @@ from parkgate.api.schemas import (
     ToolsOut,
 )
 from parkgate.api.service import CallService, decision_out
-from parkgate.client import IdempotencyConflictError
-from parkgate.durable_models import DecideInput, call_workflow_id
+from parkgate.durable.client import IdempotencyConflictError
+from parkgate.durable.payloads import DecideInput, call_workflow_id
 from parkgate.models import Session, ToolUseBlock
+from parkgate.records import CallStatus
 from parkgate.schema import MAX_INPUT_DEPTH, depth_error
 from parkgate.settings import Settings
 from parkgate.store.errors import InvalidCursorError, SessionConflictError
-from parkgate.store.records import CallStatus
 from parkgate.store.repository import Repository
 from parkgate.store.results import CallFilters, EventRecord, SessionRecord
 from parkgate.worker_groups import group_for_workspace, in_group_roots

@@ -8,8 +8,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from parkgate.models import ToolResultBlock, ToolUseBlock
+from parkgate.records import CallStatus
 from parkgate.remember_spec import MAX_TTL_SECONDS, MIN_TTL_SECONDS
-from parkgate.store.records import CallStatus
 
 _ID = Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9_.:\-]+$")
 

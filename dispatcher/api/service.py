@@ -16,12 +16,12 @@ from temporalio.api.enums.v1 import PendingActivityState
 from temporalio.client import WorkflowFailureError, WorkflowHandle
 from temporalio.service import RPCError, RPCStatusCode
 
-from parkgate import stuck
 from parkgate.api.approval_links import link_for
 from parkgate.api.errors import ApiError
 from parkgate.api.schemas import CallLinks, CallResource, DecisionOut
-from parkgate.client import TEMPORAL_NO_ANSWER, DurableDispatcher, UnknownCallError
-from parkgate.durable_models import (
+from parkgate.durable import stuck
+from parkgate.durable.client import TEMPORAL_NO_ANSWER, DurableDispatcher, UnknownCallError
+from parkgate.durable.payloads import (
     CallStatusView,
     DecideInput,
     DecideResult,
@@ -29,8 +29,8 @@ from parkgate.durable_models import (
     call_workflow_id,
 )
 from parkgate.models import Session, ToolUseBlock
+from parkgate.records import CallStatus
 from parkgate.settings import Settings
-from parkgate.store.records import CallStatus
 from parkgate.store.repository import Repository
 from parkgate.store.results import CallRecord
 from parkgate.worker_groups import WORKSPACE_ACTIVITIES

@@ -26,7 +26,8 @@ def api(
     ),
 ) -> None:
     """Serve the agent API, approval pages and audit pages until SIGTERM/Ctrl-C."""
-    from parkgate.embedded import StartupError, run_api
+    from parkgate.api.assemble import api_app
+    from parkgate.runtime.embedded import StartupError, run_api
 
     if log_level not in ("critical", "error", "warning", "info", "debug", "trace"):
         raise typer.BadParameter(f"unknown log level {log_level!r}", param_hint="--log-level")
@@ -47,7 +48,11 @@ def api(
     try:
         run(
             run_api(
-                settings, log_level=log_level, connect_timeout=connect_timeout, announce=announce
+                settings,
+                api_app,
+                log_level=log_level,
+                connect_timeout=connect_timeout,
+                announce=announce,
             )
         )
     except StartupError as exc:

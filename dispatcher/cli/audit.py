@@ -109,9 +109,9 @@ def verify(
 
 
 async def _against_temporal(settings: Settings, repo: Repository, session: str | None) -> Any:
-    from parkgate.audit_temporal import compare_store_with_temporal
     from parkgate.cli.decide import CONNECT_TIMEOUT
-    from parkgate.embedded import StartupError, connect_temporal, temporal_address_for
+    from parkgate.durable.audit import compare_store_with_temporal
+    from parkgate.runtime.embedded import StartupError, connect_temporal, temporal_address_for
 
     try:
         client = await connect_temporal(

@@ -48,7 +48,7 @@ def _duration(ms: float | None) -> str:
 
 
 def _parse_statuses(values: list[str] | None) -> Any:
-    from parkgate.store.records import CallStatus
+    from parkgate.records import CallStatus
 
     if not values:
         return None

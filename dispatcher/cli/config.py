@@ -142,7 +142,7 @@ def _mask_url(url: str) -> str:
 
 def load_registry() -> Any:
     """The workers' registry: built-in and composed tools (what `parkgate serve` offers)."""
-    from parkgate.worker import build_registry
+    from parkgate.runtime.worker import build_registry
 
     return build_registry()
 

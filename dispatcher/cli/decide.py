@@ -16,9 +16,9 @@ import typer
 from parkgate.cli.common import CliError, console, load_settings, open_repository, run
 
 if TYPE_CHECKING:
-    from parkgate.client import DurableDispatcher
+    from parkgate.durable.client import DurableDispatcher
+    from parkgate.records import ApprovalRecord
     from parkgate.settings import Settings
-    from parkgate.store.records import ApprovalRecord
 
 #: How long a CLI command waits for Temporal before giving up with one line.
 CONNECT_TIMEOUT = 5.0
@@ -36,8 +36,8 @@ async def durable(
 ) -> AsyncIterator[tuple[DurableDispatcher, ApprovalRecord | None]]:
     """A DurableDispatcher that can locate approval requests in the store; with
     `request_id`, the request is looked up first so an unknown id fails fast."""
-    from parkgate.client import DurableDispatcher
-    from parkgate.embedded import StartupError, connect_temporal, temporal_address_for
+    from parkgate.durable.client import DurableDispatcher
+    from parkgate.runtime.embedded import StartupError, connect_temporal, temporal_address_for
 
     async with open_repository(settings) as repo:
         approval = None
@@ -62,7 +62,7 @@ def _default_name() -> str:
 
 
 async def _decide(request_id: str, decision: str, reason: str | None, decided_by: str) -> str:
-    from parkgate.client import UnknownCallError
+    from parkgate.durable.client import UnknownCallError
 
     settings = load_settings()
     async with durable(settings, request_id) as (dispatcher, approval):
@@ -142,7 +142,7 @@ def cancel(
     ),
 ) -> None:
     """Cancel one call, or every running call of a session."""
-    from parkgate.client import UnknownCallError
+    from parkgate.durable.client import UnknownCallError
 
     settings = load_settings()
 

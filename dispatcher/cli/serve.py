@@ -49,13 +49,15 @@ def serve(
     ),
 ) -> None:
     """Start Temporal, a worker and the API on 127.0.0.1; print the URLs and a fresh API key."""
-    from parkgate.embedded import Banner, EmbeddedStack, StartupError
+    from parkgate.api.assemble import api_app
+    from parkgate.runtime.embedded import Banner, EmbeddedStack, StartupError
 
     if log_level not in ("critical", "error", "warning", "info", "debug", "trace"):
         raise typer.BadParameter(f"unknown log level {log_level!r}", param_hint="--log-level")
     settings = load_settings()
     stack = EmbeddedStack(
         settings,
+        api_app,
         port=port,
         temporal_port=temporal_port,
         ui_port=ui_port,
@@ -85,7 +87,7 @@ def serve(
         console.file.flush()
 
     async def main() -> None:
-        from parkgate.embedded import stop_on_signals
+        from parkgate.runtime.embedded import stop_on_signals
 
         stop = asyncio.Event()
         with stop_on_signals(stop):

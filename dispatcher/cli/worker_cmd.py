@@ -1,7 +1,7 @@
 """`parkgate worker`: one Temporal worker against an external Temporal and database.
 
 Stateless: run as many as you like (`docker compose up --scale worker=N`).
-(`dispatcher/worker.py` is the worker recipe; this module is only its command.)
+(`dispatcher/runtime/worker.py` is the worker recipe; this module is only its command.)
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ def worker(
     ),
 ) -> None:
     """Run a worker (classification, approvals, tool execution) until SIGTERM/Ctrl-C."""
-    from parkgate.embedded import StartupError, run_worker
+    from parkgate.runtime.embedded import StartupError, run_worker
     from parkgate.worker_groups import served_queues
 
     settings = load_settings()

@@ -6,6 +6,7 @@ protocol in `records.py`, which Repository implements.
 
 from typing import TYPE_CHECKING, Any
 
+from parkgate.records import ApprovalRecord, CallStatus, CallUpdate, HistoryStore
 from parkgate.store.errors import (
     ApiKeyNameTakenError,
     ApiKeyNotFoundError,
@@ -18,7 +19,6 @@ from parkgate.store.errors import (
     SessionConflictError,
     StoreError,
 )
-from parkgate.store.records import ApprovalRecord, CallStatus, CallUpdate, HistoryStore
 from parkgate.store.results import (
     ApiKeyRecord,
     CallFilters,

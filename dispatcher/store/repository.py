@@ -44,6 +44,13 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from parkgate.access import DEFAULT_PROJECT, PROJECT_PATTERN, Submitter, normalize_roles
 from parkgate.events import ToolEvent, make_event_id
 from parkgate.models import utcnow
+from parkgate.records import (
+    ApprovalRecord,
+    CallStatus,
+    CallUpdate,
+    HistoryStore,
+    RecordedFinish,
+)
 from parkgate.store import audit_export, semantics, statements
 from parkgate.store.canonical import clean_text, event_hash, normalize_json, redact
 from parkgate.store.chain import GENESIS, check_chain
@@ -57,13 +64,6 @@ from parkgate.store.errors import (
 )
 from parkgate.store.migrate import check_schema_on
 from parkgate.store.models import Base
-from parkgate.store.records import (
-    ApprovalRecord,
-    CallStatus,
-    CallUpdate,
-    HistoryStore,
-    RecordedFinish,
-)
 from parkgate.store.remembered import RememberedRulesStore
 from parkgate.store.results import (
     ApiKeyRecord,

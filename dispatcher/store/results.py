@@ -9,7 +9,7 @@ from pydantic import BaseModel, Field
 
 from parkgate.events import ToolEvent
 from parkgate.models import ToolResultBlock
-from parkgate.store.records import CallStatus
+from parkgate.records import CallStatus
 from parkgate.store.semantics import MeaningProblem
 
 

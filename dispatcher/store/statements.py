@@ -15,8 +15,8 @@ from typing import Any
 from sqlalchemy import Table, bindparam, case, func, select, tuple_
 from sqlalchemy.dialects import postgresql, sqlite
 
+from parkgate.records import CallStatus
 from parkgate.store.models import Base
-from parkgate.store.records import CallStatus
 
 CALLS: Table = Base.metadata.tables["tool_calls"]
 EVENTS: Table = Base.metadata.tables["tool_events"]

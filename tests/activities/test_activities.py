@@ -15,7 +15,7 @@ from parkgate.activities.deps import Deps
 from parkgate.activities.execute import ExecuteActivities
 from parkgate.activities.plan import approval_expiry, plan_for
 from parkgate.activities.record import RecordActivities
-from parkgate.durable_models import (
+from parkgate.durable.payloads import (
     ApprovalRequest,
     ClassifyInput,
     ExecuteInput,
@@ -34,7 +34,7 @@ from parkgate.models import (
     ToolOutput,
     ToolUseBlock,
 )
-from parkgate.store.records import CallStatus, CallUpdate, HistoryStore
+from parkgate.records import CallStatus, CallUpdate, HistoryStore
 from parkgate.verdicts import NeedsApproval
 from tests.fixtures.temporal import make_pipeline, make_settings
 

@@ -22,7 +22,7 @@ from parkgate.agent_client import (
     UnavailableError,
 )
 from parkgate.models import ToolUseBlock
-from parkgate.store.records import CallStatus
+from parkgate.records import CallStatus
 from parkgate.store.repository import Repository
 from tests.agent_client.faults import Flaky
 from tests.api.rig import ApiRig, api_rig, free_socket, live_server

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from temporalio.client import Client
 
-from parkgate.devserver import DevServer
+from parkgate.runtime.devserver import DevServer
 from parkgate.store.repository import Repository
 from tests.api.rig import ApiRig, api_rig
 from tests.fixtures.temporal import dev_client

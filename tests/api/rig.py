@@ -24,8 +24,8 @@ from fastapi import FastAPI
 from temporalio.client import Client
 
 from parkgate.api import ApiDeps, create_app
-from parkgate.api.logredact import uvicorn_log_config
-from parkgate.embedded import listening_socket
+from parkgate.runtime.embedded import listening_socket
+from parkgate.runtime.logredact import uvicorn_log_config
 from parkgate.store.repository import Repository
 from tests.fixtures.keys import AgentAndHuman
 from tests.fixtures.temporal import DurableRig, durable_rig
@@ -190,7 +190,7 @@ async def cancelled_activities(client: Any, session_id: str, tool_use_id: str) -
     """Names of the activities whose cancellation the call's workflow requested."""
     from temporalio.api.enums.v1 import EventType
 
-    from parkgate.durable_models import call_workflow_id
+    from parkgate.durable.payloads import call_workflow_id
 
     handle = client.get_workflow_handle(call_workflow_id(session_id, tool_use_id))
     await handle.result()  # the store may say "succeeded" a moment before the workflow ends

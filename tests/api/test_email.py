@@ -293,7 +293,7 @@ def tls_message() -> EmailMessage:
 
 
 async def test_starttls_and_implicit_tls_verify_the_server(tmp_path: Path) -> None:
-    from parkgate import mail
+    from parkgate.channels import mail
     from parkgate.settings import Settings
 
     cert, key = make_cert(tmp_path)
@@ -316,7 +316,7 @@ async def test_starttls_and_implicit_tls_verify_the_server(tmp_path: Path) -> No
 
 async def test_starttls_is_required_when_configured(tmp_path: Path) -> None:
     """A server that does not offer STARTTLS gets no login and no mail."""
-    from parkgate import mail
+    from parkgate.channels import mail
     from parkgate.settings import Settings
 
     cert, key = make_cert(tmp_path)

@@ -381,7 +381,7 @@ async def test_expired_and_cancelled_requests_leave_the_inbox(api: ApiRig) -> No
     from datetime import timedelta
 
     from parkgate.models import utcnow
-    from parkgate.store.records import ApprovalRecord
+    from parkgate.records import ApprovalRecord
 
     sid = await api.register()
     (api.workspace / "f.txt").write_text("old\n")

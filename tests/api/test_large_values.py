@@ -15,7 +15,7 @@ import httpx
 import pytest
 from temporalio.client import Client
 
-from parkgate.durable_models import call_workflow_id, turn_workflow_id
+from parkgate.durable.payloads import call_workflow_id, turn_workflow_id
 from parkgate.store.repository import Repository
 from tests.api.rig import ApiRig, api_rig
 from tests.api.test_audit_pages import login

@@ -16,11 +16,11 @@ from temporalio.client import Client
 from temporalio.worker import Replayer
 
 from parkgate import workflows
-from parkgate.codec import EncryptionCodec
-from parkgate.durable_models import call_workflow_id
+from parkgate.durable.codec import EncryptionCodec
+from parkgate.durable.payloads import call_workflow_id
+from parkgate.runtime.worker import workflow_runner
 from parkgate.sandbox import probe
 from parkgate.store.repository import Repository
-from parkgate.worker import workflow_runner
 from tests.api.rig import ApiRig, WebhookSink, api_rig
 from tests.api.test_audit_pages import csrf_of, login
 from tests.fixtures.temporal import TEST_CONVERTER, TEST_PAYLOAD_KEYS

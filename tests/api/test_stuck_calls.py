@@ -13,10 +13,10 @@ from typing import Any
 
 from temporalio.client import Client
 
-from parkgate.codec import EncryptionCodec, converter_with
-from parkgate.durable_models import CALL_WORKFLOW, CallInput, call_workflow_id
+from parkgate.durable.codec import EncryptionCodec, converter_with
+from parkgate.durable.payloads import CALL_WORKFLOW, CallInput, call_workflow_id
+from parkgate.durable.stuck import diagnose
 from parkgate.models import Session, ToolUseBlock
-from parkgate.stuck import diagnose
 from tests.api.rig import ApiRig
 
 

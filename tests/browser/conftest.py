@@ -13,7 +13,7 @@ import pytest
 from playwright.async_api import Browser, async_playwright
 from temporalio.client import Client
 
-from parkgate.devserver import DevServer
+from parkgate.runtime.devserver import DevServer
 from tests.fixtures.temporal import dev_client
 
 CHROMIUM = Path("/usr/bin/chromium")

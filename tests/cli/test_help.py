@@ -12,9 +12,9 @@ import pytest
 from typer.testing import CliRunner
 
 from parkgate.cli import app
+from parkgate.records import CallUpdate
 from parkgate.settings import Settings
 from parkgate.store import Repository
-from parkgate.store.records import CallUpdate
 from tests.cli.conftest import parkgate_argv
 
 runner = CliRunner()

@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from parkgate.devserver import DevServer, free_port
+from parkgate.runtime.devserver import DevServer, free_port
 from tests.cli.conftest import parkgate_argv
 
 

@@ -21,7 +21,7 @@ import httpx
 import psutil
 import pytest
 
-from parkgate.devserver import free_port
+from parkgate.runtime.devserver import free_port
 from tests.cli.conftest import parkgate_argv
 
 pytestmark = [pytest.mark.devserver, pytest.mark.timeout(300)]
@@ -333,7 +333,7 @@ def test_sigkilled_serve_leaves_nothing_and_restarts_with_one_dev_server(
 ) -> None:
     import asyncio
 
-    from parkgate.devserver import DevServer
+    from parkgate.runtime.devserver import DevServer
 
     port = free_port()
     data_dir = Path(serve_env["PARKGATE_DATA_DIR"])

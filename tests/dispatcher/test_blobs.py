@@ -12,8 +12,8 @@ from sqlalchemy import update
 from temporalio.api.common.v1 import Payload
 from temporalio.converter import WorkflowSerializationContext
 
-from parkgate.blobs import BLOB_ENCODING, SHA_META, STRING_ENCODING, BlobCodec, BlobError
-from parkgate.codec import ENCODING, CodecError, EncryptionCodec
+from parkgate.durable.blobs import BLOB_ENCODING, SHA_META, STRING_ENCODING, BlobCodec, BlobError
+from parkgate.durable.codec import ENCODING, CodecError, EncryptionCodec
 from parkgate.models import utcnow
 from parkgate.store import CallStatus, CallUpdate, Repository
 from parkgate.store.statements import BLOBS

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from temporalio.api.common.v1 import Payload
 
-from parkgate.codec import (
+from parkgate.durable.codec import (
     ENCODING,
     KEY_ID_META,
     CodecError,

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from temporalio.client import Client
 
-from parkgate.devserver import DevServer, DevServerError, temporal_binary
+from parkgate.runtime.devserver import DevServer, DevServerError, temporal_binary
 
 pytestmark = [pytest.mark.devserver, pytest.mark.timeout(120)]
 

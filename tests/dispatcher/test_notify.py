@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from parkgate.durable_models import NotifyInput
+from parkgate.channels.webhook import generic_payload, payload_for, slack_payload
+from parkgate.durable.payloads import NotifyInput
 from parkgate.models import Session, SideEffects
-from parkgate.notify import generic_payload, payload_for, slack_payload
 from parkgate.verdicts import ApprovalInfo
 
 

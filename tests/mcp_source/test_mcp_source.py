@@ -14,10 +14,10 @@ from temporalio.client import Client
 from parkgate.mcp_source.config import McpServer
 from parkgate.mcp_source.discover import discover
 from parkgate.models import SideEffects
+from parkgate.records import HistoryStore
+from parkgate.runtime.worker import build_deps
 from parkgate.settings import Settings
-from parkgate.store.records import HistoryStore
 from parkgate.store.repository import Repository
-from parkgate.worker import build_deps
 from tests.api.rig import api_rig
 from tests.fixtures.temporal import make_settings
 

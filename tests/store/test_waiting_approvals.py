@@ -6,7 +6,7 @@ import uuid
 from datetime import timedelta
 
 from parkgate.models import utcnow
-from parkgate.store.records import ApprovalRecord, CallStatus, CallUpdate
+from parkgate.records import ApprovalRecord, CallStatus, CallUpdate
 from parkgate.store.repository import Repository
 
 

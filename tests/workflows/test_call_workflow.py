@@ -12,10 +12,10 @@ from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Replayer
 
 from parkgate import workflows
-from parkgate.devserver import DevServer
 from parkgate.models import ToolErrorClass, ToolUseBlock, input_hash
-from parkgate.store.records import CallStatus
-from parkgate.worker import workflow_runner
+from parkgate.records import CallStatus
+from parkgate.runtime.devserver import DevServer
+from parkgate.runtime.worker import workflow_runner
 from tests.fixtures.temporal import AUTO_ALL, TEST_CONVERTER, dev_client, durable_rig
 
 UPDATE_EVENTS = {
@@ -263,7 +263,7 @@ async def test_auto_write_with_permissive_policy(
 async def test_failing_webhook_never_blocks_the_call(
     temporal_env: WorkflowEnvironment, sqlite_repo: Any, tmp_path: Path
 ) -> None:
-    from parkgate.devserver import free_port
+    from parkgate.runtime.devserver import free_port
 
     dead = f"http://127.0.0.1:{free_port()}/hook"  # nothing listens there
     async with durable_rig(

@@ -18,7 +18,7 @@ from parkgate.models import (
     ToolOutput,
     ToolUseBlock,
 )
-from parkgate.store.records import CallStatus
+from parkgate.records import CallStatus
 from tests.fixtures.temporal import AUTO_ALL, durable_rig
 
 

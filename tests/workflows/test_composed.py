@@ -24,7 +24,8 @@ from parkgate.activities.deps import Deps
 from parkgate.activities.execute import ExecuteActivities
 from parkgate.activities.record import RecordActivities
 from parkgate.context import ToolContext
-from parkgate.durable_models import ClassifyInput, ExecuteInput, RecordInput
+from parkgate.durable.payloads import ClassifyInput, ExecuteInput, RecordInput
+from parkgate.durable.subcalls import NO_EDITS, sub_call_request_id
 from parkgate.models import (
     Session,
     SideEffects,
@@ -35,8 +36,7 @@ from parkgate.models import (
     ToolUseBlock,
     utcnow,
 )
-from parkgate.store.records import CallStatus, HistoryStore
-from parkgate.subcalls import NO_EDITS, sub_call_request_id
+from parkgate.records import CallStatus, HistoryStore
 from parkgate.verdicts import Execute
 from tests.fixtures.temporal import durable_rig, make_pipeline, make_settings
 
@@ -546,8 +546,8 @@ async def test_store_back_before_a_sub_call_parks_flushes_what_was_pending(
     import dataclasses
     from datetime import timedelta
 
-    from parkgate import subcalls
-    from parkgate.durable_models import DecideInput
+    from parkgate.durable import subcalls
+    from parkgate.durable.payloads import DecideInput
     from parkgate.models import utcnow
 
     workspace = tmp_path / "ws"

@@ -14,9 +14,9 @@ from typing import Any
 
 from temporalio.testing import WorkflowEnvironment
 
-from parkgate.durable_models import DecideResult
+from parkgate.durable.payloads import DecideResult
 from parkgate.models import ToolErrorClass, ToolUseBlock
-from parkgate.store.records import CallStatus
+from parkgate.records import CallStatus
 from tests.fixtures.temporal import DurableRig, durable_rig
 
 POLICY = {"rules": [{"tool": "write_file", "mode": "prompt",

@@ -19,8 +19,8 @@ from temporalio.worker import Replayer
 
 from parkgate import workflows
 from parkgate.models import ToolUseBlock
-from parkgate.store.records import CallStatus
-from parkgate.worker import workflow_runner
+from parkgate.records import CallStatus
+from parkgate.runtime.worker import workflow_runner
 from tests.api.rig import WebhookSink
 from tests.fixtures.temporal import TEST_CONVERTER, durable_rig
 

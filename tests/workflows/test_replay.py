@@ -14,7 +14,7 @@ from temporalio.client import WorkflowHistory
 from temporalio.worker import Replayer
 
 from parkgate import workflows
-from parkgate.worker import workflow_runner
+from parkgate.runtime.worker import workflow_runner
 from tests.fixtures.temporal import TEST_CONVERTER
 
 HISTORIES = Path(__file__).resolve().parents[1] / "histories"

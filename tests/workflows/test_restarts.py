@@ -15,11 +15,11 @@ from typing import Any
 import psutil
 import pytest
 
-from parkgate.client import DurableDispatcher
-from parkgate.devserver import DevServer
-from parkgate.durable_models import WORKER_LOST_TEXT
+from parkgate.durable.client import DurableDispatcher
+from parkgate.durable.payloads import WORKER_LOST_TEXT
 from parkgate.models import Session, ToolErrorClass, ToolUseBlock
-from parkgate.store.records import CallStatus
+from parkgate.records import CallStatus
+from parkgate.runtime.devserver import DevServer
 from tests.fixtures.temporal import AUTO_ALL, WorkerProcess, dev_client, make_settings
 
 pytestmark = [pytest.mark.devserver, pytest.mark.timeout(180)]

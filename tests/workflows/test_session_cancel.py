@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from parkgate.devserver import DevServer
 from parkgate.models import ToolErrorClass, ToolUseBlock
-from parkgate.store.records import CallStatus
+from parkgate.records import CallStatus
+from parkgate.runtime.devserver import DevServer
 from tests.fixtures.temporal import dev_client, durable_rig
 
 pytestmark = [pytest.mark.devserver, pytest.mark.timeout(120)]

@@ -23,13 +23,13 @@ from temporalio.api.failure.v1 import Failure
 from temporalio.client import Client, WorkflowExecutionStatus
 
 from parkgate.api.service import CallService
-from parkgate.codec import CodecError, EncryptionCodec, converter_with, decode_key
-from parkgate.devserver import DevServer
-from parkgate.durable_models import CALL_WORKFLOW, CallInput, call_workflow_id
+from parkgate.durable.codec import CodecError, EncryptionCodec, converter_with, decode_key
+from parkgate.durable.payloads import CALL_WORKFLOW, CallInput, call_workflow_id
+from parkgate.durable.stuck import TaskHealer, TaskTrouble, assess, diagnose, healing
 from parkgate.models import Session, ToolErrorClass, ToolUseBlock
+from parkgate.records import CallStatus
+from parkgate.runtime.devserver import DevServer
 from parkgate.settings import Settings
-from parkgate.store.records import CallStatus
-from parkgate.stuck import TaskHealer, TaskTrouble, assess, diagnose, healing
 from tests.fixtures.temporal import (
     TEST_PAYLOAD_KEY_ID,
     TEST_PAYLOAD_KEYS,

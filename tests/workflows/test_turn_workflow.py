@@ -8,7 +8,7 @@ from typing import Any
 from temporalio.testing import WorkflowEnvironment
 
 from parkgate.models import ToolUseBlock
-from parkgate.store.records import CallStatus
+from parkgate.records import CallStatus
 from tests.fixtures.temporal import durable_rig
 
 

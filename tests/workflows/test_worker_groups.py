@@ -19,10 +19,10 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
 from parkgate.activities.deps import Deps
-from parkgate.devserver import DevServer
-from parkgate.durable_models import WORKER_LOST_TEXT, call_workflow_id
+from parkgate.durable.payloads import WORKER_LOST_TEXT, call_workflow_id
+from parkgate.runtime.devserver import DevServer
+from parkgate.runtime.worker import serving
 from parkgate.settings import Settings
-from parkgate.worker import serving
 from parkgate.worker_groups import WORKSPACE_ACTIVITIES
 from tests.api.rig import ApiRig, api_rig
 from tests.fixtures.temporal import AUTO_ALL, WorkerProcess, dev_client, make_pipeline

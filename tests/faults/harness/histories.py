@@ -23,7 +23,7 @@ from typing import Any
 from temporalio.api.common.v1 import Payload
 from temporalio.client import Client
 
-from parkgate.codec import EncryptionCodec
+from parkgate.durable.codec import EncryptionCodec
 from tests.faults.harness.temporal import DevServer
 from tests.fixtures.temporal import TEST_CONVERTER
 

@@ -26,7 +26,7 @@ def temporal_binary() -> Path:
 def search_attributes() -> dict[str, str]:
     """Search attributes parkgate's launcher registers (if it declares any)."""
     try:
-        from parkgate import devserver
+        from parkgate.runtime import devserver
     except ImportError:
         return {}
     attrs = getattr(devserver, "SEARCH_ATTRIBUTES", None)

@@ -14,8 +14,8 @@ from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.webhook.async_client import AsyncWebhookClient
 
-from parkgate import slack
-from parkgate.durable_models import SlackMessageRef
+from parkgate.channels import slack
+from parkgate.durable.payloads import SlackMessageRef
 from parkgate.settings import Settings
 from parkgate.verdicts import ApprovalInfo
 

@@ -33,13 +33,13 @@ from typing import TYPE_CHECKING, Any, Protocol, Self
 from temporalio.api.common.v1 import Payload
 from temporalio.converter import PayloadCodec, SerializationContext, WithSerializationContext
 
-from parkgate.codec import CodecError
+from parkgate.durable.codec import CodecError
 
 if TYPE_CHECKING:
-    from parkgate.codec import EncryptionCodec
+    from parkgate.durable.codec import EncryptionCodec
     from parkgate.store.repository import Repository
 
-log = logging.getLogger("parkgate.blobs")
+log = logging.getLogger("parkgate.durable.blobs")
 
 #: The encoding of a reference payload.
 BLOB_ENCODING = b"binary/parkgate-blob"
@@ -311,6 +311,6 @@ class ChainCodec(PayloadCodec, WithSerializationContext):
     @property
     def encryption(self) -> EncryptionCodec | None:
         """The encryption codec in the chain (it also seals the blobs)."""
-        from parkgate.codec import EncryptionCodec
+        from parkgate.durable.codec import EncryptionCodec
 
         return next((c for c in self.codecs if isinstance(c, EncryptionCodec)), None)

@@ -25,8 +25,8 @@ from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
-from parkgate import stuck, subcalls
-from parkgate.durable_models import (
+from parkgate.durable import stuck, subcalls
+from parkgate.durable.payloads import (
     CALL_WORKFLOW,
     DECISIONS,
     QUERY_STATUS,
@@ -48,9 +48,9 @@ from parkgate.durable_models import (
 )
 from parkgate.links import approval_url
 from parkgate.models import Session, ToolDefinition, ToolResultBlock, ToolUseBlock, input_hash
+from parkgate.records import ApprovalRecord, CallStatus
 from parkgate.remember_spec import RememberSpec
 from parkgate.settings import Settings
-from parkgate.store.records import ApprovalRecord, CallStatus
 
 
 class ApprovalLookup(Protocol):

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from parkgate.durable_models import NotifyInput
+from parkgate.durable.payloads import NotifyInput
 
 # httpx logs every request URL at INFO; webhook URLs (Slack's above all) are
 # credentials, so only its warnings are let through.

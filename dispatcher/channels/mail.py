@@ -12,7 +12,7 @@ from email.message import EmailMessage
 from email.utils import make_msgid
 from typing import TYPE_CHECKING
 
-from parkgate.durable_models import NotifyInput
+from parkgate.durable.payloads import NotifyInput
 
 if TYPE_CHECKING:
     from parkgate.settings import Settings

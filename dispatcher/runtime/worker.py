@@ -21,12 +21,12 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 
 from parkgate import activities, workflows
 from parkgate.activities.deps import Deps
+from parkgate.records import HistoryStore
 from parkgate.settings import Settings, get_settings
-from parkgate.store.records import HistoryStore
 from parkgate.worker_groups import group_queue
 
 if TYPE_CHECKING:
-    from parkgate.blobs import BlobStore
+    from parkgate.durable.blobs import BlobStore
     from parkgate.pipeline import Pipeline
     from parkgate.registry import ToolFactory, ToolRegistry
 
@@ -170,7 +170,7 @@ async def build_deps(settings: Settings, *, store: HistoryStore | None = None) -
 
 async def run_worker(settings: Settings, *, deps: Deps | None = None) -> None:
     """Run a worker until SIGTERM/SIGINT."""
-    from parkgate.temporal_client import connect
+    from parkgate.durable.connect import connect
 
     deps = deps or await build_deps(settings)
     # The worker's store also keeps the large payloads (dispatcher.blobs).
@@ -180,7 +180,7 @@ async def run_worker(settings: Settings, *, deps: Deps | None = None) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    from parkgate.stuck import healing
+    from parkgate.durable.stuck import healing
 
     async with serving(client, settings, deps), healing(client, settings, deps.store):
         await stop.wait()

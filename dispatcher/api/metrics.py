@@ -23,7 +23,7 @@ from prometheus_client import (
 )
 from sqlalchemy import Table, func, select
 
-from parkgate.store.records import CallStatus
+from parkgate.records import CallStatus
 
 if TYPE_CHECKING:
     from parkgate.store.repository import Repository
@@ -206,6 +206,6 @@ def _conflicts_table() -> Table:
 def log_refresh_failure() -> None:
     import logging
 
-    logging.getLogger("parkgate.metrics").warning(
+    logging.getLogger("parkgate.api.metrics").warning(
         "could not refresh metrics from the history store", exc_info=True
     )

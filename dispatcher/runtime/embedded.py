@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from types import FrameType
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import uvicorn
 
@@ -36,7 +36,8 @@ if TYPE_CHECKING:
     from temporalio.client import Client
 
     from parkgate.activities.deps import Deps
-    from parkgate.blobs import BlobStore
+    from parkgate.durable.blobs import BlobStore
+    from parkgate.registry import ToolRegistry
     from parkgate.store import Repository
 
 log = logging.getLogger("parkgate.serve")
@@ -91,7 +92,7 @@ def pick_port(host: str, preferred: int) -> int:
     """`preferred` when free, else any free port (0 = any)."""
     if preferred and not port_in_use(host, preferred):
         return preferred
-    from parkgate.devserver import free_port
+    from parkgate.runtime.devserver import free_port
 
     return free_port(host)
 
@@ -107,7 +108,7 @@ async def connect_temporal(
     """Connect, retrying while Temporal starts (compose starts everything at once).
 
     Setting `stop` while it waits raises Interrupted."""
-    from parkgate.temporal_client import connect
+    from parkgate.durable.connect import connect
 
     target = address or settings.temporal_address
     deadline = time.monotonic() + timeout
@@ -158,8 +159,8 @@ async def migrated_repository(settings: Settings, *, upgrade: bool = False) -> R
 async def worker_deps(settings: Settings, repo: Repository) -> Deps:
     """The worker's dependencies (the one recipe in dispatcher.worker) over `repo`."""
     from parkgate.activities.deps import Deps
-    from parkgate.store.records import HistoryStore
-    from parkgate.worker import build_deps
+    from parkgate.records import HistoryStore
+    from parkgate.runtime.worker import build_deps
 
     deps = await build_deps(settings)
     own = cast(Any, deps.store)
@@ -168,31 +169,19 @@ async def worker_deps(settings: Settings, repo: Repository) -> Deps:
     return Deps(settings=settings, pipeline=deps.pipeline, store=cast(HistoryStore, repo))
 
 
-def api_app(
-    settings: Settings,
-    repo: Repository,
-    client: Client,
-    deps: Deps,
-    *,
-    worker_in_process: bool = False,
-) -> FastAPI:
-    """The FastAPI app over the shared store, Temporal client and the workers' registry.
+class AppFactory(Protocol):
+    """Builds the HTTP app (`parkgate.api.assemble.api_app`): handed in by the
+    interfaces layer so the runtime never imports the API it serves."""
 
-    `worker_in_process=True` (the embedded stack) starts calls with Temporal's
-    eager workflow start: the first workflow task runs in this process
-    without a round trip through the server's task queue.
-    """
-    from parkgate.api import ApiDeps, create_app
-    from parkgate.client import DurableDispatcher
-
-    registry = deps.pipeline.registry
-    dispatcher = DurableDispatcher(
-        client, settings, registry=registry, approvals=repo, eager_start=worker_in_process
-    )
-    return create_app(
-        settings,
-        ApiDeps(repo=repo, temporal=client, registry=registry, dispatcher=dispatcher),
-    )
+    def __call__(
+        self,
+        settings: Settings,
+        repo: Repository,
+        client: Client,
+        registry: ToolRegistry,
+        *,
+        worker_in_process: bool = False,
+    ) -> FastAPI: ...
 
 
 class ApiServer(uvicorn.Server):
@@ -211,7 +200,7 @@ class ApiServer(uvicorn.Server):
 
 
 def api_server(app: FastAPI, host: str, port: int, *, log_level: str = "warning") -> ApiServer:
-    from parkgate.api.logredact import uvicorn_log_config
+    from parkgate.runtime.logredact import uvicorn_log_config
 
     config = uvicorn.Config(
         app,
@@ -364,6 +353,7 @@ def temporal_address_for(settings: Settings) -> str:
 
 async def run_api(
     settings: Settings,
+    app_factory: AppFactory,
     *,
     log_level: str = "info",
     connect_timeout: float = 60,
@@ -385,7 +375,7 @@ async def run_api(
             )
             deps = await worker_deps(settings, repo)
             server = api_server(
-                api_app(settings, repo, client, deps),
+                app_factory(settings, repo, client, deps.pipeline.registry),
                 settings.api_host,
                 settings.api_port,
                 log_level=log_level,
@@ -410,8 +400,8 @@ async def run_worker(
     with stop_on_signals(stop):  # first: the imports below take a while
         if announce is not None:
             announce()
-        from parkgate.stuck import healing
-        from parkgate.worker import serving
+        from parkgate.durable.stuck import healing
+        from parkgate.runtime.worker import serving
 
         repo = await migrated_repository(settings)
         try:
@@ -459,6 +449,7 @@ class EmbeddedStack:
     """Temporal dev server + worker + API in this process tree, state under data_dir."""
 
     settings: Settings
+    app_factory: AppFactory
     port: int | None = None
     temporal_port: int = TEMPORAL_PORT
     ui_port: int = TEMPORAL_UI_PORT
@@ -494,11 +485,11 @@ class EmbeddedStack:
     ) -> AsyncIterator[tuple[Banner, ApiServer]]:
         """The start-up once this process holds the data directory's lock: whatever
         a previous owner left (serve.json, a dev server) is stale and goes first."""
-        from parkgate.devserver import DevServer, DevServerError, stop_leftovers
+        from parkgate.durable.stuck import healing
+        from parkgate.runtime.devserver import DevServer, DevServerError, stop_leftovers
+        from parkgate.runtime.worker import serving
         from parkgate.store import ApiKeyNameTakenError
         from parkgate.store.urls import display_url
-        from parkgate.stuck import healing
-        from parkgate.worker import serving
 
         (settings.data_dir / RUNTIME_FILE).unlink(missing_ok=True)
         leftovers = await asyncio.to_thread(stop_leftovers, settings.data_dir / "temporal.db")
@@ -550,7 +541,9 @@ class EmbeddedStack:
                     f"an active API key is already named {name!r}: pick another --key-name"
                 ) from exc
             server = api_server(
-                api_app(settings, repo, client, deps, worker_in_process=True),
+                self.app_factory(
+                    settings, repo, client, deps.pipeline.registry, worker_in_process=True
+                ),
                 host,
                 settings.api_port,
                 log_level=self.log_level,

@@ -15,8 +15,8 @@ from typing import Any
 
 from slack_sdk.signature import Clock, SignatureVerifier
 
-from parkgate.durable_models import DecisionRecord
-from parkgate.store.records import ApprovalRecord
+from parkgate.durable.payloads import DecisionRecord
+from parkgate.records import ApprovalRecord
 from parkgate.verdicts import ApprovalInfo
 
 ACTION_APPROVE = "parkgate_approve"

@@ -9,8 +9,8 @@ from __future__ import annotations
 from temporalio.client import Client
 from temporalio.service import TLSConfig
 
-from parkgate.blobs import BlobStore
-from parkgate.codec import data_converter
+from parkgate.durable.blobs import BlobStore
+from parkgate.durable.codec import data_converter
 from parkgate.settings import Settings
 
 

@@ -16,9 +16,9 @@ import hashlib
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from parkgate.durable_models import DECISIONS, DecideInput, DecideResult, DecisionRecord
+from parkgate.durable.payloads import DECISIONS, DecideInput, DecideResult, DecisionRecord
 from parkgate.models import utcnow
-from parkgate.store.records import ApprovalRecord
+from parkgate.records import ApprovalRecord
 
 #: Decisions a human may give a sub-call (no edits: see docs/DURABLE.md).
 SUB_CALL_DECISIONS = ("allow", "deny")

@@ -33,7 +33,7 @@ from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
-from parkgate.durable_models import (
+from parkgate.durable.payloads import (
     CALL_WORKFLOW,
     TURN_WORKFLOW,
     CallInput,
@@ -42,11 +42,11 @@ from parkgate.durable_models import (
 )
 from parkgate.events import ToolEvent
 from parkgate.models import TextBlock, ToolErrorClass, ToolResultBlock, utcnow
+from parkgate.records import CallStatus, CallUpdate, RecordedFinish
 from parkgate.settings import Settings
-from parkgate.store.records import CallStatus, CallUpdate, RecordedFinish
 from parkgate.store.results import CallRecord
 
-log = logging.getLogger("parkgate.stuck")
+log = logging.getLogger("parkgate.durable.stuck")
 
 #: Causes Temporal reports when a completion can never be accepted: the same
 #: oversized payload or request would be sent again on every attempt.

@@ -18,7 +18,7 @@ from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
-from parkgate.durable_models import CallOutcome, DecideResult, DecisionRecord
+from parkgate.durable.payloads import CallOutcome, DecideResult, DecisionRecord
 from parkgate.store.semantics import MeaningProblem
 
 #: Histories fetched at once.

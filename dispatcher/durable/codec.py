@@ -28,8 +28,10 @@ from temporalio.api.common.v1 import Payload
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.converter import DataConverter, PayloadCodec
 
+from parkgate.payload_keys import decode_key
+
 if TYPE_CHECKING:
-    from parkgate.blobs import BlobStore
+    from parkgate.durable.blobs import BlobStore
     from parkgate.settings import Settings
 
 ENCODING = b"binary/encrypted"
@@ -44,17 +46,6 @@ class CodecError(ValueError):
 
 def encode_key(raw: bytes) -> str:
     return base64.urlsafe_b64encode(raw).decode("ascii")
-
-
-def decode_key(text: str) -> bytes:
-    """A 32-byte AES-256 key from urlsafe base64; ValueError otherwise."""
-    try:
-        raw = base64.urlsafe_b64decode(text.strip() + "=" * (-len(text.strip()) % 4))
-    except ValueError as exc:
-        raise ValueError("a payload key must be urlsafe base64") from exc
-    if len(raw) != 32:
-        raise ValueError(f"a payload key must be 32 bytes (AES-256), got {len(raw)}")
-    return raw
 
 
 class EncryptionCodec(PayloadCodec):
@@ -143,7 +134,7 @@ def converter_with(
     """
     if blobs is None:
         return dataclasses.replace(pydantic_data_converter, payload_codec=codec)
-    from parkgate.blobs import BlobCodec, ChainCodec
+    from parkgate.durable.blobs import BlobCodec, ChainCodec
 
     chain = ChainCodec([BlobCodec(blobs, codec, threshold), codec])
     return dataclasses.replace(pydantic_data_converter, payload_codec=chain)
@@ -155,7 +146,7 @@ def data_converter(settings: Settings, blobs: BlobStore | None = None) -> DataCo
     Large payloads go to `blobs`, by default the history store of `settings`
     (opened on first use), so no Temporal payload nears its 2 MiB limit.
     """
-    from parkgate.blobs import LazyRepositoryBlobs
+    from parkgate.durable.blobs import LazyRepositoryBlobs
 
     store = blobs or LazyRepositoryBlobs(settings.effective_database_url)
     return converter_with(codec_for(settings), store, threshold=settings.blob_threshold_bytes)

@@ -69,7 +69,7 @@ def uvicorn_log_config() -> dict[str, Any]:
 
     config: dict[str, Any] = {
         **LOGGING_CONFIG,
-        "filters": {"redact_tokens": {"()": "parkgate.api.logredact.TokenRedactingFilter"}},
+        "filters": {"redact_tokens": {"()": "parkgate.runtime.logredact.TokenRedactingFilter"}},
     }
     handlers = {}
     for name, handler in LOGGING_CONFIG["handlers"].items():

@@ -15,8 +15,8 @@ from pydantic import BaseModel, Field
 
 from parkgate.events import ToolEvent
 from parkgate.models import Session, ToolErrorClass, ToolResultBlock, ToolUseBlock
+from parkgate.records import ApprovalRecord, CallStatus, CallUpdate, RecordedFinish
 from parkgate.remember_spec import RememberSpec
-from parkgate.store.records import ApprovalRecord, CallStatus, CallUpdate, RecordedFinish
 from parkgate.verdicts import ApprovalInfo, Deny, Execute, NeedsApproval, PreparedCall
 
 #: Stable names: they are written into Temporal history.

@@ -1,0 +1,1 @@
+"""Approver channels: email, webhooks, Slack. Used by activities and the API."""

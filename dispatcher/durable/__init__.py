@@ -1,0 +1,1 @@
+"""The durable layer: workflow payloads, the Temporal client, converter, worker groups, healing."""

@@ -1,0 +1,1 @@
+"""The runtime layer: processes and stacks (dev server, worker recipe, embedded serve)."""
