@@ -11,8 +11,10 @@ from typing import Any
 from fastapi.templating import Jinja2Templates
 from markupsafe import Markup
 
-TEMPLATES_DIR = Path(__file__).parent / "templates"
-STATIC_DIR = Path(__file__).parent / "static"
+# resolve(): under a strict editable install the package is a tree of symlinks,
+# and Starlette's StaticFiles refuses files whose real path leaves its directory.
+TEMPLATES_DIR = Path(__file__).resolve().parent / "templates"
+STATIC_DIR = Path(__file__).resolve().parent / "static"
 
 
 def fmt_dt(value: datetime | None) -> str:
