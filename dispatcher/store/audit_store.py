@@ -13,7 +13,7 @@ from sqlalchemy import ColumnElement, and_, delete, func, or_, select
 from parkgate.models import utcnow
 from parkgate.store import audit_export, semantics
 from parkgate.store.base import BATCH
-from parkgate.store.blob_store import BlobStore
+from parkgate.store.blob_store import BlobTables
 from parkgate.store.call_store import CallStore
 from parkgate.store.chain import check_chain
 from parkgate.store.results import CallFilters, MeaningReport, VerifyReport
@@ -33,7 +33,7 @@ def _brief(meaning: dict[str, Any]) -> str:
     return ", ".join(parts) or json.dumps(data, sort_keys=True, default=str)[:200]
 
 
-class AuditStore(CallStore, BlobStore):
+class AuditStore(CallStore, BlobTables):
     """Checks, export and retention over calls, events, approvals and blobs."""
 
     async def verify_chain(self, session_id: str | None = None) -> VerifyReport:

@@ -16,8 +16,9 @@ from parkgate.store.statements import BLOB_REFS, BLOBS, CALLS
 from parkgate.store.types import as_utc
 
 
-class BlobStore(StoreBase):
-    """Content-addressed blobs and their references."""
+class BlobTables(StoreBase):
+    """The `blobs` and `blob_refs` tables: content-addressed blobs and who refers
+    to them (the store side of parkgate.durable.blobs.BlobStore)."""
 
     async def put_blob(self, blob_id: str, data: bytes, size: int, workflow_id: str) -> None:
         """Store a sealed blob once (content-addressed) and the workflow that refers to it.

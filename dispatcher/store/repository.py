@@ -25,7 +25,7 @@ from sqlalchemy.engine import URL
 from parkgate.records import HistoryStore
 from parkgate.store.approval_store import ApprovalStore, WaitingApproval
 from parkgate.store.audit_store import AuditStore, ExportFormat
-from parkgate.store.blob_store import BlobStore
+from parkgate.store.blob_store import BlobTables
 from parkgate.store.call_store import CallStore
 from parkgate.store.engine import make_engine
 from parkgate.store.event_store import EventStore
@@ -68,7 +68,7 @@ class Repository(
     AuditStore,
     CallStore,
     EventStore,
-    BlobStore,
+    BlobTables,
     ApprovalStore,
     SessionStore,
     RememberedRulesStore,
