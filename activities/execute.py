@@ -23,7 +23,7 @@ from temporalio import activity
 
 from parkgate.activities.deps import Deps
 from parkgate.activities.record import write_approval
-from parkgate.activities.subcalls import SubCallApprover
+from parkgate.activities.subcall_approver import SubCallApprover
 from parkgate.durable.payloads import (
     ACT_EXECUTE,
     ACT_EXECUTE_LOCAL,
@@ -225,7 +225,7 @@ class ExecuteActivities:
         emit: Callable[[ToolEvent], Awaitable[None]],
         cancel_event: asyncio.Event,
     ) -> SubCallApprover | None:
-        """Non-atomic composed tools: their sub-calls may park here (see subcalls.py).
+        """Non-atomic composed tools: their sub-calls may park here (see subcall_approver.py).
         Atomic ones need none (the parent's approval covers them)."""
         definition = inp.prepared.definition
         if not definition.composed_of or definition.atomic:

@@ -25,7 +25,7 @@ from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
-from parkgate.durable import stuck, subcalls
+from parkgate.durable import stuck, subcall_approvals
 from parkgate.durable.payloads import (
     CALL_WORKFLOW,
     DECISIONS,
@@ -350,15 +350,15 @@ class DurableDispatcher:
         if self.approvals is None:
             return None
         record = await self.approvals.get_approval(request_id)
-        return record if record is not None and subcalls.parent_of(record) else None
+        return record if record is not None and subcall_approvals.parent_of(record) else None
 
     async def _decide_sub_call(self, record: ApprovalRecord, inp: DecideInput) -> DecideResult:
         """Decide a sub-call's request in the store (first write wins); the execute
         activity running the composed tool picks it up. Only while the parent call
         is still running: after that nobody would act on the decision."""
-        parent = subcalls.parent_of(record)
+        parent = subcall_approvals.parent_of(record)
         assert parent is not None
-        if not subcalls.can_decide(self.approvals):
+        if not subcall_approvals.can_decide(self.approvals):
             return DecideResult(
                 accepted=False, message="this dispatcher has no store to decide sub-calls in"
             )
@@ -372,10 +372,12 @@ class DurableDispatcher:
         if status != "running":
             return DecideResult(
                 accepted=False,
-                winner=subcalls.decision_record(record),
+                winner=subcall_approvals.decision_record(record),
                 message=f"the call is no longer waiting for approval (status {status})",
             )
-        return await subcalls.decide(cast(subcalls.ApprovalDecisions, self.approvals), record, inp)
+        return await subcall_approvals.decide(
+            cast(subcall_approvals.ApprovalDecisions, self.approvals), record, inp
+        )
 
     async def decide(
         self,
@@ -417,7 +419,7 @@ class DurableDispatcher:
         )
         if session_id is None or tool_use_id is None:
             record = await self._approval(request_id)
-            if subcalls.parent_of(record):
+            if subcall_approvals.parent_of(record):
                 return await self._decide_sub_call(record, inp)
             session_id, tool_use_id = record.session_id, record.tool_use_id
         handle = self.handle(session_id, tool_use_id)

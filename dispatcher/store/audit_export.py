@@ -14,7 +14,7 @@ from typing import IO, TYPE_CHECKING, Any, Literal
 from parkgate.store.results import CallFilters, CallRecord
 
 if TYPE_CHECKING:
-    from parkgate.store.repository import Repository
+    from parkgate.store.call_store import CallStore
 
 #: Progress callback: (calls written so far, total calls matching).
 Progress = Callable[[int, int], None]
@@ -31,7 +31,7 @@ def _csv_cell(value: Any) -> Any:
 
 
 async def export_calls(
-    repo: Repository,
+    repo: CallStore,
     fmt: Literal["jsonl", "csv"],
     out: IO[str],
     filters: CallFilters | None = None,

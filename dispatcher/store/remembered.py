@@ -1,33 +1,26 @@
 """Store side of remembered decisions: save (idempotent), look up, list, revoke.
 
-A mixin of Repository: it uses the repository's engine and transactions.
+A mixin of Repository over the shared engine and transactions (store/base.py).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from contextlib import AbstractAsyncContextManager
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any
 
 from sqlalchemy import Table, or_, select, true, update
 from sqlalchemy.engine import Connection
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from parkgate.remembered import RememberedRule
 from parkgate.store import statements
+from parkgate.store.base import StoreBase
 from parkgate.store.models import Base
 
 RULES: Table = Base.metadata.tables["remembered_rules"]
-T = TypeVar("T")
 
 
-class RememberedRulesStore:
+class RememberedRulesStore(StoreBase):
     """Rules are written once per approval request (a retry writes nothing new)."""
-
-    dialect: str
-    _in_write: Callable[..., Any]
-    _read: Callable[[], AbstractAsyncContextManager[AsyncConnection]]
 
     async def save_remembered(self, rule: RememberedRule) -> None:
         values = rule.model_dump()

@@ -25,6 +25,9 @@ APPROVALS: Table = Base.metadata.tables["approvals"]
 BLOBS: Table = Base.metadata.tables["blobs"]
 BLOB_REFS: Table = Base.metadata.tables["blob_refs"]
 CONFLICTS: Table = Base.metadata.tables["event_conflicts"]
+SESSIONS: Table = Base.metadata.tables["sessions"]
+API_KEYS: Table = Base.metadata.tables["api_keys"]
+SUBMISSIONS: Table = Base.metadata.tables["call_submissions"]
 
 #: What an event says (its meaning), compared when an id is written again.
 #: `at` is not part of it: a retried write of the same step may carry a later

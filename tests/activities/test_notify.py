@@ -13,7 +13,7 @@ from temporalio.testing import ActivityEnvironment
 from parkgate.activities.notify import NotifyActivities
 from parkgate.settings import Webhook
 from tests.api.rig import WebhookSink, closed_port_url
-from tests.dispatcher.test_notify import notice
+from tests.channels.test_webhook import notice
 from tests.fixtures.temporal import make_settings
 
 

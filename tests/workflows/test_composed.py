@@ -25,7 +25,7 @@ from parkgate.activities.execute import ExecuteActivities
 from parkgate.activities.record import RecordActivities
 from parkgate.context import ToolContext
 from parkgate.durable.payloads import ClassifyInput, ExecuteInput, RecordInput
-from parkgate.durable.subcalls import NO_EDITS, sub_call_request_id
+from parkgate.durable.subcall_approvals import NO_EDITS, sub_call_request_id
 from parkgate.models import (
     Session,
     SideEffects,
@@ -546,7 +546,7 @@ async def test_store_back_before_a_sub_call_parks_flushes_what_was_pending(
     import dataclasses
     from datetime import timedelta
 
-    from parkgate.durable import subcalls
+    from parkgate.durable import subcall_approvals
     from parkgate.durable.payloads import DecideInput
     from parkgate.models import utcnow
 
@@ -578,12 +578,12 @@ async def test_store_back_before_a_sub_call_parks_flushes_what_was_pending(
         "s-flaky", "tu_f")]
     assert stored == [("tu_f", "tool.called"), ("tu_f.1", "tool.confirmation_requested")]
     record = await sqlite_repo.get_approval(first)
-    ok = await subcalls.decide(sqlite_repo, record, DecideInput(
+    ok = await subcall_approvals.decide(sqlite_repo, record, DecideInput(
         request_id=first, decision="allow", decided_by="ann"))
     assert ok.accepted
     second = await wait_request(sqlite_repo, "s-flaky", "tu_f.2")
     record = await sqlite_repo.get_approval(second)
-    no = await subcalls.decide(sqlite_repo, record, DecideInput(
+    no = await subcall_approvals.decide(sqlite_repo, record, DecideInput(
         request_id=second, decision="deny", decided_by="ann"))
     assert no.accepted
     out = await asyncio.wait_for(run, timeout=30)

@@ -36,7 +36,12 @@ from parkgate.activities.plan import approval_expiry
 from parkgate.activities.record import approval_url
 from parkgate.channels.webhook import WebhookError, deliver
 from parkgate.durable.payloads import NotifyInput
-from parkgate.durable.subcalls import EXPIRED, ApprovalDecisions, can_decide, sub_call_request_id
+from parkgate.durable.subcall_approvals import (
+    EXPIRED,
+    ApprovalDecisions,
+    can_decide,
+    sub_call_request_id,
+)
 from parkgate.events import ToolEvent
 from parkgate.links import sign_token, token_hash
 from parkgate.models import ToolErrorClass, utcnow

@@ -2,7 +2,7 @@
 
 A non-atomic composed tool runs inside ONE execute activity; when one of its
 sub-calls needs approval, the activity parks it there (see
-`activities/subcalls.py`): it stores an approval request for the sub-call and
+`activities/subcall_approver.py`): it stores an approval request for the sub-call and
 waits for a decision in the history store. There is no workflow for a
 sub-call, so a decision on such a request is written straight to the store,
 first write wins (`Repository.decide_approval`); the activity sees it on its

@@ -1,0 +1,75 @@
+"""The classify/execute spine of the dispatcher (pure domain: no Temporal, no store).
+
+- classification.py: ``classify`` decides Execute | Deny | NeedsApproval,
+  without side effects or events;
+- execution.py: ``execute`` runs a classified (and, if needed, approved) call
+  and never re-classifies it;
+- subcall_runner.py: the registry a composed tool calls its sub-tools through.
+
+`Pipeline` joins them over one registry, policy, hooks, budget and limits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from parkgate.budget import Budget
+from parkgate.models import Session, ToolUseBlock
+from parkgate.pipeline.classification import (
+    Classifier,
+    deny_event,
+    deny_result,
+    run_from_deny,
+)
+from parkgate.pipeline.execution import GENERIC_FAILURE, Emit, Executor
+from parkgate.pipeline.subcall_runner import Approver, SubCallRunner
+from parkgate.policy import ConfirmationPolicy
+from parkgate.registry import ToolRegistry
+from parkgate.truncation import Limits
+from parkgate.verdicts import PreparedCall, ToolRun, Verdict
+
+__all__ = [
+    "GENERIC_FAILURE",
+    "Approver",
+    "Classifier",
+    "Emit",
+    "Executor",
+    "Pipeline",
+    "SubCallRunner",
+    "classify",
+    "deny_event",
+    "deny_result",
+    "execute",
+    "run_from_deny",
+]
+
+
+class Pipeline(Executor):
+    """Registry + policy + hooks + budget + limits: the dispatcher's decision and run logic."""
+
+    def __init__(
+        self,
+        registry: ToolRegistry,
+        policy: ConfirmationPolicy | None = None,
+        *,
+        hooks: Iterable[Any] = (),
+        budget: Budget | None = None,
+        limits: Limits | None = None,
+    ) -> None:
+        self.registry = registry
+        self.policy = policy or ConfirmationPolicy()
+        self.hooks: Sequence[Any] = tuple(hooks)
+        self.budget = budget
+        self.limits = limits or Limits()
+
+
+# ---------------------------------------------------------------- wrappers
+async def classify(call: ToolUseBlock, session: Session, pipeline: Pipeline) -> Verdict:
+    """Module-level form of ``Pipeline.classify``."""
+    return await pipeline.classify(call, session)
+
+
+async def execute(prepared: PreparedCall, pipeline: Pipeline, **kwargs: Any) -> ToolRun:
+    """Module-level form of ``Pipeline.execute``."""
+    return await pipeline.execute(prepared, **kwargs)

@@ -1,0 +1,306 @@
+"""Classification: what happens to a call, decided without side effects.
+
+``Classifier.classify`` is pure decision — registry lookup, input validation,
+workspace scope, before-hooks, budget pre-check, policy — and returns
+Execute | Deny | NeedsApproval without side effects or events. The Deny
+helpers here build the error result and event of a call that never ran.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+from parkgate.budget import Budget
+from parkgate.diffing import ImpactPreview, generic_preview, summarize_input
+from parkgate.errors import ToolError
+from parkgate.events import EventType, ToolEvent
+from parkgate.hooks import HookHalt, hook_name, maybe_await
+from parkgate.models import (
+    Session,
+    TextBlock,
+    ToolDefinition,
+    ToolErrorClass,
+    ToolResultBlock,
+    ToolUseBlock,
+    input_hash,
+)
+from parkgate.policy import ConfirmationPolicy
+from parkgate.registry import ToolRegistry
+from parkgate.schema import validate_input
+from parkgate.truncation import Limits
+from parkgate.verdicts import (
+    ApprovalInfo,
+    Deny,
+    Execute,
+    NeedsApproval,
+    PreparedCall,
+    ToolRun,
+    Verdict,
+)
+from parkgate.workspace import WorkspaceFileAPI, resolve_root
+
+log = logging.getLogger("parkgate.pipeline")
+
+
+def deny_result(
+    tool_use_id: str,
+    error_class: ToolErrorClass,
+    message: str,
+    *,
+    rule: str | None = None,
+    event_type: EventType = "tool.failed",
+    definition: ToolDefinition | None = None,
+) -> Deny:
+    """A Deny verdict carrying the error result the model will see."""
+    return Deny(
+        result=ToolResultBlock(
+            tool_use_id=tool_use_id,
+            content=[TextBlock(text=message)],
+            is_error=True,
+            error_class=error_class,
+        ),
+        error_class=error_class,
+        rule=rule,
+        event_type="tool.input_invalid" if event_type == "tool.input_invalid" else "tool.failed",
+        side_effects=definition.side_effects if definition else None,
+    )
+
+
+def deny_event(
+    call: ToolUseBlock, session: Session, deny: Deny, *, parent_tool_use_id: str | None = None
+) -> ToolEvent:
+    """The event to record for a Deny (tool.input_invalid or tool.failed)."""
+    return ToolEvent(
+        type=deny.event_type,
+        session_id=session.session_id,
+        turn_id=session.turn_id,
+        tool_use_id=call.id,
+        tool_name=call.name,
+        side_effects=deny.side_effects,
+        error_class=deny.error_class,
+        message=deny.result.text,
+        parent_tool_use_id=parent_tool_use_id,
+        data={"rule": deny.rule, "input_summary": summarize_input(call.input)},
+    )
+
+
+def run_from_deny(deny: Deny) -> ToolRun:
+    """A ToolRun for a call that never ran."""
+    return ToolRun(result=deny.result, error_class=deny.error_class, metadata={"rule": deny.rule})
+
+
+class Classifier:
+    """The decision half of a `Pipeline` (its attributes are set by Pipeline)."""
+
+    registry: ToolRegistry
+    policy: ConfirmationPolicy
+    hooks: Sequence[Any]
+    budget: Budget | None
+    limits: Limits
+
+    async def classify(
+        self, call: ToolUseBlock, session: Session, *, parent_tool_use_id: str | None = None
+    ) -> Verdict:
+        """Decide what happens to ``call``: Execute | Deny | NeedsApproval. No side effects."""
+        definition = self.registry.get(call.name)
+        if definition is None or not self.registry.visible_to(definition, session):
+            available = [d.name for d in self.registry.definitions_for(session)]
+            return deny_result(
+                call.id,
+                ToolErrorClass.NOT_FOUND,
+                f"Tool '{call.name}' not found. Available: [{', '.join(available)}]",
+                rule="registry",
+            )
+        checked = self._check_input(call, session, definition)
+        if isinstance(checked, Deny):
+            return checked
+        relpaths = checked
+        for hook in self.hooks:
+            before = getattr(hook, "before", None)
+            if before is None:
+                continue
+            try:
+                outcome = await maybe_await(before(call, session, definition))
+            except Exception:
+                log.exception("before-hook %s raised on %s", hook_name(hook), call.name)
+                return deny_result(
+                    call.id,
+                    ToolErrorClass.EXECUTION_ERROR,
+                    f"A before-hook failed on tool '{call.name}'; the call was not run.",
+                    rule=f"hook:{hook_name(hook)}",
+                    definition=definition,
+                )
+            if isinstance(outcome, HookHalt):
+                return deny_result(
+                    call.id,
+                    outcome.error_class,
+                    outcome.message,
+                    rule=f"hook:{hook_name(hook)}",
+                    definition=definition,
+                )
+            if isinstance(outcome, ToolUseBlock):
+                if outcome.name != call.name:
+                    return deny_result(
+                        call.id,
+                        ToolErrorClass.EXECUTION_ERROR,
+                        f"A before-hook tried to change the tool of this call "
+                        f"from '{call.name}' to '{outcome.name}'.",
+                        rule=f"hook:{hook_name(hook)}",
+                        definition=definition,
+                    )
+                call = ToolUseBlock(id=call.id, name=call.name, input=outcome.input)
+                checked = self._check_input(call, session, definition)
+                if isinstance(checked, Deny):
+                    return checked
+                relpaths = checked
+        if self.budget is not None:
+            try:
+                reason = self.budget.check(call, session, definition)
+            except Exception:
+                log.exception("budget check raised on %s", call.name)
+                reason = "Budget check failed"
+            if reason:
+                return deny_result(
+                    call.id,
+                    ToolErrorClass.PERMISSION_DENIED,
+                    reason,
+                    rule="budget",
+                    definition=definition,
+                )
+        decision = self.policy.decide(definition, call.input, session, relative_paths=relpaths)
+        prepared = PreparedCall(
+            call=call,
+            session=session,
+            definition=definition,
+            input_hash=input_hash(call.name, call.input),
+            rule=decision.rule,
+            parent_tool_use_id=parent_tool_use_id,
+        )
+        if decision.mode == "deny":
+            return deny_result(
+                call.id,
+                ToolErrorClass.PERMISSION_DENIED,
+                f"Permission denied: tool '{call.name}' is disabled by policy "
+                f"(rule: {decision.rule})",
+                rule=decision.rule,
+                definition=definition,
+            )
+        if decision.mode == "auto":
+            return Execute(prepared=prepared)
+        preview = self.preview(definition, call.input, session)
+        # Escalation people not already named (with named approvers they may decide).
+        escalate_only = [n for n in decision.escalate_to if n not in decision.approvers] \
+            if decision.approvers else []
+        info = ApprovalInfo(
+            request_id=uuid.uuid4().hex,
+            tool_name=call.name,
+            tool_use_id=call.id,
+            input_summary=summarize_input(call.input),
+            side_effects=definition.side_effects,
+            rule=decision.rule,
+            input_hash=prepared.input_hash,
+            projected_impact=preview.projected_impact,
+            diff=preview.diff,
+            sub_tools=list(definition.composed_of or []) if definition.atomic else [],
+            mode=decision.mode,
+            files=preview.files,
+            parent_tool_use_id=parent_tool_use_id,
+            approvers=decision.approvers + escalate_only,
+            quorum=decision.quorum,
+            self_approval=decision.self_approval,
+            remind_after_seconds=decision.remind_after_seconds,
+            escalate_after_seconds=decision.escalate_after_seconds,
+            escalate_to=escalate_only if decision.approvers else decision.escalate_to,
+        )
+        return NeedsApproval(prepared=prepared, info=info)
+
+    def _check_input(
+        self, call: ToolUseBlock, session: Session, definition: ToolDefinition
+    ) -> dict[str, str] | Deny:
+        """Validation, tool-specific guards and the workspace scope check."""
+        errors = validate_input(
+            definition.input_schema,
+            call.input,
+            max_bytes=self.limits.max_input_bytes,
+            max_depth=self.limits.max_input_depth,
+        )
+        if not errors:
+            try:
+                checker = getattr(self.registry.create(call.name), "check_input", None)
+                errors = list(checker(call.input, self.limits)) if checker else []
+            except Exception:
+                log.exception("check_input of %s raised", call.name)
+                errors = ["$: the tool could not check this input"]
+        if errors:
+            text = f"Invalid input for tool '{call.name}':\n" + "\n".join(f"- {e}" for e in errors)
+            return deny_result(
+                call.id,
+                ToolErrorClass.VALIDATION_ERROR,
+                text,
+                rule="schema",
+                event_type="tool.input_invalid",
+                definition=definition,
+            )
+        relpaths: dict[str, str] = {}
+        if not definition.requires_workspace:
+            return relpaths
+        root = resolve_root(session.workspace_path)
+        if not os.path.isdir(root):
+            return deny_result(
+                call.id,
+                ToolErrorClass.PERMISSION_DENIED,
+                f"Workspace '{session.workspace_path}' is not an existing directory",
+                rule="workspace",
+                definition=definition,
+            )
+        files = WorkspaceFileAPI(root)
+        for field in definition.path_fields:
+            value = call.input.get(field)
+            if value is None:
+                continue
+            try:
+                relpaths[field] = files.relative(value)
+            except ToolError as exc:
+                return deny_result(
+                    call.id,
+                    ToolErrorClass.PERMISSION_DENIED,
+                    exc.message,
+                    rule="workspace",
+                    definition=definition,
+                )
+        return relpaths
+
+    def preview(
+        self, definition: ToolDefinition, tool_input: dict[str, Any], session: Session
+    ) -> ImpactPreview:
+        """Projected impact (and diff) of a call, computed read-only."""
+        files = WorkspaceFileAPI(session.workspace_path)
+        try:
+            tool = self.registry.create(definition.name)
+            method = getattr(tool, "preview", None)
+            result = method(tool_input, files) if method else None
+            if isinstance(result, ImpactPreview):
+                return result
+        except Exception:
+            log.warning(
+                "preview of %s failed; using the generic impact", definition.name, exc_info=True
+            )
+        return generic_preview(definition, tool_input, files)
+
+    def revalidate(self, prepared: PreparedCall, new_input: dict[str, Any]) -> PreparedCall | Deny:
+        """Approve-with-edits: validate and re-scope the edited input (new input_hash)."""
+        call = ToolUseBlock(id=prepared.call.id, name=prepared.call.name, input=new_input)
+        checked = self._check_input(call, prepared.session, prepared.definition)
+        if isinstance(checked, Deny):
+            return checked
+        return prepared.model_copy(
+            update={
+                "call": call,
+                "input_hash": input_hash(call.name, new_input),
+                "rule": f"{prepared.rule} (approved with edits)",
+            }
+        )
