@@ -6,7 +6,9 @@ times the activity out and the workflow reports "outcome unknown" instead of
 running the tool again. Cancellation (workflow cancel, cancel_session_tools)
 arrives here as asyncio cancellation; it is turned into the pipeline's
 cancel_event so the tool cleans up (the shell kills its process group) and the
-partial output is returned as a normal `cancelled` result.
+partial output is returned as a normal `cancelled` result. Once the tool has
+run, its outcome is stored and returned even if a cancellation arrives then
+(heartbeat responses can bring it after the tool's write completed).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import json
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from temporalio import activity
 
@@ -36,6 +38,7 @@ from parkgate.records import CallStatus, CallUpdate, status_for
 from parkgate.verdicts import ToolRun
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 #: Extra wait, beyond the pipeline's own cancel grace, before abandoning a tool.
 _ABANDON_MARGIN = 5.0
@@ -43,6 +46,21 @@ _ABANDON_MARGIN = 5.0
 _CARRY_OUTPUT_BYTES = 256 * 1024
 #: A deferred tool.called is stored on its own once a read runs this long.
 CALLED_FLUSH_DELAY = 0.25
+
+
+async def _despite_cancellation(work: Awaitable[T]) -> T:
+    """Await `work` to its end: a cancellation of the awaiting task is absorbed
+    (the activity then completes normally, reporting what happened)."""
+    task = asyncio.ensure_future(work)
+    while True:
+        try:
+            return await asyncio.shield(task)
+        except asyncio.CancelledError:
+            if task.done():
+                return task.result()
+            current = asyncio.current_task()
+            if current is not None:
+                current.uncancel()  # a later await must not re-raise it
 
 
 def hash_mismatch(inp: ExecuteInput) -> bool:
@@ -156,13 +174,41 @@ class ExecuteActivities:
         beat = asyncio.create_task(self._heartbeat()) if heartbeat else None
         try:
             run = await self._await_with_cancel(task, cancel_event)
-        finally:
-            if approver is not None:
-                await approver.close()
-            if beat is not None:
-                beat.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await beat
+        except BaseException:
+            await self._stop_helpers(approver, beat)
+            raise
+        # The tool has run: what it did is recorded and returned whatever
+        # arrives now. A cancellation reaches this task only with a heartbeat
+        # response, which may come after the tool's write; aborting the final
+        # store write then would end the call `cancelled` with its effect done.
+        return await _despite_cancellation(
+            self._outcome(inp, run, approver, beat, called, held, pending, resolved_recorded)
+        )
+
+    @staticmethod
+    async def _stop_helpers(
+        approver: SubCallApprover | None, beat: asyncio.Task[None] | None
+    ) -> None:
+        if approver is not None:
+            await approver.close()
+        if beat is not None:
+            beat.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await beat
+
+    async def _outcome(
+        self,
+        inp: ExecuteInput,
+        run: ToolRun,
+        approver: SubCallApprover | None,
+        beat: asyncio.Task[None] | None,
+        called: DeferredCalled,
+        held: list[ToolEvent],
+        pending: list[ToolEvent],
+        resolved_recorded: bool,
+    ) -> ExecuteOutput:
+        """Store the final event and row of a run that happened, and report it."""
+        await self._stop_helpers(approver, beat)
         full = run.output.model_dump(mode="json") if run.output else None
         row = self._final_row(inp, run, full)
         carried: dict[str, Any] | None = None

@@ -336,3 +336,57 @@ async def test_slow_read_shows_running_before_it_finishes(
     events = await sqlite_repo.timeline("s-slow", "tu")
     assert [e.event.type for e in events] == ["tool.called", "tool.completed"]
     assert (await sqlite_repo.get_call("s-slow", "tu")).status == CallStatus.SUCCEEDED
+
+
+class FinalWriteGate:
+    """The real store; the write carrying the final event waits for `release`
+    (so a cancellation can land while the outcome of a finished run is stored)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.reached = asyncio.Event()
+        self.release = asyncio.Event()
+
+    async def apply(self, events: Any, update: Any = None) -> None:
+        if any(e.type in ("tool.completed", "tool.failed") for e in events):
+            self.reached.set()
+            await self.release.wait()
+        await self.inner.apply(events, update)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+async def test_a_cancel_arriving_while_a_finished_write_is_recorded_records_success(
+    sqlite_repo: Any, tmp_path: Path
+) -> None:
+    """The decide/cancel race: the activity's cancellation comes with a heartbeat
+    response after write_file wrote its file, while the final row is stored.
+    The write happened, so the activity completes: stored and reported `succeeded`
+    (it used to raise, and the workflow then recorded `cancelled`)."""
+    store = FinalWriteGate(sqlite_repo)
+    deps = deps_for(store, tmp_path)
+    workspace = deps.settings.workspace_roots[0]
+    session = Session(session_id="s-cw", turn_id="t", workspace_path=str(workspace))
+    call = ToolUseBlock(id="tu", name="write_file", input={"path": "w.txt", "content": "x"})
+    verdict = await deps.pipeline.classify(call, session)
+    assert isinstance(verdict, NeedsApproval)
+    prepared = verdict.prepared
+    env = ActivityEnvironment()
+    run = asyncio.create_task(env.run(
+        ExecuteActivities(deps).execute,
+        ExecuteInput(
+            prepared=prepared, approved_hash=prepared.input_hash, final=final_base(prepared)
+        ),
+    ))
+    await asyncio.wait_for(store.reached.wait(), 10)
+    assert (workspace / "w.txt").read_text() == "x"  # the write is done...
+    env.cancel()  # ...when the cancellation arrives
+    await asyncio.sleep(0.05)
+    store.release.set()
+    out = await asyncio.wait_for(run, 10)
+    assert out.error_class is None and out.recorded and not out.result.is_error
+    row = await sqlite_repo.get_call("s-cw", "tu")
+    assert row.status == CallStatus.SUCCEEDED
+    events = [e.event.type for e in await sqlite_repo.timeline("s-cw", "tu")]
+    assert events == ["tool.called", "tool.completed"]
