@@ -184,12 +184,20 @@ class ToolCallWorkflow:
         try:
             outcome = await self._run(inp)
         except asyncio.CancelledError:
-            # Cancelled before execution started (classifying or parked).
+            # Cancelled before execution started (classifying or parked), or
+            # just as a run's result arrived: when both reach the workflow in
+            # one activation the SDK raises the cancellation and drops the
+            # result, although the activity ran the tool and stored its
+            # outcome. A stored outcome stands (`unless_finished`, a field of
+            # the record activity's input: the commands are unchanged).
+            ran = self._status == CallStatus.RUNNING
             if self._info is not None and self._uses_committed_writes():
                 self._cancelled_while_parked()
+            text = f"The call was cancelled {'while running' if ran else 'before it ran'}."
             outcome = await self._finish(
-                self._error(ToolErrorClass.CANCELLED, "The call was cancelled before it ran."),
+                self._error(ToolErrorClass.CANCELLED, text),
                 event="tool.failed",
+                unless_finished=True,
             )
         await self._stop_background()
         await self._slack_outcome(outcome)

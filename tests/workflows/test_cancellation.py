@@ -10,6 +10,7 @@ import psutil
 from temporalio.testing import WorkflowEnvironment
 
 from parkgate import ToolContext
+from parkgate.durable.payloads import ACT_EXECUTE
 from parkgate.models import (
     SideEffects,
     TextBlock,
@@ -19,6 +20,7 @@ from parkgate.models import (
     ToolUseBlock,
 )
 from parkgate.records import CallStatus
+from parkgate.runtime.worker import build_worker
 from tests.fixtures.temporal import AUTO_ALL, durable_rig
 
 
@@ -113,3 +115,80 @@ async def test_cancel_auto_read_running_inside_classify(
         assert row.status == CallStatus.CANCELLED
         types = [e.event.type for e in await sqlite_repo.timeline(session.session_id, "tu_slow")]
         assert types[0] == "tool.called" and types[-1] == "tool.failed"
+
+
+class GatedWrite:
+    """A WRITE tool that writes its file, then returns only once `release` is set."""
+
+    definition = ToolDefinition(
+        name="gated_write",
+        description="Write a file, then wait (test tool).",
+        input_schema={"type": "object"},
+        side_effects=SideEffects.WRITE,
+    )
+    wrote = asyncio.Event()
+    release = asyncio.Event()
+
+    async def execute(self, input: dict[str, Any], context: ToolContext) -> ToolOutput:
+        (Path(context.workspace_path) / "gated.txt").write_text("x")
+        GatedWrite.wrote.set()
+        await GatedWrite.release.wait()
+        return ToolOutput(content=[TextBlock(text="written")])
+
+    async def cancel(self) -> bool:
+        return False
+
+
+async def test_a_cancel_seen_with_the_write_s_completion_keeps_it_succeeded(
+    temporal_env: WorkflowEnvironment, sqlite_repo: Any, tmp_path: Path
+) -> None:
+    """The workflow learns of a cancel request and of its finished execute
+    activity in the same activation (no workflow worker while both happened):
+    the SDK then raises the cancellation although the activity succeeded and
+    recorded it. The call stays `succeeded`, not `cancelled` over its write."""
+    GatedWrite.wrote, GatedWrite.release = asyncio.Event(), asyncio.Event()
+    client = temporal_env.client
+    async with durable_rig(
+        client, sqlite_repo, tmp_path, policy=AUTO_ALL, extra_tools=[GatedWrite],
+        run_worker=False,
+    ) as rig:
+        def workflows_only() -> Any:
+            # No sticky cache: the next worker takes the workflow task from the queue.
+            return build_worker(client, rig.settings, rig.deps, no_remote_activities=True,
+                                max_cached_workflows=0)
+
+        async with build_worker(client, rig.settings, rig.deps, workflows=[]):
+            session = rig.session()
+            async with workflows_only():
+                handle = await rig.dispatcher.start(
+                    ToolUseBlock(id="tu_g", name="gated_write", input={}), session
+                )
+                await asyncio.wait_for(GatedWrite.wrote.wait(), 20)
+            await handle.cancel()  # no workflow worker: the request waits...
+            GatedWrite.release.set()  # ...and the activity completes meanwhile
+            await wait_for_event(handle, "activity_task_completed_event_attributes", ACT_EXECUTE)
+            async with workflows_only():
+                outcome = await handle.result()
+    assert (rig.workspace / "gated.txt").exists()
+    assert outcome.status == CallStatus.SUCCEEDED, outcome.result.text
+    row = await sqlite_repo.get_call(session.session_id, "tu_g")
+    assert row.status == CallStatus.SUCCEEDED
+    types = [e.event.type for e in await sqlite_repo.timeline(session.session_id, "tu_g")]
+    assert types == ["tool.called", "tool.completed"]
+
+
+async def wait_for_event(handle: Any, field: str, activity: str, timeout: float = 20) -> None:
+    """Until the history has a `field` event of the activity named `activity`."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        history = await handle.fetch_history()
+        names = {
+            e.event_id: e.activity_task_scheduled_event_attributes.activity_type.name
+            for e in history.events
+            if e.HasField("activity_task_scheduled_event_attributes")
+        }
+        for e in history.events:
+            if e.HasField(field) and names.get(getattr(e, field).scheduled_event_id) == activity:
+                return
+        assert asyncio.get_running_loop().time() < deadline, f"no {field} for {activity}"
+        await asyncio.sleep(0.05)
