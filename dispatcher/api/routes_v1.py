@@ -436,7 +436,11 @@ async def get_call(
     await _session(repo, session_id, key)
     service = _service(request)
     resource = await service.resource(session_id, tool_use_id)
-    if resource is not None and not resource.finished and wait > 0:
+    if resource is not None and wait > 0 and not (
+        resource.finished and await service.final_row_stored(session_id, tool_use_id)
+    ):
+        # Also while the workflow has its outcome but the store not yet: a
+        # long-poll answers `finished` once the store (events, row) agrees.
         resource = await service.wait(session_id, tool_use_id, wait)
     if resource is None:
         raise not_found(f"tool call {tool_use_id!r}")

@@ -185,6 +185,13 @@ class CallService:
             expires_at=approval.expires_at,
         )
 
+    async def final_row_stored(self, session_id: str, tool_use_id: str) -> bool:
+        """True once the store holds the call's final row. A workflow shows its
+        outcome while it still records it (decision, events, row): until then
+        a reader of the store would not find what a `finished` answer said."""
+        row = await self.repo.get_call(session_id, tool_use_id)
+        return row is not None and row.status.terminal
+
     async def wait(
         self, session_id: str, tool_use_id: str, seconds: float, *, turn_id: str | None = None
     ) -> CallResource | None:
