@@ -26,7 +26,7 @@ async def test_decide_and_cancel_at_once_leave_one_truth(
     async with api_rig(dev_temporal, pg_repo, tmp_path) as api:
         sid = await api.register()
         # Enough rounds to meet the rare interleavings (a cancel landing just
-        # after the write) on most runs; about 15 s.
+        # after the write) on most runs; 15-30 s.
         for round_no in range(ROUNDS):
             call_id = f"toolu_dc{round_no}"
             target = f"dc{round_no}.txt"
