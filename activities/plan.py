@@ -13,7 +13,7 @@ from parkgate.settings import Settings
 
 
 def tool_timeout(definition: ToolDefinition | None, settings: Settings) -> float:
-    """Per-tool timeout, else the class default (see `dispatcher.models.tool_timeout`)."""
+    """Per-tool timeout, else the class default (see `parkgate.models.tool_timeout`)."""
     return models.tool_timeout(
         definition,
         default_seconds=settings.default_timeout_seconds,

@@ -221,8 +221,8 @@ async def run_phases(args: argparse.Namespace, report: Report, ui: Reporter) -> 
             "temporal_sqlite_pragmas": args.temporal_sqlite_pragma,
             "history_store": "SQLite file (embedded default)" if not args.database_url
                              else "given by --database-url",
-            "worker": "production recipe (dispatcher.worker.build_worker); in this process "
-                      "with eager start for latency/approval, `python -m dispatcher.worker` "
+            "worker": "production recipe (parkgate.runtime.worker.build_worker); in this process "
+                      "with eager start for latency/approval, `python -m parkgate.runtime.worker` "
                       "in its own process for parked; 1..K such processes for throughput "
                       "and drain (the floor's: `python -m bench.floor_worker`)",
         }

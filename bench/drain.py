@@ -1,6 +1,6 @@
 """Drain phase: the parked phase's drain rate with 1, 2, 3 worker processes (issue 19, #5).
 
-For each K: K `python -m dispatcher.worker` processes on one fresh task queue
+For each K: K `python -m parkgate.runtime.worker` processes on one fresh task queue
 (the main queue, no worker groups), the API in this process (no worker here).
 N writes under approve/ are submitted over HTTP and park, spread over the K
 workers; then every call is approved over HTTP, C at a time, and the drain

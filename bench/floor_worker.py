@@ -2,7 +2,7 @@
 
 The throughput phase compares parkgate's worker processes with the floor's
 (an empty workflow) at the same process count; this is the floor's process,
-configured like `python -m dispatcher.worker` (PARKGATE_* variables: address,
+configured like `python -m parkgate.runtime.worker` (PARKGATE_* variables: address,
 task queue, data dir for the converter's key), with parkgate's sandbox.
 """
 

@@ -1,6 +1,6 @@
 """Phase 3: parked capacity and drain.
 
-One worker (`python -m dispatcher.worker`, the production entry point) runs in
+One worker (`python -m parkgate.runtime.worker`, the production entry point) runs in
 its own process; the API runs in this one (no worker here, so every workflow
 task goes to that process). N writes under approve/ are submitted through
 `POST /v1/.../tool-calls` and park. The worker's RSS is read with psutil after
@@ -61,7 +61,7 @@ EXPECTED_EVENTS = (
 
 @dataclass
 class WorkerProcess:
-    """`python -m dispatcher.worker`, configured only through PARKGATE_* variables."""
+    """`python -m parkgate.runtime.worker`, configured only through PARKGATE_* variables."""
 
     settings: Settings
     log_path: Path

@@ -3,7 +3,7 @@
 Four ways to run `true`, each N times one after another (after a warm-up):
 
   exec            asyncio.create_subprocess_exec("true")          the floor
-  sandbox exec    the same, wrapped by dispatcher.sandbox.sandboxed (unshare,
+  sandbox exec    the same, wrapped by parkgate.sandbox.sandboxed (unshare,
                   tmpfs over the hidden paths, setpriv)
   shell tool      ShellTool.execute({"command": "true"}), tool_sandbox=off
   shell tool+sbx  the same with tool_sandbox=auto (sandbox on)

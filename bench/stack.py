@@ -94,7 +94,7 @@ class Stack:
 
 
 def make_pipeline(settings: Settings) -> Pipeline:
-    """The worker's pipeline from the one recipe (dispatcher.worker.build_pipeline)."""
+    """The worker's pipeline from the one recipe (parkgate.runtime.worker.build_pipeline)."""
     return build_pipeline(settings)
 
 

@@ -2,7 +2,7 @@
 
 Auto-approved read_file calls through the real API (`POST .../tool-calls?wait=`
 until the 200 with the result) from C concurrent agents, with the worker in
-K separate `python -m dispatcher.worker` processes (K = 1, 2 by default), and
+K separate `python -m parkgate.runtime.worker` processes (K = 1, 2 by default), and
 the floor — an empty workflow started by a client, run by K
 `python -m bench.floor_worker` processes — at the same C and K. Neither path
 can start eagerly (no worker in the starting process), so the two are

@@ -5,7 +5,7 @@ server, for a session without a worker group (classify and the read are local
 activities on the main queue) and for a session with one (classify, and the
 read inside it, become a regular activity on `<queue>.<group>`; the write's
 execute moves there too). Both workers run in this process (production recipe,
-`dispatcher.worker.serving`), with a SQLite history store. Run it once and
+`parkgate.runtime.worker.serving`), with a SQLite history store. Run it once and
 briefly: the machine may be shared.
 """
 

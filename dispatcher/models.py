@@ -179,7 +179,7 @@ class Session(BaseModel):
     turn_id: str = Field(min_length=1, max_length=200)
     workspace_path: str
     kind: Literal["main", "worker"] = "main"
-    #: The worker group whose hosts have this workspace (dispatcher.worker_groups):
+    #: The worker group whose hosts have this workspace (parkgate.worker_groups):
     #: classify and execute run only there. None: any worker (the main queue).
     worker_group: str | None = None
 

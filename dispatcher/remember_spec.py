@@ -1,6 +1,6 @@
 """The `remember` part of a decision: scope, time to live, command prefix.
 
-Kept apart from dispatcher.remembered (matching, policy splitter) because it
+Kept apart from parkgate.remembered (matching, policy splitter) because it
 travels in workflow payloads: pydantic and the standard library only.
 """
 

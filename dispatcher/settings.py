@@ -299,10 +299,10 @@ class Settings(BaseSettings):
         return env
 
     def hidden_tool_paths(self) -> list[Path]:
-        """What a sandboxed tool must not see (dispatcher.sandbox): the data
+        """What a sandboxed tool must not see (parkgate.sandbox): the data
         directory, each configured secret file and the directory holding it,
         then `tool_hidden_paths`. A directory that holds a call's workspace is
-        dropped for that call (dispatcher.sandbox.paths_to_hide); the file itself
+        dropped for that call (parkgate.sandbox.paths_to_hide); the file itself
         stays covered."""
         paths: list[Path] = [Path(self.data_dir)]
         files: list[Path] = []

@@ -25,7 +25,7 @@ class Limits(BaseModel):
     shell_max_command_chars: int = Field(default=2_048, ge=1)
     #: Serialized tool input cap (bytes of compact JSON).
     max_input_bytes: int = Field(default=1024 * 1024, ge=1)
-    #: Deepest JSON nesting of a tool input (see dispatcher.schema.MAX_INPUT_DEPTH).
+    #: Deepest JSON nesting of a tool input (see parkgate.schema.MAX_INPUT_DEPTH).
     max_input_depth: int = Field(default=64, ge=1)
     #: Execution timeout for NONE/READ/WRITE tools.
     default_timeout_seconds: float = Field(default=60.0, gt=0)
@@ -39,7 +39,7 @@ class Limits(BaseModel):
     shell_capture_bytes: int = Field(default=8 * 1024 * 1024, ge=1)
     #: Environment names passed to tools besides PATH, LANG and HOME (never PARKGATE_*).
     tool_env_passthrough: tuple[str, ...] = ()
-    #: Sandbox for tool processes: auto / required / off (see dispatcher.sandbox).
+    #: Sandbox for tool processes: auto / required / off (see parkgate.sandbox).
     tool_sandbox: Literal["auto", "required", "off"] = "auto"
     #: Paths shown empty inside the sandbox (see Settings.hidden_tool_paths).
     tool_hidden_paths: tuple[str, ...] = ()
@@ -48,7 +48,7 @@ class Limits(BaseModel):
 
     @classmethod
     def from_settings(cls, settings: Any, **overrides: Any) -> Limits:
-        """Limits taken from a `dispatcher.settings.Settings` (duck-typed; no import)."""
+        """Limits taken from a `parkgate.settings.Settings` (duck-typed; no import)."""
         values: dict[str, Any] = {}
         for name in (
             "default_timeout_seconds",

@@ -1,7 +1,7 @@
 """Alembic environment for parkgate's history store.
 
 The URL comes from (first match): a connection handed over in
-`config.attributes["connection"]` (what `dispatcher.store.migrate` does), a
+`config.attributes["connection"]` (what `parkgate.store.migrate` does), a
 `config.attributes["url"]`, `sqlalchemy.url` in the ini file, or the parkgate
 settings (`PARKGATE_DATABASE_URL`, default SQLite under the data directory).
 Migrations run on the async drivers (asyncpg / aiosqlite) via `run_sync`.

@@ -1,4 +1,4 @@
-"""Workflow-facing names for the durable payload models (defined in dispatcher.durable_models)."""
+"""Workflow-facing names for the durable payload models (defined in parkgate.durable.payloads)."""
 
 from parkgate.durable.payloads import (
     CallInput,

@@ -1,6 +1,6 @@
 """Talk to a parkgate server from an agent: sync and async clients over httpx.
 
-Typed with the API's own models (`dispatcher.api.schemas`); method names follow
+Typed with the API's own models (`parkgate.api.schemas`); method names follow
 `ToolDispatcher` where they mean the same thing (`dispatch`, `dispatch_all`,
 `cancel_session_tools`, `get_definitions_for_session`).
 """

@@ -1,6 +1,6 @@
 """Temporal remote codec server: `/codec/encode` and `/codec/decode`.
 
-parkgate encrypts every Temporal payload (`dispatcher.codec`), so the Temporal
+parkgate encrypts every Temporal payload (`parkgate.durable.codec`), so the Temporal
 UI and CLI show ciphertext unless pointed here. The protocol is Temporal's:
 POST `{"payloads": [{"metadata": {k: base64}, "data": base64}]}` and get the
 same shape back. Callers authenticate with an API key holding the auditor or admin role

@@ -1,7 +1,7 @@
 """Remembered decisions under /v1/remembered: list (project-scoped) and revoke.
 
 Rules are created by an allow with `remember` (the confirmation API, the
-approval page); see dispatcher.remembered.
+approval page); see parkgate.remembered.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""`python -m dispatcher.cli` == `parkgate` (works before the console script is installed)."""
+"""`python -m parkgate.cli` == `parkgate` (works before the console script is installed)."""
 
 from parkgate.cli import main
 

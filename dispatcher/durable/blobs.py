@@ -63,7 +63,7 @@ class BlobError(CodecError):
 
 
 class BlobStore(Protocol):
-    """Where blobs live (dispatcher.store.Repository implements it)."""
+    """Where blobs live (parkgate.store.Repository implements it)."""
 
     async def put_blob(self, blob_id: str, data: bytes, size: int, workflow_id: str) -> None: ...
 

@@ -130,7 +130,7 @@ def converter_with(
     """The pydantic data converter with `codec` on every payload.
 
     With `blobs`, payloads larger than `threshold` bytes are first stored there
-    and replaced by a reference (dispatcher.blobs), then everything is encrypted.
+    and replaced by a reference (parkgate.durable.blobs), then everything is encrypted.
     """
     if blobs is None:
         return dataclasses.replace(pydantic_data_converter, payload_codec=codec)

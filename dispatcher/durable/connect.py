@@ -1,6 +1,6 @@
 """Connect to Temporal the way Settings say: address, namespace, TLS or API key.
 
-Always with `dispatcher.codec.data_converter`: pydantic models, every payload
+Always with `parkgate.durable.codec.data_converter`: pydantic models, every payload
 encrypted.
 """
 

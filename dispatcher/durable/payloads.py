@@ -93,7 +93,7 @@ class DecisionRecord(BaseModel):
     self_approved: bool = False
     #: Quorum requests: the distinct named approvers who allowed, in order.
     votes: list[str] = Field(default_factory=list)
-    #: An allow that asked to remember the decision (dispatcher.remembered);
+    #: An allow that asked to remember the decision (parkgate.remembered);
     #: the rule is written with the committed decision.
     remember: RememberSpec | None = None
 

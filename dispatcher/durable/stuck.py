@@ -62,7 +62,7 @@ _TOO_LARGE = frozenset(
 #: payload exceeds the blob limit fails as BAD_*_ATTRIBUTES with one of these).
 _SIZE_MARKERS = ("TMPRL1103", "exceeds size limit", "size exceeds", "too large")
 _UNHANDLED = WorkflowTaskFailedCause.WORKFLOW_TASK_FAILED_CAUSE_WORKFLOW_WORKER_UNHANDLED_FAILURE
-#: The failure type `dispatcher.codec` raises for a payload it cannot decrypt.
+#: The failure type `parkgate.durable.codec` raises for a payload it cannot decrypt.
 _CODEC_ERROR = "CodecError"
 #: The SDK's message when a payload decrypts but does not convert to the
 #: workflow's input model (temporalio.worker._workflow_instance).

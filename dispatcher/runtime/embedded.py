@@ -157,7 +157,7 @@ async def migrated_repository(settings: Settings, *, upgrade: bool = False) -> R
 
 
 async def worker_deps(settings: Settings, repo: Repository) -> Deps:
-    """The worker's dependencies (the one recipe in dispatcher.worker) over `repo`."""
+    """The worker's dependencies (the one recipe in parkgate.runtime.worker) over `repo`."""
     from parkgate.activities.deps import Deps
     from parkgate.records import HistoryStore
     from parkgate.runtime.worker import build_deps

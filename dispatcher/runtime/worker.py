@@ -1,6 +1,6 @@
 """The one worker recipe: `workflows.ALL` + `activities.build(deps)`.
 
-Production (`python -m dispatcher.worker`, `parkgate serve`) and every test
+Production (`python -m parkgate.runtime.worker`, `parkgate serve`) and every test
 build their worker here, so registration cannot drift.
 """
 
@@ -173,7 +173,7 @@ async def run_worker(settings: Settings, *, deps: Deps | None = None) -> None:
     from parkgate.durable.connect import connect
 
     deps = deps or await build_deps(settings)
-    # The worker's store also keeps the large payloads (dispatcher.blobs).
+    # The worker's store also keeps the large payloads (parkgate.durable.blobs).
     blobs = cast("BlobStore", deps.store) if hasattr(deps.store, "put_blob") else None
     client = await connect(settings, blobs=blobs)
     stop = asyncio.Event()
@@ -187,7 +187,7 @@ async def run_worker(settings: Settings, *, deps: Deps | None = None) -> None:
 
 
 def main() -> None:
-    """`python -m dispatcher.worker`: a worker configured by PARKGATE_* / server.yaml.
+    """`python -m parkgate.runtime.worker`: a worker configured by PARKGATE_* / server.yaml.
 
     A bad configuration, an unmigrated database or an unreachable Temporal
     server is one line on stderr and exit code 2.

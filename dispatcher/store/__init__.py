@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 def __getattr__(name: str) -> Any:
     """Load Repository (and with it SQLAlchemy) only when asked for.
 
-    Workflows import `dispatcher.store.records`; keeping this package's import
+    Workflows import `parkgate.records`; keeping this package's import
     free of SQLAlchemy keeps the workflow sandbox free of I/O libraries.
     """
     if name == "Repository":

@@ -213,7 +213,7 @@ class AuditStore(CallStore, BlobTables):
                         )
                     )
                     total += int(result.rowcount or 0)
-        # The large payloads of the removed calls (dispatcher.blobs) go too.
+        # The large payloads of the removed calls (parkgate.durable.blobs) go too.
         await self.prune_blobs(older_than, now=now)
         return total
 

@@ -262,7 +262,7 @@ class ApiKey(Base):
 
 
 class Blob(Base):
-    """A large Temporal payload stored once, by content (see dispatcher.blobs).
+    """A large Temporal payload stored once, by content (see parkgate.durable.blobs).
 
     `id` is the SHA-256 of the clear serialized payload; `data` is that payload
     sealed with the payload key, so the database never holds clear tool data.
@@ -293,7 +293,7 @@ class BlobRef(Base):
 
 
 class RememberedRuleRow(Base):
-    """An approver's remembered decision (dispatcher.remembered): allows the same
+    """An approver's remembered decision (parkgate.remembered): allows the same
     call again, in a session or a workspace, until it expires or is revoked."""
 
     __tablename__ = "remembered_rules"

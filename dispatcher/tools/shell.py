@@ -1,6 +1,6 @@
 """Built-in shell tool: one command in the workspace, in its own process group.
 
-The child starts through dispatcher.sandbox (allowlisted environment; on Linux
+The child starts through parkgate.sandbox (allowlisted environment; on Linux
 a namespace sandbox hiding the data directory and secret files).
 
 Cancellation (cancel_event or cancel()) sends SIGTERM to the whole group, then

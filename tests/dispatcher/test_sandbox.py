@@ -190,7 +190,7 @@ def test_the_probe_works_unprivileged_through_a_user_namespace(tmp_path: Path) -
     kernel allows unprivileged user namespaces)."""
     if probe() is not None:
         pytest.skip("no sandbox here even as root")
-    code = "from dispatcher.sandbox import probe; print(probe())"
+    code = "from parkgate.sandbox import probe; print(probe())"
     done = subprocess.run(
         ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--",
          sys.executable, "-c", code],

@@ -27,9 +27,9 @@ from typing import Any
 from temporalio.client import WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
-from dispatcher.models import ToolUseBlock
-from dispatcher.store import Repository
-from dispatcher.store.migrate import upgrade_async
+from parkgate.models import ToolUseBlock
+from parkgate.store import Repository
+from parkgate.store.migrate import upgrade_async
 from dispatcher.worker import serving
 from tests.fixtures.temporal import TEST_CONVERTER, TEST_SERVER, DurableRig, durable_rig
 

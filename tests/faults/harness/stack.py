@@ -22,7 +22,7 @@ from tests.fixtures.temporal import TEST_PAYLOAD_KEY_ID, TEST_PAYLOAD_KEYS
 
 #: Runs the `parkgate` console script's entry point with this interpreter (no
 #: reliance on the script being installed on PATH).
-CLI = [sys.executable, "-c", "from dispatcher.cli import main; main()"]
+CLI = [sys.executable, "-c", "from parkgate.cli import main; main()"]
 
 #: The project root, put on PYTHONPATH so children import this checkout's code
 #: whether or not it is pip-installed.
