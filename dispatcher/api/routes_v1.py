@@ -29,6 +29,7 @@ from parkgate.api.approval_links import (
     submitter_of,
     visible_approval_link,
 )
+from parkgate.api.decisions import answer_refused, outcome
 from parkgate.api.deps import (
     AgentDep,
     ApproverDep,
@@ -561,10 +562,6 @@ async def list_tools(
 
 
 # ------------------------------------------------------------ confirmations
-_INVALID_DECISION = ("edited input is not valid", "allow_with_edits needs", "edited_input is only",
-                     "allow_with_edits is not available")
-
-
 @router.post(
     "/sessions/{session_id}/turns/{turn_id}/confirmations/{request_id}",
     response_model=ConfirmationOut,
@@ -628,44 +625,39 @@ async def confirm(
             remember=remember,
         ),
     )
+    metrics.count_decision(body.decision, outcome(result))
     if result.accepted and result.winner is None:
         # One approval of a quorum: counted, the call waits for the others.
         response.status_code = 202
-        metrics.count_decision(body.decision, "counted")
         return ConfirmationOut(accepted=True, message=result.message,
                                votes=result.votes, quorum=result.quorum)
     if result.accepted and result.winner is not None:
-        metrics.count_decision(body.decision, "won")
         metrics.observe_approval_latency(
             body.decision, "api", (result.winner.decided_at - approval.requested_at).total_seconds()
         )
         return ConfirmationOut(
             accepted=True, decision=decision_out(result.winner), message=result.message
         )
-    metrics.count_decision(body.decision, "lost")
-    if result.winner is not None:
-        raise ApiError(
-            409,
-            "already_decided",
-            result.message or f"already decided: {result.winner.decision}",
-            {"winner": decision_out(result.winner).model_dump(mode="json")},
-        )
-    if result.message.startswith(_INVALID_DECISION):
-        raise ApiError(422, "invalid_decision", result.message)
-    stored = await repo.get_approval(request_id)
+    refused = answer_refused(result)
+    if refused.status != 409:
+        raise ApiError(refused.status, refused.code, refused.message)
     details: dict[str, Any] = {}
-    if stored is not None and stored.decision is not None:
-        details["winner"] = {
-            "request_id": stored.request_id,
-            "decision": stored.decision,
-            "decided_by": stored.decided_by,
-            "principal_id": stored.principal_id,
-            "claimed_name": stored.claimed_name,
-            "via": stored.via,
-            "reason": stored.reason,
-            "decided_at": stored.decided_at.isoformat() if stored.decided_at else None,
-        }
-    raise ApiError(409, "not_waiting", result.message or "the call is no longer waiting", details)
+    if result.winner is not None:
+        details["winner"] = decision_out(result.winner).model_dump(mode="json")
+    else:
+        stored = await repo.get_approval(request_id)
+        if stored is not None and stored.decision is not None:
+            details["winner"] = {
+                "request_id": stored.request_id,
+                "decision": stored.decision,
+                "decided_by": stored.decided_by,
+                "principal_id": stored.principal_id,
+                "claimed_name": stored.claimed_name,
+                "via": stored.via,
+                "reason": stored.reason,
+                "decided_at": stored.decided_at.isoformat() if stored.decided_at else None,
+            }
+    raise ApiError(refused.status, refused.code, refused.message, details)
 
 
 # -------------------------------------------------------------------- audit
