@@ -65,7 +65,8 @@ def create_app(settings: Settings, deps: ApiDeps) -> FastAPI:
     metrics.register_tool_names(deps.registry.names())
     app.state.codec = _remote_codec(settings, deps)
     install_error_handlers(app)
-    app.include_router(v1.router)
+    for resource in v1.ROUTERS:
+        app.include_router(resource)
     app.include_router(routes_remembered.router)
     app.include_router(routes_ops.router)
     app.include_router(routes_approve.router)

@@ -1,6 +1,7 @@
-"""The agent API under /v1, one module per resource.
+"""The agent API under /v1, one module (and one APIRouter) per resource.
 
-`router` holds every /v1 route, in the order the API documents them.
+`ROUTERS` lists them in the order the API documents them; the app includes
+each one.
 """
 
 from __future__ import annotations
@@ -9,8 +10,6 @@ from fastapi import APIRouter
 
 from parkgate.api.v1 import audit, confirmations, events, sessions, tool_calls, tools
 
-router = APIRouter()
-for _resource in (sessions, tool_calls, tools, confirmations, audit, events):
-    router.include_router(_resource.router)
-
-__all__ = ["router"]
+ROUTERS: tuple[APIRouter, ...] = tuple(
+    resource.router for resource in (sessions, tool_calls, tools, confirmations, audit, events)
+)
