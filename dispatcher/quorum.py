@@ -10,20 +10,27 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from parkgate.decisions import Rejection, RejectReason
+
 
 def vote_problem(
     approvers: Sequence[str], quorum: int, votes: Sequence[str], approver: str | None,
     decision: str,
-) -> str | None:
+) -> Rejection | None:
     """Why this vote cannot count (None when it can)."""
     if not approvers:
         return None
     if approver is None or approver not in approvers:
-        return "this request is decided by its named approvers: " + ", ".join(approvers)
+        return Rejection(RejectReason.NOT_A_NAMED_APPROVER,
+                         "this request is decided by its named approvers: " + ", ".join(approvers))
     if approver in votes:
-        return f"{approver} has already approved ({len(votes)} of {quorum} approvals)"
+        return Rejection(RejectReason.QUORUM_DUPLICATE,
+                         f"{approver} has already approved ({len(votes)} of {quorum} approvals)")
     if decision == "allow_with_edits" and quorum > 1:
-        return "allow_with_edits is not available for a request that needs several approvals"
+        return Rejection(
+            RejectReason.EDITS_UNAVAILABLE,
+            "allow_with_edits is not available for a request that needs several approvals",
+        )
     return None
 
 

@@ -34,6 +34,15 @@ from temporalio.exceptions import (
 
 with workflow.unsafe.imports_passed_through():
     from parkgate import quorum
+    from parkgate.decisions import (
+        REJECTED_ERROR_TYPE,
+        Rejection,
+        RejectReason,
+        already_decided,
+        invalid_decision,
+        invalid_edits,
+        no_longer_waiting,
+    )
     from parkgate.durable.payloads import (
         ACT_CLASSIFY,
         ACT_CREATE_APPROVAL,
@@ -576,31 +585,34 @@ class ToolCallWorkflow:
         )
 
     # ------------------------------------------------------- decide handlers
-    def _decide_problem(self, inp: DecideInput) -> str | None:
+    def _decide_problem(self, inp: DecideInput) -> Rejection | None:
         """Why this decision cannot be applied (None when it can); pure."""
         info = self._info
         if info is None or inp.request_id != info.request_id:
-            return f"unknown request id {inp.request_id!r} for this call"
+            return Rejection(RejectReason.UNKNOWN_REQUEST,
+                             f"unknown request id {inp.request_id!r} for this call")
         if self._decision is not None:
-            won = self._decision
-            who = f" by {won.decided_by}" if won.decided_by else ""
-            return f"already decided: {won.decision}{who}"
+            return already_decided(self._decision.decision, self._decision.decided_by)
         storing = self._status == CallStatus.QUEUED and self._approval is None
         if self._status != CallStatus.PARKED and not storing:
-            return f"the call is no longer waiting for approval (status {self._status.value})"
+            return no_longer_waiting(self._status.value)
         if inp.decision not in DECISIONS:
-            return f"invalid decision {inp.decision!r}; expected one of {', '.join(DECISIONS)}"
+            return invalid_decision(inp.decision)
         if inp.decision == "allow_with_edits":
             prepared = self._prepared
             assert prepared is not None
             if inp.edited_input is None:
-                return "allow_with_edits needs edited_input (the complete replacement input)"
+                return Rejection(
+                    RejectReason.EDITS_MISSING,
+                    "allow_with_edits needs edited_input (the complete replacement input)",
+                )
             errors = validate_input(prepared.definition.input_schema, inp.edited_input)
             errors += lexical_path_errors(prepared, inp.edited_input)
             if errors:
-                return "edited input is not valid: " + "; ".join(errors)
+                return invalid_edits("; ".join(errors))
         elif inp.edited_input is not None:
-            return "edited_input is only allowed with allow_with_edits"
+            return Rejection(RejectReason.EDITS_NOT_ALLOWED,
+                             "edited_input is only allowed with allow_with_edits")
         return self._vote_problem(inp)
 
     @workflow.update(name=UPDATE_DECIDE)
@@ -614,15 +626,19 @@ class ToolCallWorkflow:
         if problem is not None:
             # The standing winner travels with the rejection: the loser learns
             # it without a status query (which may not be answered in time).
+            # details: (winner, reason); the reason is what interfaces map.
             won = self._decision.model_dump(mode="json") if self._decision else None
-            raise ApplicationError(problem, won, type="DecisionRejected", non_retryable=True)
+            raise ApplicationError(
+                problem.message, won, problem.reason.value,
+                type=REJECTED_ERROR_TYPE, non_retryable=True,
+            )
 
     @workflow.signal(name=SIGNAL_DECIDE)
     async def decide_signal(self, inp: DecideInput) -> None:
         """Fire-and-forget decision; invalid ones are logged and ignored."""
         problem = self._decide_problem(inp)
         if problem is not None:
-            workflow.logger.warning("decide signal ignored: %s", problem)
+            workflow.logger.warning("decide signal ignored: %s", problem.message)
             return
         await self._decide_accepted(inp)
 
@@ -647,18 +663,16 @@ class ToolCallWorkflow:
         """
         problem = self._decide_problem(inp)
         if problem is not None:
-            return DecideResult(accepted=False, winner=self._decision, message=problem)
+            return self._refused(problem)
         prepared = self._prepared
         assert prepared is not None
         if inp.decision == "allow_with_edits":
             checked = await self._revalidate(prepared, inp)
             problem = self._decide_problem(inp)
             if problem is not None:
-                return DecideResult(accepted=False, winner=self._decision, message=problem)
+                return self._refused(problem)
             if checked.prepared is None:
-                return DecideResult(
-                    accepted=False, message=f"edited input is not valid: {checked.error}"
-                )
+                return self._refused(invalid_edits(str(checked.error)), winner=False)
             prepared = checked.prepared
             self._prepared = prepared
         self._decision = self._tally(self._decision_record(inp, prepared), inp)
@@ -716,7 +730,7 @@ class ToolCallWorkflow:
         await workflow.wait_condition(lambda: not self._deciding)
         problem = self._decide_problem(inp)
         if problem is not None:
-            return DecideResult(accepted=False, winner=self._decision, message=problem)
+            return self._refused(problem)
         prepared = self._prepared
         assert prepared is not None
         self._deciding = True
@@ -724,10 +738,7 @@ class ToolCallWorkflow:
             if inp.decision == "allow_with_edits":
                 checked = await self._revalidate(prepared, inp)
                 if checked.prepared is None:
-                    return DecideResult(
-                        accepted=False,
-                        message=f"edited input is not valid: {checked.error}",
-                    )
+                    return self._refused(invalid_edits(str(checked.error)), winner=False)
                 prepared = checked.prepared
                 self._prepared = prepared
             self._decision = self._tally(self._decision_record(inp, prepared), inp)
@@ -759,7 +770,11 @@ class ToolCallWorkflow:
         )
 
     # ------------------------------------------------ named approvers, quorum
-    def _vote_problem(self, inp: DecideInput) -> str | None:
+    def _refused(self, problem: Rejection, *, winner: bool = True) -> DecideResult:
+        """A decision refused inside the handler (after the validator let it in)."""
+        return DecideResult.refused(problem, self._decision if winner else None)
+
+    def _vote_problem(self, inp: DecideInput) -> Rejection | None:
         """Why this vote cannot count on a request with named approvers; pure."""
         info = self._info
         if info is None:

@@ -15,7 +15,7 @@ from parkgate.api import (
     routes_ops,
     routes_remembered,
     routes_slack,
-    routes_v1,
+    v1,
 )
 from parkgate.api.deps import ApiDeps
 from parkgate.api.errors import install_error_handlers
@@ -65,7 +65,8 @@ def create_app(settings: Settings, deps: ApiDeps) -> FastAPI:
     metrics.register_tool_names(deps.registry.names())
     app.state.codec = _remote_codec(settings, deps)
     install_error_handlers(app)
-    app.include_router(routes_v1.router)
+    for resource in v1.ROUTERS:
+        app.include_router(resource)
     app.include_router(routes_remembered.router)
     app.include_router(routes_ops.router)
     app.include_router(routes_approve.router)

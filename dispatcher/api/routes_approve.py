@@ -18,6 +18,7 @@ from fastapi.responses import HTMLResponse, Response
 
 from parkgate.api import csrf, metrics
 from parkgate.api.approval_links import named_approvers, quorum_of
+from parkgate.api.decisions import answer_refused, outcome
 from parkgate.api.errors import ApiError
 from parkgate.api.routes_remembered import remember_spec
 from parkgate.api.service import CallService
@@ -378,8 +379,8 @@ async def approval_decide(token: str, request: Request) -> Response:
                           claimed_name=approver)
     result = await service.decide(approval.session_id, approval.tool_use_id, who)
     repo: Repository = request.app.state.deps.repo
+    metrics.count_decision(decision, outcome(result))
     if result.accepted and result.winner is None:
-        metrics.count_decision(decision, "counted")
         return _message(
             request, 202, "Approval recorded",
             f"Your approval is counted ({len(result.votes)} of {result.quorum}: "
@@ -387,7 +388,6 @@ async def approval_decide(token: str, request: Request) -> Response:
             "have approved; any deny stops it.", kind="info",
         )
     if result.accepted and result.winner is not None:
-        metrics.count_decision(decision, "won")
         metrics.observe_approval_latency(
             decision, "link", (result.winner.decided_at - approval.requested_at).total_seconds()
         )
@@ -406,7 +406,7 @@ async def approval_decide(token: str, request: Request) -> Response:
         return _page(request, "approve.html", 200, state=state, state_text=state_text,
                      decided=block, can_decide=False,
                      **{k: v for k, v in ctx.items() if k != "call_status"})
-    metrics.count_decision(decision, "lost")
+    refused = answer_refused(result)
     if result.winner is not None:
         shown = approval.model_copy(update={
             "decision": result.winner.decision, "decided_by": result.winner.decided_by,
@@ -421,11 +421,12 @@ async def approval_decide(token: str, request: Request) -> Response:
         return _page(request, "approve.html", 409, state=state, state_text=state_text,
                      decided=block, can_decide=False,
                      **{k: v for k, v in ctx.items() if k != "call_status"})
-    if result.message.startswith(("edited input", "allow_with_edits", "edited_input")):
-        return _form_page(request, ctx, approval, status=422, form=kept, error=result.message)
+    if refused.fix_input:  # the decision as sent cannot apply: the form again
+        return _form_page(request, ctx, approval, status=refused.status, form=kept,
+                          error=refused.message)
     stored = await repo.get_approval(approval.request_id) or approval
     state, state_text = _state(stored, ctx["call_status"], utcnow())
-    return _page(request, "approve.html", 409, state=state, state_text=state_text,
+    return _page(request, "approve.html", refused.status, state=state, state_text=state_text,
                  decided=_decided_block(stored) or {
                      "decision": "expired", "title": "No longer waiting",
                      "text": result.message or "This call is no longer waiting for a decision.",

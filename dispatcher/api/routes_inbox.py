@@ -28,6 +28,7 @@ from sse_starlette import EventSourceResponse, ServerSentEvent
 from parkgate.access import Role
 from parkgate.api import csrf, metrics
 from parkgate.api.approval_links import quorum_of
+from parkgate.api.decisions import answer_refused, outcome
 from parkgate.api.deps import principal_of
 from parkgate.api.errors import ApiError
 from parkgate.api.inbox import (
@@ -75,8 +76,6 @@ _WORDS = {"allow": "approved", "allow_with_edits": "approved with edits", "deny"
           "expired": "expired"}
 #: How often a key's stream re-checks that the key is still valid.
 _RECHECK_SECONDS = 10.0
-_INVALID_EDITS = ("edited input", "allow_with_edits", "edited_input")
-
 
 # ----------------------------------------------------------------- helpers
 def _root(request: Request) -> str:
@@ -566,14 +565,13 @@ async def _outcome(request: Request, viewer: Viewer, back: str, item: Waiting, d
                    reason: str | None, raw: str, result: DecideResult) -> Response:
     approval = item.approval
     what = f"{approval.tool_name} ({approval.tool_use_id})"
+    metrics.count_decision(decision, outcome(result))
     if result.accepted and result.winner is None:
-        metrics.count_decision(decision, "counted")
         return _back(request, viewer, back,
                      f"Your approval of {what} is counted ({len(result.votes)} of "
                      f"{result.quorum}: {', '.join(result.votes)}). It runs when "
                      f"{result.quorum} approvers have approved.", "info")
     if result.accepted and result.winner is not None:
-        metrics.count_decision(decision, "won")
         metrics.observe_approval_latency(
             decision, "inbox",
             (result.winner.decided_at - approval.requested_at).total_seconds())
@@ -582,11 +580,11 @@ async def _outcome(request: Request, viewer: Viewer, back: str, item: Waiting, d
         did = (f"You approved {what} with your edits." if decision == "allow_with_edits"
                else f"You {_WORDS[decision]} {what}.")
         return _back(request, viewer, back, f"{did} {after}", "ok")
-    metrics.count_decision(decision, "lost")
     if result.winner is not None:
         return _back(request, viewer, back, _winner_text(approval, result), "warn")
-    if result.message.startswith(_INVALID_EDITS):
-        return await _form_error(request, viewer, back, approval.request_id, result.message,
+    refused = answer_refused(result)
+    if refused.fix_input:
+        return await _form_error(request, viewer, back, approval.request_id, refused.message,
                                  raw, reason)
     repo: Repository = request.app.state.deps.repo
     stored = await repo.get_approval(approval.request_id)

@@ -26,6 +26,7 @@ from starlette.background import BackgroundTask
 
 from parkgate.api import metrics
 from parkgate.api.approval_links import named_approvers, self_approval_of, submitter_of
+from parkgate.api.decisions import answer_refused, outcome
 from parkgate.api.errors import ApiError
 from parkgate.api.service import CallService
 from parkgate.channels import slack, slack_web
@@ -137,9 +138,7 @@ async def _apply(
         via="slack", principal_id=f"approver:{approver}", approver=approver,
         self_approved=is_self,
     ))
-    outcome = "counted" if result.accepted and result.winner is None else (
-        "won" if result.accepted else "lost")
-    metrics.count_decision(click.decision, outcome)
+    metrics.count_decision(click.decision, outcome(result))
     if result.accepted and result.winner is not None:
         metrics.observe_approval_latency(
             click.decision, "slack",
@@ -164,7 +163,7 @@ async def _apply(
     if stored.decision is not None or _past(stored.expires_at):
         text = await _show_stored(request, settings, click, stored, info, later)
         return False, f"This call is no longer waiting: {text}"
-    return False, result.message or "The decision was not accepted."
+    return False, answer_refused(result).message
 
 
 def _past(expires_at: datetime | None) -> bool:

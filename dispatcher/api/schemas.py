@@ -220,7 +220,12 @@ class ToolsOut(BaseModel):
 
 
 class EventOut(BaseModel):
-    """One recorded tool.* event; `seq` is the SSE id (Last-Event-ID)."""
+    """One recorded tool.* event on the wire; `seq` is the SSE id (Last-Event-ID).
+
+    The API's view of a store EventRecord (parkgate.events.ToolEvent plus `seq`):
+    without the chain fields, with the approval link, and with plain strings so
+    the published schema stays the same as the event catalog grows.
+    """
 
     seq: int
     event_id: str

@@ -19,6 +19,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from parkgate.api.approval_links import link_for
 from parkgate.api.errors import ApiError
 from parkgate.api.schemas import CallLinks, CallResource, DecisionOut
+from parkgate.decisions import RejectReason
 from parkgate.durable import stuck
 from parkgate.durable.client import TEMPORAL_NO_ANSWER, DurableDispatcher, UnknownCallError
 from parkgate.durable.payloads import (
@@ -254,7 +255,8 @@ class CallService:
             )
         except UnknownCallError:
             # The workflow is gone (finished): report what the store knows.
-            return DecideResult(accepted=False, message="the call is no longer waiting")
+            return DecideResult(accepted=False, message="the call is no longer waiting",
+                                reason=RejectReason.NOT_WAITING)
 
     # -------------------------------------------------------------- cancel
     async def cancel(self, session_id: str, tool_use_id: str) -> bool:

@@ -25,6 +25,7 @@ from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
+from parkgate.decisions import Rejection, RejectReason, no_longer_waiting, reason_of
 from parkgate.durable import stuck, subcall_approvals
 from parkgate.durable.payloads import (
     CALL_WORKFLOW,
@@ -359,8 +360,9 @@ class DurableDispatcher:
         parent = subcall_approvals.parent_of(record)
         assert parent is not None
         if not subcall_approvals.can_decide(self.approvals):
-            return DecideResult(
-                accepted=False, message="this dispatcher has no store to decide sub-calls in"
+            return DecideResult.refused(
+                Rejection(RejectReason.NO_STORE,
+                          "this dispatcher has no store to decide sub-calls in")
             )
         status = "unknown"
         try:
@@ -370,14 +372,8 @@ class DurableDispatcher:
             if exc.status != RPCStatusCode.NOT_FOUND:
                 raise
         if status != "running":
-            return DecideResult(
-                accepted=False,
-                winner=subcall_approvals.decision_record(record),
-                message=f"the call is no longer waiting for approval (status {status})",
-            )
-        return await subcall_approvals.decide(
-            cast(subcall_approvals.ApprovalDecisions, self.approvals), record, inp
-        )
+            return DecideResult.refused(no_longer_waiting(status), subcall_approvals.decision_record(record))
+        return await subcall_approvals.decide(cast(subcall_approvals.ApprovalDecisions, self.approvals), record, inp)
 
     async def decide(
         self,
@@ -431,16 +427,17 @@ class DurableDispatcher:
         except WorkflowUpdateFailedError as exc:
             cause = exc.cause
             message = cause.message if isinstance(cause, ApplicationError) else str(cause)
+            reason = _rejected_reason(cause)
             winner = _rejected_winner(cause)
             if winner is not None:
-                return DecideResult(accepted=False, winner=winner, message=message)
+                return DecideResult(accepted=False, winner=winner, message=message, reason=reason)
             try:
                 winner = (await self.status(session_id, tool_use_id)).decision
             except _NO_ANSWER:
                 # The winner is a courtesy: without a worker to answer the query
                 # the caller still learns it lost (the store has the winner).
                 pass
-            return DecideResult(accepted=False, winner=winner, message=message)
+            return DecideResult(accepted=False, winner=winner, message=message, reason=reason)
         except RPCError as exc:
             if exc.status != RPCStatusCode.NOT_FOUND:
                 raise
@@ -450,11 +447,7 @@ class DurableDispatcher:
                 return await self._decide_sub_call(sub, inp)
             # Either no such call, or it already ended (expired, cancelled, ran).
             view = await self.status(session_id, tool_use_id)
-            return DecideResult(
-                accepted=False,
-                winner=view.decision,
-                message=f"the call is no longer waiting for approval (status {view.status})",
-            )
+            return DecideResult.refused(no_longer_waiting(view.status.value), view.decision)
 
 
 #: Temporal could not answer a query or update: unreachable, no worker in time,
@@ -472,6 +465,13 @@ def _rejected_winner(cause: BaseException | None) -> DecisionRecord | None:
         return DecisionRecord.model_validate(cause.details[0])
     except ValueError:
         return None
+
+
+def _rejected_reason(cause: BaseException | None) -> RejectReason | None:
+    """Why the validator refused (details[1]); None from workers before reasons."""
+    if not isinstance(cause, ApplicationError) or len(cause.details) < 2:
+        return None
+    return reason_of(cause.details[1])
 
 
 def _newly_started(handle: WorkflowHandle[Any, Any]) -> bool:

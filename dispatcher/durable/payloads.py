@@ -13,6 +13,10 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
 
+from parkgate.decisions import DECISIONS as DECISIONS  # re-exported: payloads speak them
+from parkgate.decisions import Decision as Decision
+from parkgate.decisions import Rejection
+from parkgate.decisions import RejectReason as RejectReason
 from parkgate.events import ToolEvent
 from parkgate.models import Session, ToolErrorClass, ToolResultBlock, ToolUseBlock
 from parkgate.records import ApprovalRecord, CallStatus, CallUpdate, RecordedFinish
@@ -42,9 +46,6 @@ QUERY_STATUS = "status"
 
 #: The exact text a call ends with when its worker died mid-execution.
 WORKER_LOST_TEXT = "worker lost during execution; outcome unknown"
-
-Decision = Literal["allow", "deny", "allow_with_edits"]
-DECISIONS: tuple[str, ...] = ("allow", "deny", "allow_with_edits")
 
 
 def call_workflow_id(session_id: str, tool_use_id: str) -> str:
@@ -163,6 +164,15 @@ class DecideResult(BaseModel):
     accepted: bool
     winner: DecisionRecord | None = None
     message: str = ""
+    #: Why a decision was refused (accepted=False); None when accepted, or
+    #: from a worker that predates typed reasons.
+    reason: RejectReason | None = None
+
+    @classmethod
+    def refused(cls, rejection: Rejection, winner: DecisionRecord | None = None) -> DecideResult:
+        """A refused decision, as every decider learns it."""
+        return cls(accepted=False, winner=winner, message=rejection.message,
+                   reason=rejection.reason)
     #: Quorum requests: approvers who have allowed so far, and how many must.
     votes: list[str] = Field(default_factory=list)
     quorum: int = 1

@@ -16,6 +16,13 @@ import hashlib
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
+from parkgate.decisions import (
+    Rejection,
+    RejectReason,
+    already_decided,
+    invalid_decision,
+    no_longer_waiting,
+)
 from parkgate.durable.payloads import DECISIONS, DecideInput, DecideResult, DecisionRecord
 from parkgate.models import utcnow
 from parkgate.records import ApprovalRecord
@@ -96,28 +103,28 @@ def decision_record(record: ApprovalRecord) -> DecisionRecord | None:
     )
 
 
-def problem(record: ApprovalRecord, inp: DecideInput) -> str | None:
+def problem(record: ApprovalRecord, inp: DecideInput) -> Rejection | None:
     """Why `inp` cannot decide the sub-call request `record` (None when it can).
 
-    Same checks and wording as the call workflow's `decide` validator.
+    Same checks, reasons and wording as the call workflow's `decide` validator.
     """
     if record.decision is not None:
         if record.decision == EXPIRED:
-            return "the call is no longer waiting for approval (status expired)"
-        who = f" by {record.decided_by}" if record.decided_by else ""
-        return f"already decided: {record.decision}{who}"
+            return no_longer_waiting(EXPIRED)
+        return already_decided(record.decision, record.decided_by)
     if is_past_expiry(record):
-        return "the call is no longer waiting for approval (status expired)"
+        return no_longer_waiting(EXPIRED)
     if inp.decision == "allow_with_edits":
-        return NO_EDITS
+        return Rejection(RejectReason.EDITS_UNAVAILABLE, NO_EDITS)
     if inp.decision not in SUB_CALL_DECISIONS:
-        return f"invalid decision {inp.decision!r}; expected one of {', '.join(DECISIONS)}"
+        return invalid_decision(inp.decision)
     if inp.edited_input is not None:
-        return "edited_input is only allowed with allow_with_edits"
+        return Rejection(RejectReason.EDITS_NOT_ALLOWED,
+                         "edited_input is only allowed with allow_with_edits")
     return _named_problem(record, inp)
 
 
-def _named_problem(record: ApprovalRecord, inp: DecideInput) -> str | None:
+def _named_problem(record: ApprovalRecord, inp: DecideInput) -> Rejection | None:
     """A step with named approvers takes one of them; a quorum above one is not
     counted for steps (the decision is refused, so the step can only expire or
     be denied: never run on fewer approvals than configured)."""
@@ -126,11 +133,13 @@ def _named_problem(record: ApprovalRecord, inp: DecideInput) -> str | None:
     if not named:
         return None
     if inp.approver not in named:
-        return "this request is decided by its named approvers: " + ", ".join(named)
+        return Rejection(RejectReason.NOT_A_NAMED_APPROVER,
+                         "this request is decided by its named approvers: " + ", ".join(named))
     quorum = info.get("quorum") or 1
     if inp.decision != "deny" and isinstance(quorum, int) and quorum > 1:
-        return (f"a step of a composed tool cannot collect {quorum} approvals; "
-                "deny it, or let it expire")
+        return Rejection(RejectReason.QUORUM_UNSUPPORTED,
+                         f"a step of a composed tool cannot collect {quorum} approvals; "
+                         "deny it, or let it expire")
     return None
 
 
@@ -138,9 +147,9 @@ async def decide(
     store: ApprovalDecisions, record: ApprovalRecord, inp: DecideInput
 ) -> DecideResult:
     """Apply a human's decision to a sub-call request: first write wins in the store."""
-    reason = problem(record, inp)
-    if reason is not None:
-        return DecideResult(accepted=False, winner=decision_record(record), message=reason)
+    refused = problem(record, inp)
+    if refused is not None:
+        return DecideResult.refused(refused, decision_record(record))
     won, stored = await store.decide_approval(
         record.request_id, inp.decision, inp.decided_by, inp.via, inp.reason,
         principal={"principal_id": inp.principal_id, "claimed_name": inp.claimed_name,
@@ -150,6 +159,6 @@ async def decide(
         return DecideResult(
             accepted=True, winner=decision_record(stored), message="decision applied"
         )
-    return DecideResult(
-        accepted=False, winner=decision_record(stored), message=problem(stored, inp) or ""
-    )
+    lost = problem(stored, inp) or already_decided(str(stored.decision), stored.decided_by)
+    return DecideResult.refused(lost, decision_record(stored))
+

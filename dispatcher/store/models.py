@@ -91,8 +91,10 @@ class ToolCall(Base):
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
 
 
-class ToolEvent(Base):
-    """Append-only tool.* events, hash-chained per call (see docs/HISTORY.md).
+class ToolEventRow(Base):
+    """The `tool_events` table: append-only tool.* events (parkgate.events.ToolEvent
+    as written), hash-chained per call (see docs/HISTORY.md); read back as
+    parkgate.store.results.EventRecord.
 
     `seq` is global and monotonic (SSE resume); `chain_id` is the root call's
     tool_use_id (a sub-call's events join its parent's chain) and `chain_index`

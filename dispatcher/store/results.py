@@ -48,27 +48,15 @@ class CallRecord(BaseModel):
     updated_at: datetime
 
 
-class EventRecord(BaseModel):
-    """One stored event: the ToolEvent plus its place in history."""
+class EventRecord(ToolEvent):
+    """One recorded event: the emitted ToolEvent plus its place in history
+    (global `seq` for SSE resume, its call chain and hash, when it was written)."""
 
     seq: int
-    event_id: str
-    session_id: str
     chain_id: str
     chain_index: int
     prev_hash: str
     hash: str
-    type: str
-    turn_id: str
-    tool_use_id: str
-    tool_name: str
-    side_effects: str | None = None
-    at: datetime
-    request_id: str | None = None
-    error_class: str | None = None
-    message: str | None = None
-    parent_tool_use_id: str | None = None
-    data: dict[str, Any] = Field(default_factory=dict)
     recorded_at: datetime
 
     def to_event(self) -> ToolEvent:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from parkgate.decisions import Rejection, RejectReason
 from parkgate.quorum import count, decides, vote_problem
 
 NAMED = ["alice", "bob", "carol"]
@@ -22,8 +23,8 @@ def test_two_distinct_allows_meet_a_quorum_of_two() -> None:
 
 def test_the_same_approver_twice_counts_once() -> None:
     votes = count([], "alice", "allow")
-    assert vote_problem(NAMED, 2, votes, "alice", "allow") == (
-        "alice has already approved (1 of 2 approvals)"
+    assert vote_problem(NAMED, 2, votes, "alice", "allow") == Rejection(
+        RejectReason.QUORUM_DUPLICATE, "alice has already approved (1 of 2 approvals)"
     )
     assert count(votes, "alice", "allow") == ["alice"]
     assert not decides(NAMED, 2, count(votes, "alice", "allow"), "allow")
@@ -38,7 +39,10 @@ def test_any_deny_decides_and_adds_no_vote() -> None:
 
 def test_only_named_approvers_vote_and_edits_need_a_single_approver() -> None:
     problem = vote_problem(NAMED, 2, [], "mallory", "allow")
-    assert "named approvers: alice, bob, carol" in str(problem)
-    assert "named approvers" in str(vote_problem(NAMED, 2, [], None, "allow"))
-    assert vote_problem(NAMED, 2, [], "alice", "allow_with_edits") is not None
+    assert problem is not None and problem.reason == RejectReason.NOT_A_NAMED_APPROVER
+    assert "named approvers: alice, bob, carol" in problem.message
+    unnamed = vote_problem(NAMED, 2, [], None, "allow")
+    assert unnamed is not None and unnamed.reason == RejectReason.NOT_A_NAMED_APPROVER
+    edits = vote_problem(NAMED, 2, [], "alice", "allow_with_edits")
+    assert edits is not None and edits.reason == RejectReason.EDITS_UNAVAILABLE
     assert vote_problem(NAMED, 1, [], "alice", "allow_with_edits") is None

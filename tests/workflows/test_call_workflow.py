@@ -12,6 +12,7 @@ from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Replayer
 
 from parkgate import workflows
+from parkgate.decisions import RejectReason
 from parkgate.models import ToolErrorClass, ToolUseBlock, input_hash
 from parkgate.records import CallStatus
 from parkgate.runtime.devserver import DevServer
@@ -139,7 +140,7 @@ async def test_no_decision_before_expiry_is_confirmation_timeout(
         assert row.status == CallStatus.EXPIRED
         # Deciding after expiry is rejected.
         result = await rig.dispatcher.decide(request_id, "allow", decided_by="late")
-        assert not result.accepted
+        assert not result.accepted and result.reason == RejectReason.EXPIRED
 
 
 async def test_deny_reason_reaches_the_model(
@@ -180,6 +181,7 @@ async def test_two_concurrent_deciders_exactly_one_wins(
         assert winner.winner is not None
         assert loser.winner == winner.winner  # the loser learns who won
         assert "already decided" in loser.message
+        assert loser.reason == RejectReason.ALREADY_DECIDED
         outcome = await handle.result()
         assert outcome.decision == winner.winner
         assert (rig.workspace / "c.txt").exists() == (winner.winner.decision == "allow")

@@ -1,0 +1,276 @@
+"""/v1 tool calls: submit one or a turn's batch, read (long-poll), output, cancel."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Request, Response
+
+from parkgate.api import metrics
+from parkgate.api.deps import (
+    AgentDep,
+    ReaderDep,
+    RepoDep,
+    SettingsDep,
+)
+from parkgate.api.errors import ApiError, error_responses, not_found
+from parkgate.api.full_output import OutputFormat, output_response
+from parkgate.api.schemas import (
+    BatchIn,
+    BatchOut,
+    CallLinks,
+    CallResource,
+    CancelOut,
+    SessionCancelOut,
+)
+from parkgate.api.v1.common import (
+    LIVE,
+    SessionId,
+    ToolUseId,
+    TurnId,
+    Wait,
+    call_service,
+    check_tool_use_id,
+    for_principal,
+    session_of,
+)
+from parkgate.durable.client import IdempotencyConflictError
+from parkgate.durable.payloads import call_workflow_id
+from parkgate.models import Session, ToolUseBlock
+from parkgate.records import CallStatus
+from parkgate.store.results import CallFilters
+
+router = APIRouter(prefix="/v1", tags=["agent"])
+
+
+@router.post(
+    "/sessions/{session_id}/turns/{turn_id}/tool-calls",
+    response_model=CallResource,
+    status_code=202,
+    responses={200: {"model": CallResource, "description": "The call has finished"},
+               202: {"model": CallResource, "description": "Not finished yet"},
+               **error_responses(401, 403, 429, 404, 409, 413, 422)},
+    summary="Submit (or re-attach to) one tool call",
+)
+async def submit_call(
+    session_id: SessionId,
+    turn_id: TurnId,
+    call: ToolUseBlock,
+    request: Request,
+    repo: RepoDep,
+    key: AgentDep,
+    settings: SettingsDep,
+    response: Response,
+    wait: Wait = 0,
+) -> CallResource:
+    check_tool_use_id(call, settings.max_input_depth)
+    record = await session_of(repo, session_id, key)
+    await repo.record_submission(session_id, [call.id], key.key_id, key.name)
+    session = Session(
+        session_id=session_id,
+        turn_id=turn_id,
+        workspace_path=record.workspace_path,
+        kind=record.kind,  # type: ignore[arg-type]
+        worker_group=record.worker_group,
+    )
+    service = call_service(request)
+    try:
+        await service.start_call(call, session)
+    except IdempotencyConflictError as exc:
+        raise ApiError(
+            409,
+            "idempotency_conflict",
+            str(exc),
+            {
+                "tool_use_id": exc.tool_use_id,
+                "existing": {"tool": exc.existing_tool, "input_hash": exc.existing_hash},
+                "submitted": {"tool": exc.submitted_tool, "input_hash": exc.submitted_hash},
+            },
+        ) from None
+    metrics.count_submission(call.name)
+    resource = await service.wait(session_id, call.id, wait, turn_id=turn_id)
+    if resource is None:
+        resource = _queued(session_id, turn_id, call)
+    response.status_code = 200 if resource.finished else 202
+    return await for_principal(request, key, resource)
+
+
+def _queued(session_id: str, turn_id: str, call: ToolUseBlock) -> CallResource:
+    base = f"/v1/sessions/{session_id}/tool-calls/{call.id}"
+    return CallResource(
+        tool_use_id=call.id,
+        session_id=session_id,
+        turn_id=turn_id,
+        tool_name=call.name,
+        status=CallStatus.QUEUED,
+        links=CallLinks(self=base, events=f"{base}/events", cancel=f"{base}/cancel"),
+    )
+
+
+@router.post(
+    "/sessions/{session_id}/turns/{turn_id}/tool-calls:batch",
+    response_model=BatchOut,
+    status_code=202,
+    responses={200: {"model": BatchOut, "description": "Every call has finished"},
+               202: {"model": BatchOut, "description": "Some calls are not finished"},
+               **error_responses(401, 403, 429, 404, 413, 422)},
+    summary="Submit one assistant message's tool calls as a turn",
+)
+async def submit_batch(
+    session_id: SessionId,
+    turn_id: TurnId,
+    body: BatchIn,
+    request: Request,
+    repo: RepoDep,
+    key: AgentDep,
+    settings: SettingsDep,
+    response: Response,
+    wait: Wait = 0,
+) -> BatchOut:
+    seen: set[str] = set()
+    for call in body.calls:
+        check_tool_use_id(call, settings.max_input_depth)
+        if call.id in seen:
+            raise ApiError(422, "duplicate_tool_use_id", f"tool_use id {call.id!r} appears twice")
+        seen.add(call.id)
+    record = await session_of(repo, session_id, key)
+    await repo.record_submission(session_id, [c.id for c in body.calls], key.key_id, key.name)
+    session = Session(
+        session_id=session_id,
+        turn_id=turn_id,
+        workspace_path=record.workspace_path,
+        kind=record.kind,  # type: ignore[arg-type]
+        worker_group=record.worker_group,
+    )
+    service = call_service(request)
+    handle = await service.start_turn(body.calls, session)
+    for call in body.calls:
+        metrics.count_submission(call.name)
+    await service.wait_turn(handle, wait)
+    resources = await asyncio.gather(
+        *(service.resource(session_id, c.id, turn_id=turn_id) for c in body.calls)
+    )
+    calls = [
+        await for_principal(request, key, r) if r is not None else _queued(session_id, turn_id, c)
+        for r, c in zip(resources, body.calls, strict=True)
+    ]
+    finished = all(c.finished for c in calls)
+    response.status_code = 200 if finished else 202
+    return BatchOut(session_id=session_id, turn_id=turn_id, finished=finished, calls=calls)
+
+
+@router.get(
+    "/sessions/{session_id}/tool-calls/{tool_use_id}",
+    response_model=CallResource,
+    responses={200: {"model": CallResource, "description": "The call has finished"},
+               202: {"model": CallResource, "description": "Not finished yet"},
+               **error_responses(401, 403, 429, 404, 422)},
+    summary="Status and result of one call (optionally long-polling)",
+)
+async def get_call(
+    session_id: SessionId,
+    tool_use_id: ToolUseId,
+    request: Request,
+    repo: RepoDep,
+    key: ReaderDep,
+    response: Response,
+    wait: Wait = 0,
+) -> CallResource:
+    await session_of(repo, session_id, key)
+    service = call_service(request)
+    resource = await service.resource(session_id, tool_use_id)
+    if resource is not None and wait > 0 and not (
+        resource.finished and await service.final_row_stored(session_id, tool_use_id)
+    ):
+        # Also while the workflow has its outcome but the store not yet: a
+        # long-poll answers `finished` once the store (events, row) agrees.
+        resource = await service.wait(session_id, tool_use_id, wait)
+    if resource is None:
+        raise not_found(f"tool call {tool_use_id!r}")
+    response.status_code = 200 if resource.finished else 202
+    return await for_principal(request, key, resource)
+
+
+@router.get(
+    "/sessions/{session_id}/tool-calls/{tool_use_id}/output",
+    responses={200: {"description": "The untruncated output (text or JSON)",
+                     "content": {"text/plain": {}, "application/json": {}}},
+               **error_responses(401, 403, 429, 404, 422)},
+    summary="Download the whole output of a finished call (the model saw it truncated)",
+)
+async def get_call_output(
+    session_id: SessionId,
+    tool_use_id: ToolUseId,
+    repo: RepoDep,
+    key: ReaderDep,
+    format: Annotated[OutputFormat, Query()] = "text",
+) -> Response:
+    await session_of(repo, session_id, key)
+    record = await repo.get_call(session_id, tool_use_id)
+    if record is None:
+        raise not_found(f"tool call {tool_use_id!r}")
+    out = output_response(record, format)
+    if out is None:
+        raise not_found(f"output of tool call {tool_use_id!r}")
+    return out
+
+
+@router.post(
+    "/sessions/{session_id}/tool-calls/{tool_use_id}/cancel",
+    response_model=CancelOut,
+    responses=error_responses(401, 403, 429, 404, 422),
+    summary="Cancel one call (parked calls end without running)",
+)
+async def cancel_call(
+    session_id: SessionId, tool_use_id: ToolUseId, request: Request, repo: RepoDep,
+    key: AgentDep,
+) -> CancelOut:
+    await session_of(repo, session_id, key)
+    service = call_service(request)
+    cancelled = await service.cancel(session_id, tool_use_id)
+    resource = await service.resource(session_id, tool_use_id)
+    if not cancelled:
+        message = "the call had already finished"
+    elif resource is not None and resource.finished:
+        message = "cancelled"  # e.g. a call whose workflow could not proceed, ended at once
+    else:
+        message = "cancellation requested"
+    return CancelOut(
+        cancelled=cancelled,
+        status=resource.status if resource else None,
+        message=message,
+    )
+
+
+@router.post(
+    "/sessions/{session_id}/cancel",
+    response_model=SessionCancelOut,
+    responses=error_responses(401, 403, 429, 404, 422),
+    summary="Cancel every unfinished call of a session",
+)
+async def cancel_session(
+    session_id: SessionId, request: Request, repo: RepoDep, key: AgentDep
+) -> SessionCancelOut:
+    await session_of(repo, session_id, key)
+    service = call_service(request)
+    count = 0
+    cursor: str | None = None
+    seen: set[str] = set()
+    while True:
+        page = await repo.list_calls(
+            CallFilters(session_id=session_id, status=list(LIVE)), limit=200, cursor=cursor
+        )
+        for row in page.items:
+            seen.add(call_workflow_id(session_id, row.tool_use_id))
+            try:
+                if await service.cancel(session_id, row.tool_use_id):
+                    count += 1
+            except ApiError:
+                continue  # no workflow for this row (never started): nothing to cancel
+        if page.next_cursor is None:
+            break
+        cursor = page.next_cursor
+    # Calls wedged before they were classified have no row: end those too.
+    count += await service.dispatcher.end_wedged_in_session(session_id, seen)
+    return SessionCancelOut(session_id=session_id, cancelled=count)

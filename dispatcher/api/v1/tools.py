@@ -1,0 +1,55 @@
+"""/v1 tool definitions visible to a session."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, Query
+
+from parkgate.api.deps import (
+    DepsDep,
+    ReaderDep,
+    RepoDep,
+)
+from parkgate.api.errors import error_responses
+from parkgate.api.schemas import (
+    ToolsOut,
+)
+from parkgate.api.v1.common import (
+    SessionId,
+    session_of,
+)
+from parkgate.models import Session
+
+router = APIRouter(prefix="/v1", tags=["agent"])
+
+
+@router.get(
+    "/sessions/{session_id}/tools",
+    response_model=ToolsOut,
+    responses=error_responses(401, 403, 429, 404, 422),
+    summary="Tool definitions visible to a session",
+)
+async def list_tools(
+    session_id: SessionId,
+    deps: DepsDep,
+    repo: RepoDep,
+    key: ReaderDep,
+    format: Annotated[Literal["canonical", "openai", "anthropic"], Query()] = "canonical",
+) -> ToolsOut:
+    record = await session_of(repo, session_id, key)
+    session = Session(
+        session_id=session_id,
+        turn_id="-",
+        workspace_path=record.workspace_path,
+        kind=record.kind,  # type: ignore[arg-type]
+        worker_group=record.worker_group,
+    )
+    definitions = deps.registry.definitions_for(session)
+    if format == "openai":
+        tools = [d.to_openai() for d in definitions]
+    elif format == "anthropic":
+        tools = [d.to_anthropic() for d in definitions]
+    else:
+        tools = [d.model_dump(mode="json") for d in definitions]
+    return ToolsOut(session_id=session_id, format=format, tools=tools)
