@@ -197,19 +197,29 @@ def test_only_the_worker_can_set_up_the_tool_sandbox(compose: dict[str, Any]) ->
     assert "PARKGATE_TOOL_SANDBOX" in worker["environment"]
 
 
-def test_a_workspace_host_serves_only_its_worker_group(compose: dict[str, Any]) -> None:
-    """The worker-group shape: the group's root is in the shared configuration
-    (the API maps workspaces to groups), and only that group's host mounts it."""
+def test_each_workspace_host_serves_only_its_worker_group(compose: dict[str, Any]) -> None:
+    """The worker-group shape: every group's root is in the shared configuration
+    (the API maps workspaces to groups), one `worker-<group>` service per group
+    serves only that group, and only it mounts that group's root."""
     services = compose["services"]
     shared = services["api"]["environment"]
     groups = json.loads(shared["PARKGATE_WORKER_GROUPS"])
-    host = services["worker-host-b"]
-    env = host["environment"]
-    assert json.loads(env["PARKGATE_SERVE_GROUPS"]) == ["host-b"]
-    assert env["PARKGATE_SERVE_MAIN_QUEUE"] == "false"
-    assert {k: v for k, v in env.items() if not k.startswith("PARKGATE_SERVE_")} == shared
-    mounts = {v.split(":")[1] for v in host["volumes"]}
-    assert mounts == set(groups["host-b"])
+    assert set(groups) == {"host-a", "host-b", "host-c"}
+    hosts = {name: svc for name, svc in services.items() if name.startswith("worker-host-")}
+    assert set(hosts) == {f"worker-{group}" for group in groups}
+    roots_seen: set[str] = set()
+    for group, roots in groups.items():
+        host = hosts[f"worker-{group}"]
+        env = host["environment"]
+        assert json.loads(env["PARKGATE_SERVE_GROUPS"]) == [group]
+        assert env["PARKGATE_SERVE_MAIN_QUEUE"] == "false"
+        assert {k: v for k, v in env.items() if not k.startswith("PARKGATE_SERVE_")} == shared
+        assert _command(host) == ["worker"]
+        mounts = {v.split(":")[1] for v in host["volumes"]}
+        assert mounts == set(roots), (group, mounts)
+        assert not mounts & roots_seen  # no two hosts share a workspace volume
+        roots_seen |= mounts
+        assert _depends(host)["migrate"] == "service_completed_successfully"
+        assert host["cap_add"] == ["SYS_ADMIN"]  # tools run here: same sandbox needs
     for name in ("api", "worker"):
-        assert not mounts & {v.split(":")[1] for v in services[name].get("volumes", [])}
-    assert _depends(host)["migrate"] == "service_completed_successfully"
+        assert not roots_seen & {v.split(":")[1] for v in services[name].get("volumes", [])}

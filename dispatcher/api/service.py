@@ -84,7 +84,7 @@ class CallService:
             # Parked: the store has all we need (no worker round trip, so this
             # answers even while every worker is down).
             parked = await self._parked_from_store(row)
-            if parked is not None:
+            if parked is not None and not await self._decided_not_stored(session_id, tool_use_id):
                 return self._build(session_id, tool_use_id, row, parked, turn_id)
         problem: str | None = None
         if row is None or not row.status.terminal:
@@ -110,6 +110,26 @@ class CallService:
             if waiting is not None:
                 resource = resource.model_copy(update={"waiting_for": waiting})
         return resource
+
+    async def _decided_not_stored(self, session_id: str, tool_use_id: str) -> bool:
+        """Whether a call the store still shows parked was decided already.
+
+        The decision's store write travels with the next committed write (the
+        execute activity); for a worker group with no live worker that write
+        waits as long as the group is down, so the store would go on showing the
+        call parked. A scheduled workspace activity gives it away (a describe:
+        no worker needed). Only asked when worker groups are configured.
+        """
+        if not self.settings.worker_groups:
+            return False
+        try:
+            desc = await self.handle(session_id, tool_use_id).describe()
+        except TEMPORAL_NO_ANSWER:
+            return False
+        return any(
+            p.activity_type.name in WORKSPACE_ACTIVITIES
+            for p in desc.raw_description.pending_activities
+        )
 
     async def _waiting_for(self, session_id: str, tool_use_id: str, group: str) -> str | None:
         """'worker group <name>' while a workspace activity of the call is scheduled

@@ -25,7 +25,13 @@ from parkgate.runtime.worker import serving
 from parkgate.settings import Settings
 from parkgate.worker_groups import WORKSPACE_ACTIVITIES
 from tests.api.rig import ApiRig, api_rig
-from tests.fixtures.temporal import AUTO_ALL, WorkerProcess, dev_client, make_pipeline
+from tests.fixtures.temporal import (
+    AUTO_ALL,
+    PROMPT_WRITES,
+    WorkerProcess,
+    dev_client,
+    make_pipeline,
+)
 from tests.workflows.test_restarts import kill_leftovers
 
 pytestmark = [pytest.mark.devserver, pytest.mark.timeout(180)]
@@ -58,14 +64,15 @@ async def started_by(client: Client, workflow_id: str) -> dict[str, set[str]]:
 
 @contextlib.asynccontextmanager
 async def grouped_api(
-    dev_server: DevServer, sqlite_repo: Any, tmp_path: Path, groups: list[str]
+    dev_server: DevServer, sqlite_repo: Any, tmp_path: Path, groups: list[str],
+    policy: dict[str, Any] = AUTO_ALL,
 ) -> AsyncIterator[tuple[ApiRig, dict[str, Path]]]:
     roots = {g: tmp_path / f"host-{g}" for g in groups}
     for root in roots.values():
         root.mkdir()
     client = await dev_client(dev_server)
     async with api_rig(
-        client, sqlite_repo, tmp_path, policy=AUTO_ALL,
+        client, sqlite_repo, tmp_path, policy=policy,
         worker_groups={g: [root] for g, root in roots.items()},
     ) as rig:
         yield rig, roots
@@ -153,6 +160,37 @@ async def test_call_waits_for_its_group_and_says_so_then_runs(
             assert "from c" in str(out["result"])
         ran = await started_by(rig.rig.client, call_workflow_id("s-c", "tu-c"))
         assert ran["parkgate.classify"] == {"host-c"}, ran
+
+
+async def test_call_approved_while_its_group_is_down_says_it_waits(
+    dev_server: DevServer, sqlite_repo: Any, tmp_path: Path
+) -> None:
+    """The decision's store write goes with the execute, on the group's queue:
+    until a worker of the group is back, the resource must not keep showing
+    the call as awaiting a decision (the store's view), but as waiting."""
+    async with grouped_api(dev_server, sqlite_repo, tmp_path, ["a"],
+                           policy=PROMPT_WRITES) as (rig, roots):
+        ws = roots["a"] / "agent"
+        ws.mkdir()
+        assert (await register(rig, "s-a", ws)).status_code == 201
+        async with host(rig, "a"):
+            sub = await rig.submit("s-a", "write_file", {"path": "out.txt", "content": "a"},
+                                   call_id="tu-w")
+            assert sub.status_code == 202, sub.text
+            parked = await rig.wait_parked("s-a", "tu-w")
+        # Host a is gone; the human approves.
+        r = await rig.http.post(f"/v1/sessions/s-a/turns/t1/confirmations/{parked['request_id']}",
+                                json={"decision": "allow"})
+        assert r.status_code == 200, r.text
+        body = await wait_for(rig, "s-a", "tu-w",
+                              lambda b: b.get("waiting_for") == "worker group a", timeout=20)
+        assert body["status"] != "parked" and not body["finished"], body
+        assert not (ws / "out.txt").exists()
+        async with host(rig, "a"):
+            done = (await rig.http.get("/v1/sessions/s-a/tool-calls/tu-w",
+                                       params={"wait": 30})).json()
+        assert done["status"] == "succeeded", done
+        assert (ws / "out.txt").read_text() == "a"
 
 
 async def test_registration_validates_the_group(
