@@ -9,6 +9,7 @@ resubmits (or calls `attach`) and never runs a tool twice.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 from collections.abc import Sequence
 from typing import Any, Protocol, cast
@@ -162,8 +163,22 @@ class DurableDispatcher:
     async def start_turn(
         self, tool_uses: Sequence[ToolUseBlock], session: Session
     ) -> WorkflowHandle[Any, TurnOutcome]:
-        """Start (or attach to) the batch workflow of one assistant message."""
+        """Start (or attach to) the batch workflow of one assistant message.
+
+        Like `start`, an id already used for another call is refused
+        (IdempotencyConflictError), whether that call came alone, in another
+        batch, or in this same batch submitted before with other inputs.
+        """
+        await asyncio.gather(*(self._check_existing_call(session, t) for t in tool_uses))
         workflow_id = turn_workflow_id(session.session_id, turn_key(session, tool_uses))
+        handle = await self._start_turn_workflow(workflow_id, tool_uses, session)
+        if not _newly_started(handle):
+            await self._check_same_turn(handle, tool_uses)
+        return handle
+
+    async def _start_turn_workflow(
+        self, workflow_id: str, tool_uses: Sequence[ToolUseBlock], session: Session
+    ) -> WorkflowHandle[Any, TurnOutcome]:
         try:
             return await self.client.start_workflow(
                 TURN_WORKFLOW,
@@ -181,6 +196,36 @@ class DurableDispatcher:
             )
         except WorkflowAlreadyStartedError:
             return self.client.get_workflow_handle(workflow_id, result_type=TurnOutcome)
+
+    async def _check_existing_call(self, session: Session, tool_use: ToolUseBlock) -> None:
+        """A call under this id that exists already must be this call."""
+        handle = self.client.get_workflow_handle(
+            call_workflow_id(session.session_id, tool_use.id)
+        )
+        try:
+            await self._check_same_call(handle, tool_use)
+        except RPCError as exc:
+            if exc.status != RPCStatusCode.NOT_FOUND:
+                raise
+
+    async def _check_same_turn(
+        self, handle: WorkflowHandle[Any, Any], tool_uses: Sequence[ToolUseBlock]
+    ) -> None:
+        """Attaching to a batch (same turn, same ids): every call must be the same call.
+
+        Covers the window in which the turn has started but not yet its calls."""
+        async for event in handle.fetch_history_events(page_size=1):
+            payloads = event.workflow_execution_started_event_attributes.input.payloads
+            if not payloads:
+                return
+            [first] = await self.client.data_converter.decode(payloads[:1], [TurnInput])
+            existing = {c.id: (c.name, input_hash(c.name, c.input)) for c in first.calls}
+            for tool_use in tool_uses:
+                submitted = (tool_use.name, input_hash(tool_use.name, tool_use.input))
+                before = existing.get(tool_use.id)
+                if before is not None and before != submitted:
+                    raise IdempotencyConflictError(tool_use.id, before, submitted)
+            return
 
     # ------------------------------------------------- ToolDispatcher API
     async def dispatch(self, tool_use: ToolUseBlock, session: Session) -> ToolResultBlock:
@@ -372,8 +417,11 @@ class DurableDispatcher:
             if exc.status != RPCStatusCode.NOT_FOUND:
                 raise
         if status != "running":
-            return DecideResult.refused(no_longer_waiting(status), subcall_approvals.decision_record(record))
-        return await subcall_approvals.decide(cast(subcall_approvals.ApprovalDecisions, self.approvals), record, inp)
+            return DecideResult.refused(
+                no_longer_waiting(status), subcall_approvals.decision_record(record)
+            )
+        approvals = cast(subcall_approvals.ApprovalDecisions, self.approvals)
+        return await subcall_approvals.decide(approvals, record, inp)
 
     async def decide(
         self,

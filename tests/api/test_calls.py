@@ -198,6 +198,49 @@ async def test_batch_keeps_order_and_long_polls(api: ApiRig) -> None:
     assert dup.status_code == 422
 
 
+async def test_batch_reusing_an_id_for_another_call_is_idempotency_conflict(
+    api: ApiRig,
+) -> None:
+    """A batch may not smuggle other input under an id already used: not the same
+    batch sent again with one input changed, not an id a single POST used."""
+    sid = await api.register()
+    write = {"id": "toolu_bw", "name": "write_file", "input": {"path": "w.txt", "content": "1"}}
+    read = {"id": "toolu_br", "name": "read_file", "input": {"path": "w.txt"}}
+    url = f"/v1/sessions/{sid}/turns/tq/tool-calls:batch"
+    first = await api.http.post(url, json={"calls": [write, read]})
+    assert first.status_code == 202, first.text
+    # The same batch again attaches.
+    again = await api.http.post(url, json={"calls": [write, read]})
+    assert again.status_code == 202, again.text
+    # Same ids, same turn, other content: refused, naming the id.
+    changed = {**write, "input": {"path": "w.txt", "content": "2"}}
+    clash = await api.http.post(url, json={"calls": [changed, read]})
+    assert clash.status_code == 409, clash.text
+    error = clash.json()["error"]
+    assert error["code"] == "idempotency_conflict"
+    assert error["details"]["tool_use_id"] == "toolu_bw"
+    # An id a single POST used, inside a new batch in another turn.
+    alone = await api.submit(sid, "write_file", {"path": "s.txt", "content": "s"},
+                             call_id="toolu_single", wait=0)
+    assert alone.status_code == 202, alone.text
+    other = {"id": "toolu_single", "name": "write_file",
+             "input": {"path": "s.txt", "content": "not s"}}
+    smuggled = await api.http.post(f"/v1/sessions/{sid}/turns/tz/tool-calls:batch",
+                                   json={"calls": [other]})
+    assert smuggled.status_code == 409, smuggled.text
+    assert smuggled.json()["error"]["details"]["tool_use_id"] == "toolu_single"
+    # What runs under the id is the first call: approved, it writes "s", not "not s".
+    parked = await api.wait_parked(sid, "toolu_single")
+    ok = await api.http.post(
+        f"/v1/sessions/{sid}/turns/t1/confirmations/{parked['request_id']}",
+        json={"decision": "allow"},
+    )
+    assert ok.status_code == 200, ok.text
+    done = await api.http.get(f"/v1/sessions/{sid}/tool-calls/toolu_single", params={"wait": 20})
+    assert done.json()["status"] == "succeeded", done.text
+    assert (api.workspace / "s.txt").read_text() == "s"
+
+
 async def test_batch_with_a_parked_call_is_202(api: ApiRig) -> None:
     sid = await api.register()
     (api.workspace / "a.txt").write_text("a")

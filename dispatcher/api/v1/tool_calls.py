@@ -78,22 +78,27 @@ async def submit_call(
     try:
         await service.start_call(call, session)
     except IdempotencyConflictError as exc:
-        raise ApiError(
-            409,
-            "idempotency_conflict",
-            str(exc),
-            {
-                "tool_use_id": exc.tool_use_id,
-                "existing": {"tool": exc.existing_tool, "input_hash": exc.existing_hash},
-                "submitted": {"tool": exc.submitted_tool, "input_hash": exc.submitted_hash},
-            },
-        ) from None
+        raise _conflict(exc) from None
     metrics.count_submission(call.name)
     resource = await service.wait(session_id, call.id, wait, turn_id=turn_id)
     if resource is None:
         resource = _queued(session_id, turn_id, call)
     response.status_code = 200 if resource.finished else 202
     return await for_principal(request, key, resource)
+
+
+def _conflict(exc: IdempotencyConflictError) -> ApiError:
+    """409: the id was used for another call (it would get that call's result)."""
+    return ApiError(
+        409,
+        "idempotency_conflict",
+        str(exc),
+        {
+            "tool_use_id": exc.tool_use_id,
+            "existing": {"tool": exc.existing_tool, "input_hash": exc.existing_hash},
+            "submitted": {"tool": exc.submitted_tool, "input_hash": exc.submitted_hash},
+        },
+    )
 
 
 def _queued(session_id: str, turn_id: str, call: ToolUseBlock) -> CallResource:
@@ -114,7 +119,7 @@ def _queued(session_id: str, turn_id: str, call: ToolUseBlock) -> CallResource:
     status_code=202,
     responses={200: {"model": BatchOut, "description": "Every call has finished"},
                202: {"model": BatchOut, "description": "Some calls are not finished"},
-               **error_responses(401, 403, 429, 404, 413, 422)},
+               **error_responses(401, 403, 429, 404, 409, 413, 422)},
     summary="Submit one assistant message's tool calls as a turn",
 )
 async def submit_batch(
@@ -144,7 +149,10 @@ async def submit_batch(
         worker_group=record.worker_group,
     )
     service = call_service(request)
-    handle = await service.start_turn(body.calls, session)
+    try:
+        handle = await service.start_turn(body.calls, session)
+    except IdempotencyConflictError as exc:
+        raise _conflict(exc) from None
     for call in body.calls:
         metrics.count_submission(call.name)
     await service.wait_turn(handle, wait)
