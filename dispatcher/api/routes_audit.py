@@ -12,7 +12,7 @@ from urllib.parse import urlencode
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
-from itsdangerous import BadSignature, URLSafeTimedSerializer
+from itsdangerous import URLSafeTimedSerializer
 from sqlalchemy import select
 
 from parkgate.access import Role
@@ -20,6 +20,7 @@ from parkgate.api import csrf
 from parkgate.api.approval_links import link_for_principal, links_for_admin, submitter_of
 from parkgate.api.deps import principal_of
 from parkgate.api.full_output import OutputFormat, output_response
+from parkgate.api.key_sessions import signed_in_key
 from parkgate.api.views import pretty_json
 from parkgate.records import CallStatus
 from parkgate.settings import Settings
@@ -71,20 +72,9 @@ def _serializer(request: Request) -> URLSafeTimedSerializer:
 
 async def current_key(request: Request) -> ApiKeyRecord | None:
     """The API key of a signed-in audit session (cookie), or None."""
-    raw = request.cookies.get(COOKIE)
-    if not raw:
-        return None
-    try:
-        data = _serializer(request).loads(raw, max_age=SESSION_SECONDS)
-    except BadSignature:
-        return None
-    if not isinstance(data, dict):
-        return None
-    repo: Repository = request.app.state.deps.repo
-    for key in await repo.list_api_keys(include_revoked=False):
-        if key.id == data.get("kid") and Role.AUDITOR.value in key.roles:
-            return key
-    return None
+    return await signed_in_key(
+        request, cookie=COOKIE, salt=_SALT, max_age=SESSION_SECONDS, role=Role.AUDITOR
+    )
 
 
 def _login_redirect(request: Request) -> RedirectResponse:

@@ -40,6 +40,7 @@ from parkgate.api.inbox import (
     signature,
     waiting_for,
 )
+from parkgate.api.key_sessions import signed_in_key
 from parkgate.api.routes_approve import REMEMBER_TTLS
 from parkgate.api.routes_remembered import remember_spec
 from parkgate.api.service import CallService
@@ -119,20 +120,10 @@ def _set_csrf(response: Response, request: Request, purpose: str, nonce: str) ->
 
 async def _key_viewer(request: Request) -> Viewer | None:
     """The approver key of a signed-in inbox session, or None."""
-    raw = request.cookies.get(COOKIE)
-    if not raw:
-        return None
-    try:
-        data = _session_serializer(request).loads(raw, max_age=SESSION_SECONDS)
-    except BadSignature:
-        return None
-    if not isinstance(data, dict):
-        return None
-    repo: Repository = request.app.state.deps.repo
-    for key in await repo.list_api_keys(include_revoked=False):
-        if key.id == data.get("kid") and Role.APPROVER.value in key.roles:
-            return Viewer(principal=principal_of(key))
-    return None
+    key = await signed_in_key(
+        request, cookie=COOKIE, salt=_SESSION_SALT, max_age=SESSION_SECONDS, role=Role.APPROVER
+    )
+    return None if key is None else Viewer(principal=principal_of(key))
 
 
 def _link_viewer(request: Request, token: str) -> Viewer | None:

@@ -194,6 +194,13 @@ class SessionStore(StoreBase):
             record.last_used_at = now
         return record
 
+    async def get_api_key(self, key_id: str) -> ApiKeyRecord | None:
+        """The active (not revoked) key with this id, or None: one indexed read."""
+        query = select(API_KEYS).where(API_KEYS.c.id == key_id, API_KEYS.c.revoked_at.is_(None))
+        async with self._read() as conn:
+            row = (await conn.execute(query)).mappings().first()
+        return None if row is None else ApiKeyRecord.model_validate(dict(row))
+
     async def list_api_keys(self, include_revoked: bool = True) -> list[ApiKeyRecord]:
         query = select(API_KEYS).order_by(API_KEYS.c.created_at, API_KEYS.c.id)
         if not include_revoked:
