@@ -263,7 +263,7 @@ async def test_auto_write_with_permissive_policy(
 async def test_failing_webhook_never_blocks_the_call(
     temporal_env: WorkflowEnvironment, sqlite_repo: Any, tmp_path: Path
 ) -> None:
-    from parkgate.runtime.devserver import free_port
+    from parkgate.runtime.ports import free_port
 
     dead = f"http://127.0.0.1:{free_port()}/hook"  # nothing listens there
     async with durable_rig(
