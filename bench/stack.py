@@ -25,7 +25,7 @@ from parkgate import workflows
 from parkgate.activities.deps import Deps
 from parkgate.api import ApiDeps, create_app
 from parkgate.durable.client import DurableDispatcher
-from parkgate.durable.codec import data_converter
+from parkgate.durable.plugin import ParkgatePlugin
 from parkgate.pipeline import Pipeline
 from parkgate.records import HistoryStore
 from parkgate.registry import ToolRegistry
@@ -106,8 +106,8 @@ async def open_stack(
     try:
         await server.start()
         # The production converter over the stack's data-dir key (settings(...) share it).
-        converter = data_converter(Settings(data_dir=root / "data"), store)
-        client = await Client.connect(server.address, data_converter=converter)
+        plugin = ParkgatePlugin(Settings(data_dir=root / "data"), blobs=store)
+        client = await Client.connect(server.address, plugins=[plugin])
         yield Stack(root, server, client, store, url, workspace, uuid.uuid4().hex[:6])
     finally:
         await server.stop()

@@ -9,14 +9,11 @@ from typing import Any
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
-from temporalio.worker import Replayer
 
-from parkgate import workflows
 from parkgate.models import ToolErrorClass, ToolUseBlock, input_hash
 from parkgate.records import CallStatus
 from parkgate.runtime.devserver import DevServer
-from parkgate.runtime.worker import workflow_runner
-from tests.fixtures.temporal import AUTO_ALL, TEST_CONVERTER, dev_client, durable_rig
+from tests.fixtures.temporal import AUTO_ALL, dev_client, durable_rig, replayer
 
 UPDATE_EVENTS = {
     EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED,
@@ -390,10 +387,5 @@ async def test_a_pending_webhook_notice_is_cancelled_when_the_call_ends(
     }
     assert notify_ids <= cancel_requested
     # The patched branch replays deterministically.
-    replayer = Replayer(
-        workflows=workflows.ALL,
-        workflow_runner=workflow_runner(),
-        data_converter=TEST_CONVERTER,
-    )
-    replayed = await replayer.replay_workflow(history, raise_on_replay_failure=False)
+    replayed = await replayer().replay_workflow(history, raise_on_replay_failure=False)
     assert replayed.replay_failure is None, replayed.replay_failure
