@@ -236,8 +236,11 @@ class DevServer:
         parent = os.getpid()
         if self._proc is None:
             # Temporal's files (history, log) are private from birth: umask 077.
+            # Untracked: whoever starts a dev server stops it (`stop`, `async
+            # with`, or die_with_parent); kill_all() of one fault scenario
+            # must not take down a session-wide server.
             self._proc = ManagedProcess(
-                "temporal", [], log_path=self.log_path, umask=0o077
+                "temporal", [], log_path=self.log_path, umask=0o077, track=False
             )
         self._proc.argv = self.command()
         self._proc.preexec_fn = (

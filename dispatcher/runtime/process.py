@@ -34,6 +34,7 @@ class ManagedProcess:
         user: str | None = None,
         preexec_fn: Callable[[], None] | None = None,
         umask: int = -1,
+        track: bool = True,
     ) -> None:
         if log_path is None:
             if log_dir is None:
@@ -47,6 +48,9 @@ class ManagedProcess:
         self.preexec_fn = preexec_fn
         self.umask = umask
         self.log_path = log_path
+        #: Whether `kill_all()` may kill it (a session-wide dev server must not
+        #: die in one scenario's teardown).
+        self.track = track
         self.proc: subprocess.Popen[bytes] | None = None
         self.starts = 0
 
@@ -73,7 +77,8 @@ class ManagedProcess:
                 umask=self.umask,
             )
         self.starts += 1
-        _LIVE.add(self)
+        if self.track:
+            _LIVE.add(self)
         return self
 
     @property
@@ -144,6 +149,6 @@ class ManagedProcess:
 
 
 def kill_all() -> None:
-    """SIGKILL every managed process group still alive (teardown safety net)."""
+    """SIGKILL every tracked process group still alive (teardown safety net)."""
     for proc in list(_LIVE):
         proc.kill()
