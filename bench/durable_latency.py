@@ -27,7 +27,7 @@ from temporalio.client import Client
 from parkgate import workflows
 from parkgate.activities.deps import Deps
 from parkgate.durable.client import DurableDispatcher
-from parkgate.durable.codec import data_converter
+from parkgate.durable.plugin import ParkgatePlugin
 from parkgate.models import Session, ToolUseBlock
 from parkgate.pipeline import Pipeline
 from parkgate.policy import ConfirmationPolicy
@@ -84,7 +84,7 @@ async def main(n: int) -> None:
         deps = Deps(settings=settings, pipeline=pipeline, store=store)  # type: ignore[arg-type]
         async with DevServer(tmp / "temporal") as server:
             client = await Client.connect(server.address,
-                                          data_converter=data_converter(settings, store))
+                                          plugins=[ParkgatePlugin(settings, blobs=store)])
             worker = build_worker(
                 client, settings, deps, workflows=[*workflows.ALL, EmptyWorkflow]
             )

@@ -15,7 +15,6 @@ from temporalio.worker import Worker
 
 from bench.floor import FloorWorkflow
 from parkgate.durable.connect import connect
-from parkgate.runtime.worker import workflow_runner
 from parkgate.settings import get_settings
 
 
@@ -27,7 +26,7 @@ async def serve() -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     async with Worker(client, task_queue=settings.temporal_task_queue,
-                      workflows=[FloorWorkflow], workflow_runner=workflow_runner()):
+                      workflows=[FloorWorkflow]):  # sandbox: the client's ParkgatePlugin
         await stop.wait()
 
 

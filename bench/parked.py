@@ -24,9 +24,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import signal
-import subprocess
-import sys
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -44,7 +41,7 @@ from bench.report import Report, Row
 from bench.stack import Api, Stack, bounded, make_pipeline, serve_api
 from parkgate.durable.payloads import ACT_EXECUTE, call_workflow_id
 from parkgate.records import CallStatus
-from parkgate.settings import Settings
+from parkgate.runtime.worker_process import WorkerProcess
 from parkgate.store.results import CallFilters, CallRecord
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -59,49 +56,11 @@ EXPECTED_EVENTS = (
 )
 
 
-@dataclass
-class WorkerProcess:
-    """`python -m parkgate.runtime.worker`, configured only through PARKGATE_* variables."""
-
-    settings: Settings
-    log_path: Path
-    process: subprocess.Popen[bytes] | None = None
-    #: The entry point (bench.floor_worker for the floor's own worker process).
-    module: str = "parkgate.runtime.worker"
-
-    def env(self) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("PARKGATE_")}
-        env.update(self.settings.to_env())
-        return env
-
-    def start(self) -> WorkerProcess:
-        self.settings.data_dir.mkdir(parents=True, exist_ok=True)
-        with open(self.log_path, "ab") as log:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", self.module],
-                env=self.env(),
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                cwd=str(REPO_ROOT),
-            )
-        return self
-
-    def rss_mb(self) -> float:
-        if self.process is None or self.process.poll() is not None:
-            raise RuntimeError(f"the worker process is not running; see {self.log_path}")
-        return psutil.Process(self.process.pid).memory_info().rss / MB
-
-    def stop(self) -> None:
-        proc = self.process
-        if proc is None or proc.poll() is not None:
-            return
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+def worker_rss_mb(worker: WorkerProcess) -> float:
+    """The worker process's resident memory in MB."""
+    if not worker.running:
+        raise RuntimeError(f"the worker process is not running; see {worker.log_path}")
+    return float(psutil.Process(worker.pid).memory_info().rss / MB)
 
 
 def _rss_mb(pid: int | None) -> float | None:
@@ -231,7 +190,7 @@ async def run(
             if done.status_code != 200:
                 raise RuntimeError(f"warm-up call did not finish: {done.text}")
             await asyncio.sleep(1.0)
-            rss_before = worker.rss_mb()
+            rss_before = worker_rss_mb(worker)
             server_pid = stack.server.process.pid if stack.server.process else None
             server_before = _rss_mb(server_pid)
 
@@ -258,7 +217,7 @@ async def run(
             )
             cpu_parked = cpu.read()
             await asyncio.sleep(2.0)
-            rss_parked = worker.rss_mb()
+            rss_parked = worker_rss_mb(worker)
             server_parked = _rss_mb(server_pid)
 
             requests: dict[str, str] = {}
@@ -289,7 +248,7 @@ async def run(
             approvals = await bounded(ids, concurrency, approve)
             t_drained = await waiter
             cpu_drained = cpu.read()
-            rss_drained = worker.rss_mb()
+            rss_drained = worker_rss_mb(worker)
     finally:
         worker.stop()
 

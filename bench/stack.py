@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any, cast
 
 import httpx
-import uvicorn
 from temporalio.client import Client
 from temporalio.worker import Worker
 
@@ -26,12 +25,13 @@ from parkgate import workflows
 from parkgate.activities.deps import Deps
 from parkgate.api import ApiDeps, create_app
 from parkgate.durable.client import DurableDispatcher
-from parkgate.durable.codec import data_converter
+from parkgate.durable.plugin import ParkgatePlugin
 from parkgate.pipeline import Pipeline
 from parkgate.records import HistoryStore
 from parkgate.registry import ToolRegistry
 from parkgate.runtime.devserver import DevServer
-from parkgate.runtime.embedded import ApiServer, listening_socket
+from parkgate.runtime.http_server import api_server, served
+from parkgate.runtime.ports import listening_socket
 from parkgate.runtime.worker import build_pipeline, build_worker
 from parkgate.settings import Settings
 from parkgate.store import Repository
@@ -44,24 +44,9 @@ BENCH_POLICY: dict[str, Any] = {
 }
 
 
-@dataclass
-class BenchDevServer(DevServer):
-    """The dev server, file-backed (the embedded default) or in memory."""
-
-    memory: bool = False
-    dynamic_config: tuple[str, ...] = ()
-    sqlite_pragmas: tuple[str, ...] = ()
-
-    def command(self) -> list[str]:
-        cmd = super().command()
-        if self.memory:
-            i = cmd.index("--db-filename")
-            del cmd[i : i + 2]
-        for value in self.dynamic_config:
-            cmd += ["--dynamic-config-value", value]
-        for pragma in self.sqlite_pragmas:
-            cmd += ["--sqlite-pragma", pragma]
-        return cmd
+#: The bench's dev server: the runtime's one DevServer (file-backed, the
+#: embedded default, or in memory, with extra dynamic config / pragmas).
+BenchDevServer = DevServer
 
 
 @dataclass
@@ -121,8 +106,8 @@ async def open_stack(
     try:
         await server.start()
         # The production converter over the stack's data-dir key (settings(...) share it).
-        converter = data_converter(Settings(data_dir=root / "data"), store)
-        client = await Client.connect(server.address, data_converter=converter)
+        plugin = ParkgatePlugin(Settings(data_dir=root / "data"), blobs=store)
+        client = await Client.connect(server.address, plugins=[plugin])
         yield Stack(root, server, client, store, url, workspace, uuid.uuid4().hex[:6])
     finally:
         await server.stop()
@@ -183,36 +168,29 @@ async def serve_api(
         settings,
         ApiDeps(repo=stack.store, temporal=stack.client, registry=registry, dispatcher=dispatcher),
     )
-    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on",
-                            timeout_keep_alive=60)
-    server = ApiServer(config)
-    task = asyncio.create_task(server.serve(sockets=[sock]), name="bench-api")
+    server = api_server(app, log_level="warning", access_log=False, timeout_keep_alive=60)
     try:
-        while not server.started:
-            if task.done():
-                task.result()
-                raise RuntimeError("the API server stopped during startup")
-            await asyncio.sleep(0.02)
-        key, _ = await stack.store.create_api_key(f"bench-{uuid.uuid4().hex[:8]}")
-        approver_key, _ = await stack.store.create_api_key(
-            f"bench-approver-{uuid.uuid4().hex[:8]}", roles=("approver",)
-        )
-        limits = httpx.Limits(max_connections=connections, max_keepalive_connections=connections)
-        async with httpx.AsyncClient(
-            base_url=base,
-            headers={"Authorization": f"Bearer {key}"},
-            timeout=httpx.Timeout(120.0),
-            limits=limits,
-        ) as http, httpx.AsyncClient(
-            base_url=base,
-            headers={"Authorization": f"Bearer {approver_key}"},
-            timeout=httpx.Timeout(120.0),
-            limits=limits,
-        ) as approver:
-            yield Api(base, http, key, approver)
+        async with served(server, sock):
+            key, _ = await stack.store.create_api_key(f"bench-{uuid.uuid4().hex[:8]}")
+            approver_key, _ = await stack.store.create_api_key(
+                f"bench-approver-{uuid.uuid4().hex[:8]}", roles=("approver",)
+            )
+            limits = httpx.Limits(
+                max_connections=connections, max_keepalive_connections=connections
+            )
+            async with httpx.AsyncClient(
+                base_url=base,
+                headers={"Authorization": f"Bearer {key}"},
+                timeout=httpx.Timeout(120.0),
+                limits=limits,
+            ) as http, httpx.AsyncClient(
+                base_url=base,
+                headers={"Authorization": f"Bearer {approver_key}"},
+                timeout=httpx.Timeout(120.0),
+                limits=limits,
+            ) as approver:
+                yield Api(base, http, key, approver)
     finally:
-        server.should_exit = True
-        await asyncio.wait({task}, timeout=15)
         sock.close()
 
 

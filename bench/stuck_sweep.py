@@ -21,7 +21,7 @@ from temporalio.client import Client
 
 from parkgate.activities.deps import Deps
 from parkgate.durable.client import DurableDispatcher
-from parkgate.durable.codec import data_converter
+from parkgate.durable.plugin import ParkgatePlugin
 from parkgate.durable.stuck import TaskHealer
 from parkgate.models import Session, ToolUseBlock
 from parkgate.records import HistoryStore
@@ -67,7 +67,7 @@ async def main(n: int, repeats: int) -> None:
                     store=cast(HistoryStore, store))
         rows: list[tuple[str, list[float]]] = []
         async with DevServer(tmp / "temporal") as server:
-            client = await Client.connect(server.address, data_converter=data_converter(settings))
+            client = await Client.connect(server.address, plugins=[ParkgatePlugin(settings)])
             dispatcher = DurableDispatcher(client, settings, eager_start=True)
             session = Session(session_id="bench", turn_id="t", workspace_path=str(workspace))
             async with build_worker(client, settings, deps):

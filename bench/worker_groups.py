@@ -24,7 +24,7 @@ from temporalio.client import Client
 from bench.durable_latency import measure
 from parkgate.activities.deps import Deps
 from parkgate.durable.client import DurableDispatcher
-from parkgate.durable.codec import data_converter
+from parkgate.durable.plugin import ParkgatePlugin
 from parkgate.models import Session, ToolUseBlock
 from parkgate.runtime.devserver import DevServer
 from parkgate.runtime.worker import build_pipeline, serving
@@ -55,7 +55,7 @@ async def main(n: int) -> None:
         host_deps = Deps(settings=host, pipeline=build_pipeline(host), store=store)  # type: ignore[arg-type]
         async with DevServer(tmp / "temporal") as server:
             client = await Client.connect(server.address,
-                                          data_converter=data_converter(settings, store))
+                                          plugins=[ParkgatePlugin(settings, blobs=store)])
             dispatcher = DurableDispatcher(client, settings, eager_start=True)
             plain = Session(session_id="plain", turn_id="t", workspace_path=str(workspace))
             grouped = plain.model_copy(update={"session_id": "grouped", "worker_group": "host"})

@@ -43,16 +43,8 @@ with workflow.unsafe.imports_passed_through():
         invalid_edits,
         no_longer_waiting,
     )
+    from parkgate.durable import activity_defs as acts
     from parkgate.durable.payloads import (
-        ACT_CLASSIFY,
-        ACT_CREATE_APPROVAL,
-        ACT_EXECUTE,
-        ACT_EXECUTE_LOCAL,
-        ACT_NOTIFY,
-        ACT_RECORD,
-        ACT_RECORD_COMMITTED,
-        ACT_REVALIDATE,
-        ACT_SLACK_POST,
         CALL_WORKFLOW,
         DECISIONS,
         QUERY_STATUS,
@@ -66,7 +58,6 @@ with workflow.unsafe.imports_passed_through():
         CallOutcome,
         CallStatusView,
         ClassifyInput,
-        ClassifyOutput,
         DecideInput,
         DecideResult,
         DecisionRecord,
@@ -74,7 +65,6 @@ with workflow.unsafe.imports_passed_through():
         ExecuteInput,
         ExecuteOutput,
         NotifyInput,
-        NotifyOutput,
         RecordInput,
         RecordOutput,
         RevalidateInput,
@@ -253,9 +243,8 @@ class ToolCallWorkflow:
                 # (realpath, symlinks) there. Sessions without a group keep the
                 # local activity, so their histories replay unchanged.
                 classified = await workflow.execute_activity(
-                    ACT_CLASSIFY,
+                    acts.classify,
                     classify_input,
-                    result_type=ClassifyOutput,
                     task_queue=queue,
                     start_to_close_timeout=_CLASSIFY_TIMEOUT,
                     retry_policy=_LOCAL_RETRY,
@@ -263,9 +252,8 @@ class ToolCallWorkflow:
                 )
             else:
                 classified = await workflow.execute_local_activity(
-                    ACT_CLASSIFY,
+                    acts.classify,
                     classify_input,
-                    result_type=ClassifyOutput,
                     start_to_close_timeout=_CLASSIFY_TIMEOUT,
                     retry_policy=_LOCAL_RETRY,
                     cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
@@ -358,7 +346,7 @@ class ToolCallWorkflow:
         # `parked` always comes with an approval_url a human can use.
         info_ = workflow.info()
         created = await self._shielded(workflow.execute_activity(
-            ACT_CREATE_APPROVAL,
+            acts.create_approval,
             ApprovalRequest(
                 info=info,
                 session=self._input.session,
@@ -372,7 +360,6 @@ class ToolCallWorkflow:
                     request_id=info.request_id, rule=info.rule,
                 ),
             ),
-            result_type=ApprovalCreated,
             start_to_close_timeout=_STORE_TIMEOUT,
             retry_policy=_STORE_RETRY,
         ))
@@ -470,9 +457,8 @@ class ToolCallWorkflow:
         )
         try:
             await workflow.execute_activity(
-                ACT_NOTIFY,
+                acts.notify,
                 notice,
-                result_type=NotifyOutput,
                 schedule_to_close_timeout=_NOTIFY_SCHEDULE_TO_CLOSE,
                 start_to_close_timeout=timedelta(seconds=30),
                 retry_policy=_NOTIFY_RETRY,
@@ -489,9 +475,8 @@ class ToolCallWorkflow:
                              expires_at=created.approval.expires_at)
         try:
             self._slack_message = await workflow.execute_activity(
-                ACT_SLACK_POST,
+                acts.slack_post,
                 notice,
-                result_type=SlackMessageRef,
                 schedule_to_close_timeout=_NOTIFY_SCHEDULE_TO_CLOSE,
                 start_to_close_timeout=timedelta(seconds=30),
                 retry_policy=_NOTIFY_RETRY,
@@ -688,17 +673,15 @@ class ToolCallWorkflow:
         if queue is not None:
             # Re-scoping (realpath) needs the workspace: on the group's hosts.
             return await workflow.execute_activity(
-                ACT_REVALIDATE,
+                acts.revalidate,
                 checked,
-                result_type=RevalidateOutput,
                 task_queue=queue,
                 start_to_close_timeout=_LOCAL_TIMEOUT,
                 retry_policy=_LOCAL_RETRY,
             )
         return await workflow.execute_local_activity(
-            ACT_REVALIDATE,
+            acts.revalidate,
             checked,
-            result_type=RevalidateOutput,
             start_to_close_timeout=_LOCAL_TIMEOUT,
             retry_policy=_LOCAL_RETRY,
         )
@@ -853,9 +836,8 @@ class ToolCallWorkflow:
                 # A read for a grouped session: idempotent like the local
                 # activity, but on the hosts that have the workspace.
                 out = await workflow.execute_activity(
-                    ACT_EXECUTE_LOCAL,
+                    acts.execute_local,
                     inp,
-                    result_type=ExecuteOutput,
                     task_queue=queue,
                     start_to_close_timeout=start_to_close,
                     retry_policy=RetryPolicy(maximum_attempts=2),
@@ -863,18 +845,16 @@ class ToolCallWorkflow:
                 )
             elif local:
                 out = await workflow.execute_local_activity(
-                    ACT_EXECUTE_LOCAL,
+                    acts.execute_local,
                     inp,
-                    result_type=ExecuteOutput,
                     start_to_close_timeout=start_to_close,
                     retry_policy=RetryPolicy(maximum_attempts=2),
                     cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
                 )
             else:
                 out = await workflow.execute_activity(
-                    ACT_EXECUTE,
+                    acts.execute,
                     inp,
-                    result_type=ExecuteOutput,
                     # None: the workflow's own (main) queue, as before groups.
                     task_queue=queue,
                     start_to_close_timeout=start_to_close,
@@ -1022,18 +1002,16 @@ class ToolCallWorkflow:
         if self._committed_writes:
             return await self._shielded(
                 workflow.execute_activity(
-                    ACT_RECORD_COMMITTED,
+                    acts.record_committed,
                     record,
-                    result_type=RecordOutput,
                     start_to_close_timeout=_STORE_TIMEOUT,
                     retry_policy=_RECORD_RETRY,
                 )
             )
         return await self._shielded(
             workflow.execute_local_activity(
-                ACT_RECORD,
+                acts.record,
                 record,
-                result_type=RecordOutput,
                 start_to_close_timeout=_LOCAL_TIMEOUT,
                 retry_policy=_RECORD_RETRY,
             )

@@ -14,8 +14,8 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
+    from parkgate.durable import activity_defs as acts
     from parkgate.durable.payloads import (
-        ACT_SLACK_OUTCOME,
         SLACK_OUTCOME_WORKFLOW,
         SlackOutcomeInput,
     )
@@ -28,7 +28,7 @@ class SlackOutcomeWorkflow:
     @workflow.run
     async def run(self, inp: SlackOutcomeInput) -> None:
         await workflow.execute_activity(
-            ACT_SLACK_OUTCOME,
+            acts.slack_outcome,
             inp,
             start_to_close_timeout=timedelta(seconds=30),
             schedule_to_close_timeout=timedelta(hours=6),

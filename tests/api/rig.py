@@ -9,23 +9,21 @@ same app in uvicorn on a free port for tests that need a real socket
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import socket
 import uuid
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import httpx
-import uvicorn
 from fastapi import FastAPI
 from temporalio.client import Client
 
 from parkgate.api import ApiDeps, create_app
-from parkgate.runtime.embedded import listening_socket
-from parkgate.runtime.logredact import uvicorn_log_config
+from parkgate.runtime.http_server import ApiServer, api_server, served
+from parkgate.runtime.ports import listening_socket
 from parkgate.store.repository import Repository
 from tests.fixtures.keys import AgentAndHuman
 from tests.fixtures.temporal import DurableRig, durable_rig
@@ -117,33 +115,15 @@ async def api_rig(
             yield ApiRig(app, http, rig, repo, key, base_url, human)
 
 
-class _QuietServer(uvicorn.Server):
-    """uvicorn without signal handlers: pytest owns the process."""
-
-    @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        yield
-
-
 @asynccontextmanager
-async def live_server(app: FastAPI, sock: socket.socket) -> AsyncIterator[uvicorn.Server]:
+async def live_server(
+    app: FastAPI, sock: socket.socket, *, lifespan: Literal["on", "off"] = "off"
+) -> AsyncIterator[ApiServer]:
     """Serve `app` on an already-bound socket until the block exits."""
-    config = uvicorn.Config(
-        app, log_config=uvicorn_log_config(), log_level="info", lifespan="off",
-        timeout_graceful_shutdown=2,
-    )
-    server = _QuietServer(config)
-    task = asyncio.create_task(server.serve(sockets=[sock]))
-    while not server.started:
-        if task.done():
-            task.result()
-        await asyncio.sleep(0.02)
-    try:
+    server = api_server(app, log_level="info", lifespan=lifespan,
+                        timeout_graceful_shutdown=2)
+    async with served(server, sock, stop_timeout=10):
         yield server
-    finally:
-        server.should_exit = True
-        with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(task, 10)
 
 
 class WebhookSink:

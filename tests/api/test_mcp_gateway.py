@@ -3,9 +3,7 @@ uvicorn socket (app lifespan on), with the real worker and Temporal dev server."
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -13,22 +11,15 @@ from typing import Any
 import httpx
 import httpx2
 import mcp_types as types
-import uvicorn
 from fastapi import FastAPI
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from temporalio.client import Client
 
 from parkgate.store.repository import Repository
-from tests.api.rig import ApiRig, api_rig, free_socket
+from tests.api.rig import ApiRig, api_rig, free_socket, live_server
 
 WAIT = {"mcp_call_wait_seconds": 2.0, "mcp_progress_seconds": 0.4}
-
-
-class _Server(uvicorn.Server):
-    @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        yield
 
 
 @asynccontextmanager
@@ -39,17 +30,8 @@ async def served(
     sock = free_socket()
     base = f"http://127.0.0.1:{sock.getsockname()[1]}"
     async with api_rig(client, repo, tmp_path, base_url=base, **settings) as api:
-        server = _Server(uvicorn.Config(api.app, lifespan="on", log_level="warning"))
-        task = asyncio.create_task(server.serve(sockets=[sock]))
-        while not server.started:
-            if task.done():
-                task.result()
-            await asyncio.sleep(0.02)
-        try:
+        async with live_server(api.app, sock, lifespan="on"):
             yield api, base
-        finally:
-            server.should_exit = True
-            await asyncio.wait_for(task, 10)
 
 
 @asynccontextmanager

@@ -13,17 +13,14 @@ import httpx
 import pytest
 from temporalio.api.common.v1 import Payload
 from temporalio.client import Client
-from temporalio.worker import Replayer
 
-from parkgate import workflows
 from parkgate.durable.codec import EncryptionCodec
 from parkgate.durable.payloads import call_workflow_id
-from parkgate.runtime.worker import workflow_runner
 from parkgate.sandbox import probe
 from parkgate.store.repository import Repository
 from tests.api.rig import ApiRig, WebhookSink, api_rig
 from tests.api.test_audit_pages import csrf_of, login
-from tests.fixtures.temporal import TEST_CONVERTER, TEST_PAYLOAD_KEYS
+from tests.fixtures.temporal import TEST_CONVERTER, TEST_PAYLOAD_KEYS, replayer
 
 UI_ORIGIN = "http://127.0.0.1:8233"
 PAYLOAD_KEY_FILE = "ZmlsZS1wYXlsb2FkLWtleS0zMi1ieXRlcy1sb25nISEhIQ=="
@@ -143,9 +140,7 @@ async def test_history_holds_ciphertext_and_the_codec_endpoint_decodes_it(
     assert marker not in raw and b64 not in raw
     assert "binary/encrypted" in raw or base64.b64encode(b"binary/encrypted").decode() in raw
     # The replayer (same converter) reads the encrypted history.
-    replayer = Replayer(workflows=workflows.ALL, workflow_runner=workflow_runner(),
-                        data_converter=TEST_CONVERTER)
-    replay = await replayer.replay_workflow(history, raise_on_replay_failure=False)
+    replay = await replayer().replay_workflow(history, raise_on_replay_failure=False)
     assert replay.replay_failure is None, replay.replay_failure
     payloads = [
         {"metadata": {k: base64.b64encode(v).decode() for k, v in p.metadata.items()},

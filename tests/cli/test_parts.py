@@ -14,7 +14,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from parkgate.runtime.devserver import DevServer, free_port
+from parkgate.runtime.devserver import DevServer
+from parkgate.runtime.ports import free_port
 from tests.cli.conftest import parkgate_argv
 
 

@@ -21,7 +21,7 @@ import httpx
 import psutil
 import pytest
 
-from parkgate.runtime.devserver import free_port
+from parkgate.runtime.ports import free_port
 from tests.cli.conftest import parkgate_argv
 
 pytestmark = [pytest.mark.devserver, pytest.mark.timeout(300)]

@@ -30,8 +30,8 @@ from temporalio.testing import WorkflowEnvironment
 from parkgate.models import ToolUseBlock
 from parkgate.store import Repository
 from parkgate.store.migrate import upgrade_async
-from dispatcher.worker import serving
-from tests.fixtures.temporal import TEST_CONVERTER, TEST_SERVER, DurableRig, durable_rig
+from parkgate.runtime.worker import serving
+from tests.fixtures.temporal import TEST_PLUGIN, TEST_SERVER, DurableRig, durable_rig
 
 HERE = Path(__file__).resolve().parent
 WORKSPACE_PLACEHOLDER = "/srv/parkgate/workspace"
@@ -255,7 +255,7 @@ async def main() -> None:
         store = await Repository.connect(url)
         env = await WorkflowEnvironment.start_time_skipping(
             test_server_existing_path=str(TEST_SERVER),
-            data_converter=TEST_CONVERTER,
+            plugins=[TEST_PLUGIN],
         )
         try:
             await generate(env, store, tmp)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import socket
 
-from parkgate.runtime.embedded import listening_socket
+from parkgate.runtime.ports import listening_socket
 
 
 async def test_accepted_connections_have_nagle_off() -> None:

@@ -9,15 +9,12 @@ from typing import Any
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
-from temporalio.worker import Replayer
 
-from parkgate import workflows
 from parkgate.decisions import RejectReason
 from parkgate.models import ToolErrorClass, ToolUseBlock, input_hash
 from parkgate.records import CallStatus
 from parkgate.runtime.devserver import DevServer
-from parkgate.runtime.worker import workflow_runner
-from tests.fixtures.temporal import AUTO_ALL, TEST_CONVERTER, dev_client, durable_rig
+from tests.fixtures.temporal import AUTO_ALL, dev_client, durable_rig, replayer
 
 UPDATE_EVENTS = {
     EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED,
@@ -265,7 +262,7 @@ async def test_auto_write_with_permissive_policy(
 async def test_failing_webhook_never_blocks_the_call(
     temporal_env: WorkflowEnvironment, sqlite_repo: Any, tmp_path: Path
 ) -> None:
-    from parkgate.runtime.devserver import free_port
+    from parkgate.runtime.ports import free_port
 
     dead = f"http://127.0.0.1:{free_port()}/hook"  # nothing listens there
     async with durable_rig(
@@ -392,10 +389,5 @@ async def test_a_pending_webhook_notice_is_cancelled_when_the_call_ends(
     }
     assert notify_ids <= cancel_requested
     # The patched branch replays deterministically.
-    replayer = Replayer(
-        workflows=workflows.ALL,
-        workflow_runner=workflow_runner(),
-        data_converter=TEST_CONVERTER,
-    )
-    replayed = await replayer.replay_workflow(history, raise_on_replay_failure=False)
+    replayed = await replayer().replay_workflow(history, raise_on_replay_failure=False)
     assert replayed.replay_failure is None, replayed.replay_failure

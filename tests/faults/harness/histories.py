@@ -25,7 +25,7 @@ from temporalio.client import Client
 
 from parkgate.durable.codec import EncryptionCodec
 from tests.faults.harness.temporal import DevServer
-from tests.fixtures.temporal import TEST_CONVERTER
+from tests.fixtures.temporal import TEST_CONVERTER, TEST_PLUGIN
 
 OUT = Path(__file__).resolve().parents[1] / "histories"
 PROJECT_ROOT = str(Path(__file__).resolve().parents[3])
@@ -82,7 +82,7 @@ async def export(kept: Path, workflow_ids: list[str]) -> None:
         server = DevServer(kept, log_dir=Path(scratch))
         await server.start()
         try:
-            client = await Client.connect(server.address, data_converter=TEST_CONVERTER)
+            client = await Client.connect(server.address, plugins=[TEST_PLUGIN])
             OUT.mkdir(exist_ok=True)
             for wid in workflow_ids:
                 history = await client.get_workflow_handle(wid).fetch_history()

@@ -16,8 +16,9 @@ from typing import Any
 
 import httpx
 
-from tests.faults.harness.ports import free_port, wait_port_async
-from tests.faults.harness.procs import ManagedProcess
+from parkgate.runtime.ports import free_port, wait_port_async
+from parkgate.runtime.process import ManagedProcess
+from parkgate.runtime.worker_process import WorkerProcess, settings_env
 from tests.fixtures.temporal import TEST_PAYLOAD_KEY_ID, TEST_PAYLOAD_KEYS
 
 #: Runs the `parkgate` console script's entry point with this interpreter (no
@@ -78,7 +79,7 @@ class Stack:
         self.temporal_address = temporal_address
         self.policy = policy if policy is not None else fault_policy(self.trusted)
         self.extra_env = dict(extra_env or {})
-        self.workers: list[ManagedProcess] = []
+        self.workers: list[WorkerProcess] = []
         self._worker_seq = 0
         self.api: ManagedProcess | None = None
         self.api_key: str | None = None
@@ -99,9 +100,8 @@ class Stack:
 
     def env(self) -> dict[str, str]:
         """A clean environment: no inherited PARKGATE_* settings, only ours."""
-        env = {k: v for k, v in os.environ.items() if not k.startswith("PARKGATE_")}
-        env.update(
-            {
+        return settings_env(
+            extra={
                 "PARKGATE_DATA_DIR": str(self.data_dir),
                 "PARKGATE_DATABASE_URL": self.database_url,
                 "PARKGATE_TEMPORAL_ADDRESS": self.temporal_address,
@@ -119,10 +119,9 @@ class Stack:
                 "PYTHONPATH": os.pathsep.join(
                     p for p in (str(PROJECT_ROOT), os.environ.get("PYTHONPATH", "")) if p
                 ),
+                **self.extra_env,
             }
         )
-        env.update(self.extra_env)
-        return env
 
     # ------------------------------------------------------------------
     def cli(self, *args: str, timeout: float = 120.0) -> subprocess.CompletedProcess[str]:
@@ -163,17 +162,19 @@ class Stack:
         return key
 
     # ------------------------------------------------------------------
-    def start_worker(self) -> ManagedProcess:
+    def start_worker(self) -> WorkerProcess:
+        """`parkgate worker` (the CLI's entry to the one worker recipe) as a subprocess."""
         self._worker_seq += 1
-        proc = ManagedProcess(
-            f"worker-{self._worker_seq}", [*CLI, "worker"], log_dir=self.log_dir, env=self.env(),
-            cwd=self.root,
+        name = f"worker-{self._worker_seq}"
+        proc = WorkerProcess(
+            None, self.log_dir / f"{name}.log", argv=[*CLI, "worker"], env=self.env(),
+            cwd=self.root, name=name,
         )
         proc.start()
         self.workers.append(proc)
         return proc
 
-    def live_workers(self) -> list[ManagedProcess]:
+    def live_workers(self) -> list[WorkerProcess]:
         return [w for w in self.workers if w.running]
 
     async def kill_worker(self, proc: ManagedProcess) -> None:

@@ -1,0 +1,107 @@
+"""The Temporal plugin every parkgate client, worker and replayer carries.
+
+One bundle instead of the same three arguments in every place that talks to
+Temporal: the data converter (pydantic, large payloads by reference, AES-GCM
+on everything: parkgate.durable.codec), the workflow sandbox with parkgate's
+pure modules passed through, and the exceptions that fail a workflow run.
+
+A client connected with the plugin hands it on to every Worker built on it;
+a Replayer takes it as `plugins=[...]`.
+"""
+
+from __future__ import annotations
+
+import pkgutil
+from typing import TYPE_CHECKING
+
+from temporalio.converter import DataConverter
+from temporalio.plugin import SimplePlugin
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
+
+if TYPE_CHECKING:
+    from temporalio.client import Client
+
+    from parkgate.durable.blobs import BlobStore
+    from parkgate.settings import Settings
+
+PLUGIN_NAME = "parkgate"
+
+
+def _parkgate_modules() -> tuple[str, ...]:
+    """Every parkgate module except the workflows themselves.
+
+    The sandbox matches passthrough names by prefix, so `parkgate` itself cannot
+    be listed: it would pass `parkgate.workflows` through and defeat the sandbox.
+    """
+    import parkgate
+
+    return tuple(
+        f"parkgate.{m.name}" for m in pkgutil.iter_modules(parkgate.__path__)
+        if m.name != "workflows"
+    )
+
+
+#: Modules the workflow sandbox passes through: parkgate's pure models and
+#: their pure dependencies (re-importing them per workflow run would be slow).
+PASSTHROUGH_MODULES = (*_parkgate_modules(), "jsonschema", "pydantic", "pydantic_core")
+
+#: Exceptions (besides Temporal's own FailureError) that fail a workflow run
+#: instead of its task: none. A bug in workflow code fails the task, which
+#: Temporal retries, so a parked call survives until a fixed worker deploys;
+#: a call's own failures are ApplicationErrors raised on purpose.
+WORKFLOW_FAILURE_TYPES: tuple[type[BaseException], ...] = ()
+
+
+def workflow_runner() -> SandboxedWorkflowRunner:
+    """The sandbox every parkgate worker and replayer uses."""
+    return SandboxedWorkflowRunner(
+        restrictions=SandboxRestrictions.default.with_passthrough_modules(*PASSTHROUGH_MODULES)
+    )
+
+
+class ParkgatePlugin(SimplePlugin):
+    """Converter + sandbox + failure types for clients, workers and replayers.
+
+    From `settings` (the converter of `parkgate.durable.codec.data_converter`,
+    large payloads in `blobs`, by default the settings' history store) or from
+    a ready `converter` (tests with a fixed key, tools reading old histories).
+    """
+
+    def __init__(
+        self,
+        settings: Settings | None = None,
+        *,
+        blobs: BlobStore | None = None,
+        converter: DataConverter | None = None,
+    ) -> None:
+        if converter is None:
+            if settings is None:
+                raise TypeError("ParkgatePlugin needs settings or a converter")
+            from parkgate.durable.codec import data_converter
+
+            converter = data_converter(settings, blobs)
+        self.converter = converter
+        super().__init__(
+            PLUGIN_NAME,
+            data_converter=converter,
+            workflow_runner=workflow_runner(),
+            workflow_failure_exception_types=list(WORKFLOW_FAILURE_TYPES),
+        )
+
+
+def plugin_of(client: Client) -> ParkgatePlugin | None:
+    """The ParkgatePlugin `client` was created with, if any."""
+    for plugin in client.config().get("plugins", []):
+        if isinstance(plugin, ParkgatePlugin):
+            return plugin
+    return None
+
+
+def with_plugin(client: Client, plugin: ParkgatePlugin) -> Client:
+    """`client` (same connection and namespace) with `plugin` instead of its own
+    ParkgatePlugin (e.g. another converter); workers built on it carry it too."""
+    config = client.config()
+    others = [p for p in config.get("plugins", []) if not isinstance(p, ParkgatePlugin)]
+    config["plugins"] = [*others, plugin]
+    config["data_converter"] = plugin.converter
+    return type(client)(**config)
