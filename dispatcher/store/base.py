@@ -14,8 +14,8 @@ from contextlib import asynccontextmanager
 from enum import Enum
 from typing import Any, TypeVar
 
-from sqlalchemy import Table, select
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy import Executable, Table, select
+from sqlalchemy.engine import Connection, Engine, Row, RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from parkgate.store import statements
@@ -85,6 +85,28 @@ class StoreBase:
     async def _read(self) -> AsyncIterator[AsyncConnection]:
         async with self.engine.connect() as conn, conn.begin():
             yield conn
+
+    async def _first(self, query: Executable) -> RowMapping | None:
+        """The first row of a one-statement read, as a mapping.
+
+        A file SQLite database answers it in one hop to a worker thread on the
+        plain pysqlite twin (WAL: readers never wait for the writer), instead
+        of the several hops aiosqlite makes per statement; the hot reads of a
+        request (its key, session, approval, call row) each cost one hop.
+        """
+        row = await self._first_row(query)
+        return row._mapping if row is not None else None
+
+    async def _first_row(self, query: Executable) -> Row[Any] | None:
+        if self._sync_engine is not None:
+            return await asyncio.to_thread(self._sync_first, query)
+        async with self._read() as conn:
+            return (await conn.execute(query)).first()
+
+    def _sync_first(self, query: Executable) -> Row[Any] | None:
+        assert self._sync_engine is not None
+        with self._sync_engine.connect() as conn, conn.begin():
+            return conn.execute(query).first()
 
     def _lock_sessions(self, conn: Connection, session_ids: Iterable[str]) -> None:
         if self.dialect != "postgresql":

@@ -146,18 +146,11 @@ class CallStore(EventStore):
 
     # ------------------------------------------------------------------ call reads
     async def get_call(self, session_id: str, tool_use_id: str) -> CallRecord | None:
-        async with self._read() as conn:
-            row = (
-                (
-                    await conn.execute(
-                        select(CALLS).where(
-                            CALLS.c.session_id == session_id, CALLS.c.tool_use_id == tool_use_id
-                        )
-                    )
-                )
-                .mappings()
-                .first()
+        row = await self._first(
+            select(CALLS).where(
+                CALLS.c.session_id == session_id, CALLS.c.tool_use_id == tool_use_id
             )
+        )
         return CallRecord.model_validate(dict(row)) if row else None
 
     @staticmethod

@@ -115,17 +115,11 @@ class SessionStore(StoreBase):
         query = select(SUBMISSIONS.c.key_id, SUBMISSIONS.c.key_name).where(
             SUBMISSIONS.c.session_id == session_id, SUBMISSIONS.c.tool_use_id == tool_use_id
         )
-        async with self._read() as conn:
-            row = (await conn.execute(query)).first()
-        return Submitter(key_id=row[0], key_name=row[1]) if row else None
+        row = await self._first(query)
+        return Submitter(key_id=row["key_id"], key_name=row["key_name"]) if row else None
 
     async def get_session(self, session_id: str) -> SessionRecord | None:
-        async with self._read() as conn:
-            row = (
-                (await conn.execute(select(SESSIONS).where(SESSIONS.c.session_id == session_id)))
-                .mappings()
-                .first()
-            )
+        row = await self._first(select(SESSIONS).where(SESSIONS.c.session_id == session_id))
         return SessionRecord.model_validate(dict(row)) if row else None
 
     # ------------------------------------------------------------------ API keys
@@ -170,18 +164,9 @@ class SessionStore(StoreBase):
         if not plaintext or not plaintext.startswith(API_KEY_PREFIX) or len(plaintext) > 200:
             return None
         key_hash = _hash_key(plaintext)
-        async with self._read() as conn:
-            row = (
-                (
-                    await conn.execute(
-                        select(API_KEYS).where(
-                            API_KEYS.c.key_hash == key_hash, API_KEYS.c.revoked_at.is_(None)
-                        )
-                    )
-                )
-                .mappings()
-                .first()
-            )
+        row = await self._first(
+            select(API_KEYS).where(API_KEYS.c.key_hash == key_hash, API_KEYS.c.revoked_at.is_(None))
+        )
         if row is None:
             return None
         record = ApiKeyRecord.model_validate(dict(row))
