@@ -22,6 +22,7 @@ from parkgate.store import statements
 from parkgate.store.canonical import clean_text
 from parkgate.store.engine import WRITE, sqlite_sync_twin, sqlite_writer_lock
 from parkgate.store.migrate import check_schema_on
+from parkgate.store.wakeups import FinalRowWaiters
 
 #: Rows per statement or transaction for bulk reads, writes and deletes.
 BATCH = 500
@@ -59,6 +60,8 @@ class StoreBase:
         self.dialect = engine.dialect.name
         #: File SQLite only: the same database through plain pysqlite, for writes.
         self._sync_engine: Engine | None = sqlite_sync_twin(engine)
+        #: Long-polls of this process waiting for a call's final row (store/wakeups.py).
+        self.final_rows = FinalRowWaiters()
 
     async def close(self) -> None:
         if self._sync_engine is not None:
