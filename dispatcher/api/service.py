@@ -230,8 +230,12 @@ class CallService:
         deadline = loop.time() + seconds
         handle = self.handle(session_id, tool_use_id)
         with self.repo.final_rows.watch(session_id, tool_use_id) as committed:
+            # A row committed before the watch began wakes nobody: look once (an
+            # auto-approved read is often stored before its start returns).
+            if await self.final_row_stored(session_id, tool_use_id):
+                committed.set()
             while True:
-                woken = await self._wait_handle(
+                woken = committed.is_set() or await self._wait_handle(
                     handle, max(0.0, deadline - loop.time()), also=committed
                 )
                 resource = await self.resource(session_id, tool_use_id, turn_id=turn_id)
