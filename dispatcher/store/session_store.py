@@ -9,8 +9,10 @@ import re
 import secrets
 from collections.abc import Sequence
 from datetime import timedelta
+from typing import Any
 
 from sqlalchemy import and_, or_, select, update
+from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
 from parkgate.access import DEFAULT_PROJECT, PROJECT_PATTERN, Submitter, normalize_roles
@@ -96,19 +98,22 @@ class SessionStore(StoreBase):
         if not tool_use_ids:
             return
         now = utcnow()
-        async with self._write() as conn:
-            for tool_use_id in tool_use_ids:
-                await conn.execute(
-                    statements.insert(self.dialect, SUBMISSIONS)
-                    .values(
-                        session_id=session_id,
-                        tool_use_id=tool_use_id,
-                        key_id=key_id,
-                        key_name=clean_text(key_name)[:200],
-                        submitted_at=now,
-                    )
-                    .on_conflict_do_nothing(index_elements=["session_id", "tool_use_id"])
-                )
+        rows = [
+            {"session_id": session_id, "tool_use_id": tool_use_id, "key_id": key_id,
+             "key_name": clean_text(key_name)[:200], "submitted_at": now}
+            for tool_use_id in tool_use_ids
+        ]
+        # One transaction through _in_write: on a SQLite file one hop to a
+        # thread (it precedes every submitted call's start).
+        await self._in_write(self._record_submission_in, rows)
+
+    def _record_submission_in(self, conn: Connection, rows: list[dict[str, Any]]) -> None:
+        for row in rows:
+            conn.execute(
+                statements.insert(self.dialect, SUBMISSIONS)
+                .values(**row)
+                .on_conflict_do_nothing(index_elements=["session_id", "tool_use_id"])
+            )
 
     async def get_submitter(self, session_id: str, tool_use_id: str) -> Submitter | None:
         """The key that submitted this call first, or None (unknown/older calls)."""
