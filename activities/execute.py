@@ -31,6 +31,7 @@ from parkgate.durable.payloads import (
     ACT_EXECUTE_LOCAL,
     ExecuteInput,
     ExecuteOutput,
+    RecordInput,
 )
 from parkgate.events import ToolEvent
 from parkgate.models import TextBlock, ToolErrorClass, ToolResultBlock, input_hash, utcnow
@@ -70,6 +71,31 @@ def hash_mismatch(inp: ExecuteInput) -> bool:
     return actual != inp.approved_hash or inp.prepared.input_hash != inp.approved_hash
 
 
+class Lead:
+    """The decision an approved run carries (ExecuteInput.resolved): stored in the
+    same transaction as the run's first write (tool.called and the running row,
+    before the tool starts), instead of in two writes of its own."""
+
+    def __init__(self, resolved: RecordInput | None) -> None:
+        self.resolved = resolved
+        #: True once stored (or when there is nothing to store).
+        self.recorded = resolved is None
+
+    def take(self) -> RecordInput | None:
+        resolved, self.resolved = self.resolved, None
+        return resolved
+
+
+def _merged(base: CallUpdate | None, top: CallUpdate | None) -> CallUpdate | None:
+    """`base` with every field `top` sets (the workflow's rule for a resolution
+    written with a later row)."""
+    if base is None or top is None:
+        return base or top
+    changes = {name: getattr(top, name) for name in CallUpdate.model_fields
+               if getattr(top, name) is not None}
+    return base.model_copy(update=changes)
+
+
 class DeferredCalled:
     """tool.called of one run: stored at once, or held to share the final write.
 
@@ -78,10 +104,12 @@ class DeferredCalled:
     are stored on their own so live streams show the call running.
     """
 
-    def __init__(self, owner: ExecuteActivities, pending: list[ToolEvent], *, defer: bool):
+    def __init__(self, owner: ExecuteActivities, pending: list[ToolEvent], *, defer: bool,
+                 lead: Lead | None = None):
         self.owner = owner
         self.pending = pending
         self.defer = defer
+        self.lead = lead
         self.item: tuple[ToolEvent, CallUpdate] | None = None
         self.timer: asyncio.Task[None] | None = None
 
@@ -100,7 +128,7 @@ class DeferredCalled:
         """Store the held event now (it joins `pending` if the store is down)."""
         item, self.item = self.item, None
         if item is not None:
-            await self.owner._emit(item[0], self.pending, item[1])
+            await self.owner._emit(item[0], self.pending, item[1], lead=self.lead)
 
     async def settle(self) -> list[ToolEvent]:
         """The event still to be written with the outcome ([] if already stored)."""
@@ -135,18 +163,20 @@ class ExecuteActivities:
     # ------------------------------------------------------------------
     async def _run(self, inp: ExecuteInput, *, heartbeat: bool) -> ExecuteOutput:
         pending: list[ToolEvent] = []
-        # The decision that lets this call run is stored before it runs; when the
-        # store is down it travels back like the other events (see ExecuteOutput).
-        resolved_recorded = await self._store_resolved(inp, pending)
+        # The decision that lets this call run is stored before it runs, with the
+        # run's first write; when the store is down it travels back like the
+        # other events (see ExecuteOutput).
+        lead = await self._store_resolved(inp, pending)
         if hash_mismatch(inp):
-            out = await self._refuse(inp, pending)
-            return out.model_copy(update={"resolved_recorded": resolved_recorded})
+            out = await self._refuse(inp, pending, lead)
+            return out.model_copy(update={"resolved_recorded": lead.recorded})
         held: list[ToolEvent] = []
         parent_id = inp.prepared.call.id
         # A read (local run) that records its own final row stores tool.called
         # with the outcome, in one write, unless it is still running after a
         # moment. At-most-once runs store tool.called before the tool starts.
-        called = DeferredCalled(self, pending, defer=inp.final is not None and not heartbeat)
+        called = DeferredCalled(self, pending, defer=inp.final is not None and not heartbeat,
+                                lead=lead)
 
         async def emit(event: ToolEvent) -> None:
             if event.tool_use_id != parent_id:
@@ -157,7 +187,7 @@ class ExecuteActivities:
                 # store is back: flush what is pending so humans and streams see it now.
                 await called.flush()
                 await self._emit(
-                    event, pending, retry=event.type == "tool.confirmation_requested"
+                    event, pending, retry=event.type == "tool.confirmation_requested", lead=lead
                 )
             elif event.type == "tool.called":
                 await called.hold(event, self._running_row(inp, event))
@@ -182,7 +212,7 @@ class ExecuteActivities:
         # response, which may come after the tool's write; aborting the final
         # store write then would end the call `cancelled` with its effect done.
         return await _despite_cancellation(
-            self._outcome(inp, run, approver, beat, called, held, pending, resolved_recorded)
+            self._outcome(inp, run, approver, beat, called, held, pending, lead)
         )
 
     @staticmethod
@@ -205,14 +235,14 @@ class ExecuteActivities:
         called: DeferredCalled,
         held: list[ToolEvent],
         pending: list[ToolEvent],
-        resolved_recorded: bool,
+        lead: Lead,
     ) -> ExecuteOutput:
         """Store the final event and row of a run that happened, and report it."""
         await self._stop_helpers(approver, beat)
         full = run.output.model_dump(mode="json") if run.output else None
         row = self._final_row(inp, run, full)
         carried: dict[str, Any] | None = None
-        stored = await self._store([*await called.settle(), *held], row, pending)
+        stored = await self._store([*await called.settle(), *held], row, pending, lead=lead)
         if not stored:
             log.warning("store unavailable; results of %s travel back", inp.prepared.call.id)
             if full is not None and len(json.dumps(full, default=str)) <= _CARRY_OUTPUT_BYTES:
@@ -225,23 +255,40 @@ class ExecuteActivities:
             pending_events=pending,
             full_output=carried,
             recorded=stored and inp.final is not None,
-            resolved_recorded=resolved_recorded,
+            resolved_recorded=lead.recorded,
         )
 
-    async def _store_resolved(self, inp: ExecuteInput, pending: list[ToolEvent]) -> bool:
-        """Write ExecuteInput.resolved (approval row, event, call row); False when
-        the store is down (its events then lead `pending`)."""
+    async def _store_resolved(self, inp: ExecuteInput, pending: list[ToolEvent]) -> Lead:
+        """ExecuteInput.resolved (approval row, event, call row) as the run's Lead.
+
+        A plain decision on a store that writes it with other rows in one
+        transaction (`apply_decided`) is left to the run's first write; else it
+        is written now (not recorded when the store is down: its events then
+        lead `pending`)."""
         res = inp.resolved
-        if res is None:
-            return True
+        if res is None or self._joinable(res):
+            return Lead(res)
+        lead = Lead(None)
         try:
             await write_approval(self.deps.store, res)
             await self.deps.store.apply(res.events, res.update)
         except Exception:
             log.warning("store unavailable; the decision of %s travels back", inp.prepared.call.id)
             pending.extend(res.events)
-            return False
-        return True
+            lead.recorded = False
+        return lead
+
+    def _joinable(self, res: RecordInput) -> bool:
+        """Whether `res` can ride with the run's first write (store/repository.py
+        `apply_decided`): a decision only, no remembered rule to create."""
+        approval = res.approval
+        return (
+            hasattr(self.deps.store, "apply_decided")
+            and approval is not None
+            and approval.decision is not None
+            and res.approval_decision_only
+            and res.remember is None
+        )
 
     @staticmethod
     def _final_row(inp: ExecuteInput, run: ToolRun, full: dict[str, Any] | None) -> CallUpdate:
@@ -328,10 +375,11 @@ class ExecuteActivities:
         update: CallUpdate | None = None,
         *,
         retry: bool = False,
+        lead: Lead | None = None,
     ) -> None:
         """Store an event now (live streams see it); keep it for the workflow if the
         store is down, so the tool's run is never failed by a history outage."""
-        if not await self._store([event], update, pending, retry=retry):
+        if not await self._store([event], update, pending, retry=retry, lead=lead):
             log.warning("store unavailable; %s travels back to the workflow", event.type)
 
     async def _store(
@@ -341,22 +389,34 @@ class ExecuteActivities:
         pending: list[ToolEvent],
         *,
         retry: bool = False,
+        lead: Lead | None = None,
     ) -> bool:
         """Write events + row; on failure (or after an earlier failure, to keep the
         order) the events join `pending`. True when written.
 
         With `retry`, an earlier failure does not stop the attempt: what is pending
-        is written first, in order, and no longer travels back."""
+        is written first, in order, and no longer travels back.
+
+        A `lead` not stored yet goes first, in the same transaction."""
+        resolved = lead.take() if lead is not None else None
+        first = resolved.events if resolved is not None else []
         if pending and not retry:
+            pending[:0] = first
             pending.extend(events)
             return False
-        batch = [*pending, *events]
+        batch = [*first, *pending, *events]
         try:
-            await self.deps.store.apply(batch, update)
+            if resolved is not None and resolved.approval is not None:
+                apply_decided = self.deps.store.apply_decided  # type: ignore[attr-defined]
+                await apply_decided(resolved.approval, batch, _merged(resolved.update, update))
+            else:
+                await self.deps.store.apply(batch, update)
         except Exception:
             log.debug("store write failed", exc_info=True)
             pending[:] = batch
             return False
+        if lead is not None and resolved is not None:
+            lead.recorded = True
         pending.clear()
         return True
 
@@ -368,7 +428,9 @@ class ExecuteActivities:
             activity.heartbeat()
             await asyncio.sleep(interval)
 
-    async def _refuse(self, inp: ExecuteInput, pending: list[ToolEvent]) -> ExecuteOutput:
+    async def _refuse(
+        self, inp: ExecuteInput, pending: list[ToolEvent], lead: Lead
+    ) -> ExecuteOutput:
         call, session = inp.prepared.call, inp.prepared.session
         text = (
             "Refusing to run: the input differs from the approved input "
@@ -386,6 +448,7 @@ class ExecuteActivities:
                 message=text,
             ),
             pending,
+            lead=lead,
         )
         return ExecuteOutput(
             result=ToolResultBlock(

@@ -216,11 +216,33 @@ class CallService:
     async def wait(
         self, session_id: str, tool_use_id: str, seconds: float, *, turn_id: str | None = None
     ) -> CallResource | None:
-        """Long-poll: return as soon as the call finishes, or after `seconds`."""
-        if seconds > 0:
-            await self._wait_handle(self.handle(session_id, tool_use_id), seconds)
-        resource = await self.resource(session_id, tool_use_id, turn_id=turn_id)
-        if resource is not None and seconds > 0 and not resource.finished:
+        """Long-poll: return as soon as the call finishes, or after `seconds`.
+
+        Finished means the workflow ended, or sooner: a worker in this process
+        committed the call's final row (store/wakeups.py), one workflow task
+        and one history round trip before Temporal reports the workflow closed.
+        The answer is the same either way: a finished call is answered from its
+        row, as a plain GET would answer it.
+        """
+        if seconds <= 0:
+            return await self.resource(session_id, tool_use_id, turn_id=turn_id)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + seconds
+        handle = self.handle(session_id, tool_use_id)
+        with self.repo.final_rows.watch(session_id, tool_use_id) as committed:
+            # A row committed before the watch began wakes nobody: look once (an
+            # auto-approved read is often stored before its start returns).
+            if await self.final_row_stored(session_id, tool_use_id):
+                committed.set()
+            while True:
+                woken = committed.is_set() or await self._wait_handle(
+                    handle, max(0.0, deadline - loop.time()), also=committed
+                )
+                resource = await self.resource(session_id, tool_use_id, turn_id=turn_id)
+                if not woken or (resource is not None and resource.finished):
+                    break
+                committed.clear()  # a hint only: the row is not final, wait on
+        if resource is not None and not resource.finished:
             # The workflow finished but its final row may trail by a moment.
             resource = await self._settle(session_id, tool_use_id, resource, turn_id)
         return resource
@@ -234,16 +256,25 @@ class CallService:
             return self._build(session_id, tool_use_id, row, view, turn_id)
         return resource
 
-    async def _wait_handle(self, handle: WorkflowHandle[Any, Any], seconds: float) -> None:
+    async def _wait_handle(
+        self, handle: WorkflowHandle[Any, Any], seconds: float,
+        *, also: asyncio.Event | None = None,
+    ) -> bool:
+        """Wait for the workflow's result, a drain, or `also`; True when `also`
+        alone ended the wait."""
         if self.draining.is_set():
-            return
+            return False
         result = asyncio.ensure_future(handle.result(follow_runs=True))
         drained = asyncio.ensure_future(self.draining.wait())
+        waits = {result, drained}
+        woken = asyncio.ensure_future(also.wait()) if also is not None else None
+        if woken is not None:
+            waits.add(woken)
         try:
-            await asyncio.wait({result, drained}, timeout=seconds,
-                               return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait(waits, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
+            return woken is not None and woken.done() and not (result.done() or drained.done())
         finally:
-            for task in (result, drained):
+            for task in waits:
                 task.cancel()
             with contextlib.suppress(
                 asyncio.CancelledError, TimeoutError, WorkflowFailureError, RPCError

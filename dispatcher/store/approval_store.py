@@ -80,13 +80,9 @@ class ApprovalStore(StoreBase):
         return ApprovalRecord.model_validate(dict(row)) if row else None
 
     async def get_approval(self, request_id: str) -> ApprovalRecord | None:
-        async with self._read() as conn:
-            row = (
-                (await conn.execute(select(APPROVALS).where(APPROVALS.c.request_id == request_id)))
-                .mappings()
-                .first()
-            )
-        return self._approval(row)
+        return self._approval(
+            await self._first(select(APPROVALS).where(APPROVALS.c.request_id == request_id))
+        )
 
     async def get_approval_by_token_hash(self, token_hash: str) -> ApprovalRecord | None:
         async with self._read() as conn:

@@ -14,14 +14,15 @@ from contextlib import asynccontextmanager
 from enum import Enum
 from typing import Any, TypeVar
 
-from sqlalchemy import Table, select
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy import Executable, Table, select
+from sqlalchemy.engine import Connection, Engine, Row, RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from parkgate.store import statements
 from parkgate.store.canonical import clean_text
 from parkgate.store.engine import WRITE, sqlite_sync_twin, sqlite_writer_lock
 from parkgate.store.migrate import check_schema_on
+from parkgate.store.wakeups import FinalRowWaiters
 
 #: Rows per statement or transaction for bulk reads, writes and deletes.
 BATCH = 500
@@ -59,6 +60,8 @@ class StoreBase:
         self.dialect = engine.dialect.name
         #: File SQLite only: the same database through plain pysqlite, for writes.
         self._sync_engine: Engine | None = sqlite_sync_twin(engine)
+        #: Long-polls of this process waiting for a call's final row (store/wakeups.py).
+        self.final_rows = FinalRowWaiters()
 
     async def close(self) -> None:
         if self._sync_engine is not None:
@@ -85,6 +88,28 @@ class StoreBase:
     async def _read(self) -> AsyncIterator[AsyncConnection]:
         async with self.engine.connect() as conn, conn.begin():
             yield conn
+
+    async def _first(self, query: Executable) -> RowMapping | None:
+        """The first row of a one-statement read, as a mapping.
+
+        A file SQLite database answers it in one hop to a worker thread on the
+        plain pysqlite twin (WAL: readers never wait for the writer), instead
+        of the several hops aiosqlite makes per statement; the hot reads of a
+        request (its key, session, approval, call row) each cost one hop.
+        """
+        row = await self._first_row(query)
+        return row._mapping if row is not None else None
+
+    async def _first_row(self, query: Executable) -> Row[Any] | None:
+        if self._sync_engine is not None:
+            return await asyncio.to_thread(self._sync_first, query)
+        async with self._read() as conn:
+            return (await conn.execute(query)).first()
+
+    def _sync_first(self, query: Executable) -> Row[Any] | None:
+        assert self._sync_engine is not None
+        with self._sync_engine.connect() as conn, conn.begin():
+            return conn.execute(query).first()
 
     def _lock_sessions(self, conn: Connection, session_ids: Iterable[str]) -> None:
         if self.dialect != "postgresql":

@@ -50,7 +50,9 @@ class CallStore(EventStore):
         """`apply`, returning how many events were newly stored."""
         if not events and update is None:
             return 0
-        return await self._in_write(self._record_in, events, update)
+        added = await self._in_write(self._record_in, events, update)
+        self._committed(update)
+        return added
 
     async def record_unless_finished(
         self, events: Sequence[ToolEvent], update: CallUpdate
@@ -63,7 +65,15 @@ class CallStore(EventStore):
         that may have finished and recorded before it died): the store must not
         say both "completed" and "failed".
         """
-        return await self._in_write(self._record_unless_finished_in, events, update)
+        stored = await self._in_write(self._record_unless_finished_in, events, update)
+        self._committed(update)
+        return stored
+
+    def _committed(self, update: CallUpdate | None) -> None:
+        """Wake this process's long-polls once a final row is committed (a stored
+        final row that this write left alone counts too: the call has ended)."""
+        if update is not None and update.status is not None and update.status.terminal:
+            self.final_rows.committed(update.session_id, update.tool_use_id)
 
     def _record_unless_finished_in(
         self, conn: Connection, events: Sequence[ToolEvent], update: CallUpdate
@@ -146,18 +156,11 @@ class CallStore(EventStore):
 
     # ------------------------------------------------------------------ call reads
     async def get_call(self, session_id: str, tool_use_id: str) -> CallRecord | None:
-        async with self._read() as conn:
-            row = (
-                (
-                    await conn.execute(
-                        select(CALLS).where(
-                            CALLS.c.session_id == session_id, CALLS.c.tool_use_id == tool_use_id
-                        )
-                    )
-                )
-                .mappings()
-                .first()
+        row = await self._first(
+            select(CALLS).where(
+                CALLS.c.session_id == session_id, CALLS.c.tool_use_id == tool_use_id
             )
+        )
         return CallRecord.model_validate(dict(row)) if row else None
 
     @staticmethod

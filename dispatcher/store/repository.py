@@ -18,16 +18,20 @@ safe under concurrent callers; event appends for one session are serialized
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy.engine import URL
+from sqlalchemy import select
+from sqlalchemy.engine import URL, Connection
 
-from parkgate.records import HistoryStore
+from parkgate.events import ToolEvent
+from parkgate.records import ApprovalRecord, CallUpdate, HistoryStore
 from parkgate.store.approval_store import ApprovalStore, WaitingApproval
 from parkgate.store.audit_store import AuditStore, ExportFormat
 from parkgate.store.blob_store import BlobTables
 from parkgate.store.call_store import CallStore
 from parkgate.store.engine import make_engine
+from parkgate.store.errors import ApprovalNotFoundError
 from parkgate.store.event_store import EventStore
 from parkgate.store.remembered import RememberedRulesStore
 from parkgate.store.session_store import API_KEY_PREFIX, SessionStore
@@ -95,6 +99,52 @@ class Repository(
 
     async def __aenter__(self) -> Repository:
         return self
+
+    async def apply_decided(
+        self,
+        approval: ApprovalRecord,
+        events: Sequence[ToolEvent],
+        update: CallUpdate | None = None,
+    ) -> None:
+        """`decide_approval` (first write wins) and `apply`, in ONE transaction.
+
+        The approved run's first write: the decision, tool.confirmation_resolved
+        and tool.called with the running row, stored together before the tool
+        starts (one write where there were three). Raises ApprovalNotFoundError,
+        writing nothing, for an unknown request id.
+        """
+        assert approval.decision is not None
+        await self._in_write(self._apply_decided_in, approval, events, update)
+        self._committed(update)
+
+    def _apply_decided_in(
+        self,
+        conn: Connection,
+        approval: ApprovalRecord,
+        events: Sequence[ToolEvent],
+        update: CallUpdate | None,
+    ) -> None:
+        self._lock_sessions(conn, {approval.session_id})
+        assert approval.decision is not None
+        won = self._decide(
+            conn, approval.request_id, approval.decision, approval.decided_by, approval.via,
+            approval.reason, approval.decided_at,
+            extra={
+                "principal_id": approval.principal_id,
+                "claimed_name": approval.claimed_name,
+                "self_approved": approval.self_approved,
+                "votes": approval.votes,
+            },
+        )
+        if not won:
+            found = conn.execute(
+                select(APPROVALS.c.request_id).where(
+                    APPROVALS.c.request_id == approval.request_id
+                )
+            ).first()
+            if found is None:
+                raise ApprovalNotFoundError(approval.request_id)
+        self._record_in(conn, events, update)
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()

@@ -9,8 +9,10 @@ import re
 import secrets
 from collections.abc import Sequence
 from datetime import timedelta
+from typing import Any
 
 from sqlalchemy import and_, or_, select, update
+from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
 from parkgate.access import DEFAULT_PROJECT, PROJECT_PATTERN, Submitter, normalize_roles
@@ -96,36 +98,33 @@ class SessionStore(StoreBase):
         if not tool_use_ids:
             return
         now = utcnow()
-        async with self._write() as conn:
-            for tool_use_id in tool_use_ids:
-                await conn.execute(
-                    statements.insert(self.dialect, SUBMISSIONS)
-                    .values(
-                        session_id=session_id,
-                        tool_use_id=tool_use_id,
-                        key_id=key_id,
-                        key_name=clean_text(key_name)[:200],
-                        submitted_at=now,
-                    )
-                    .on_conflict_do_nothing(index_elements=["session_id", "tool_use_id"])
-                )
+        rows = [
+            {"session_id": session_id, "tool_use_id": tool_use_id, "key_id": key_id,
+             "key_name": clean_text(key_name)[:200], "submitted_at": now}
+            for tool_use_id in tool_use_ids
+        ]
+        # One transaction through _in_write: on a SQLite file one hop to a
+        # thread (it precedes every submitted call's start).
+        await self._in_write(self._record_submission_in, rows)
+
+    def _record_submission_in(self, conn: Connection, rows: list[dict[str, Any]]) -> None:
+        for row in rows:
+            conn.execute(
+                statements.insert(self.dialect, SUBMISSIONS)
+                .values(**row)
+                .on_conflict_do_nothing(index_elements=["session_id", "tool_use_id"])
+            )
 
     async def get_submitter(self, session_id: str, tool_use_id: str) -> Submitter | None:
         """The key that submitted this call first, or None (unknown/older calls)."""
         query = select(SUBMISSIONS.c.key_id, SUBMISSIONS.c.key_name).where(
             SUBMISSIONS.c.session_id == session_id, SUBMISSIONS.c.tool_use_id == tool_use_id
         )
-        async with self._read() as conn:
-            row = (await conn.execute(query)).first()
-        return Submitter(key_id=row[0], key_name=row[1]) if row else None
+        row = await self._first(query)
+        return Submitter(key_id=row["key_id"], key_name=row["key_name"]) if row else None
 
     async def get_session(self, session_id: str) -> SessionRecord | None:
-        async with self._read() as conn:
-            row = (
-                (await conn.execute(select(SESSIONS).where(SESSIONS.c.session_id == session_id)))
-                .mappings()
-                .first()
-            )
+        row = await self._first(select(SESSIONS).where(SESSIONS.c.session_id == session_id))
         return SessionRecord.model_validate(dict(row)) if row else None
 
     # ------------------------------------------------------------------ API keys
@@ -170,18 +169,9 @@ class SessionStore(StoreBase):
         if not plaintext or not plaintext.startswith(API_KEY_PREFIX) or len(plaintext) > 200:
             return None
         key_hash = _hash_key(plaintext)
-        async with self._read() as conn:
-            row = (
-                (
-                    await conn.execute(
-                        select(API_KEYS).where(
-                            API_KEYS.c.key_hash == key_hash, API_KEYS.c.revoked_at.is_(None)
-                        )
-                    )
-                )
-                .mappings()
-                .first()
-            )
+        row = await self._first(
+            select(API_KEYS).where(API_KEYS.c.key_hash == key_hash, API_KEYS.c.revoked_at.is_(None))
+        )
         if row is None:
             return None
         record = ApiKeyRecord.model_validate(dict(row))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from fastapi import APIRouter, Request, Response
@@ -67,8 +68,10 @@ async def confirm(
     if body.edited_input is not None:
         reject_too_deep(body.edited_input, settings.max_input_depth, "body.edited_input")
     reject_unencodable(body.model_dump(), ["body"])
-    await session_of(repo, session_id, key)
-    approval = await repo.get_approval(request_id)
+    # Independent reads, in parallel: the decision's latency is a human's wait.
+    _, approval = await asyncio.gather(
+        session_of(repo, session_id, key), repo.get_approval(request_id)
+    )
     if approval is None or approval.session_id != session_id or approval.turn_id != turn_id:
         raise not_found(f"approval request {request_id!r}")
     submitter = await submitter_of(repo, approval)
