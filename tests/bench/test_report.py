@@ -47,3 +47,16 @@ def test_markdown_and_json_agree(tmp_path: Path) -> None:
     assert [r["name"] for r in data["rows"]] == ["floor", "worker RSS growth", "lost"]
     assert data["rows"][0]["machine"] == f"{cores} cores"
     assert data["machine"]["cores"] == cores and data["targets_met"] is False
+
+
+def test_the_approval_target_reads_the_serial_floor_of_the_same_run() -> None:
+    from bench.approval import serial_floor_p50
+
+    report = Report(machine=Machine.here(), command="python -m bench")
+    assert serial_floor_p50(report) is None  # latency phase not run: no ratio, no verdict
+    report.add(Row.latency("latency", "floor: empty workflow, eager start", [30.0] * 3,
+                           concurrency=32))
+    report.add(Row.latency("latency", "floor: empty workflow, eager start", [12.0] * 3,
+                           concurrency=1))
+    report.add(Row.latency("latency", "durable read_file", [20.0] * 3, concurrency=1))
+    assert serial_floor_p50(report) == pytest.approx(12.0)
