@@ -37,7 +37,7 @@ from parkgate.api.ratelimit import RateLimiter
 from parkgate.api.schemas import CallResource
 from parkgate.api.service import CallService
 from parkgate.durable.client import TEMPORAL_NO_ANSWER, IdempotencyConflictError
-from parkgate.models import ImageBlock, Session, SideEffects, ToolDefinition, ToolUseBlock
+from parkgate.models import ImageBlock, SideEffects, ToolDefinition, ToolUseBlock
 from parkgate.records import CallStatus
 from parkgate.settings import Settings
 from parkgate.store.results import SessionRecord
@@ -166,7 +166,7 @@ class McpGateway:
         self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
         caller = _caller(ctx)
-        definitions = self.deps.registry.definitions_for(_session(caller, "-"))
+        definitions = self.deps.registry.definitions_for(caller.session.for_turn("-"))
         return types.ListToolsResult(tools=[mcp_tool(d) for d in definitions])
 
     async def _call_tool(
@@ -184,7 +184,7 @@ class McpGateway:
                 return _error(f"_meta.{label} may contain only letters, digits and _ . : - "
                               "(1-200 characters)")
         block = ToolUseBlock(id=tool_use_id, name=params.name, input=dict(params.arguments or {}))
-        session = _session(caller, turn_id)
+        session = caller.session.for_turn(turn_id)
         try:
             await self.deps.repo.record_submission(
                 session.session_id, [tool_use_id], caller.principal.key_id, caller.principal.name)
@@ -254,14 +254,6 @@ def _caller(ctx: ServerRequestContext[Any]) -> Caller:
         raise RuntimeError("the MCP endpoint is served over HTTP only")
     caller: Caller = request.scope["state"][_STATE_KEY]
     return caller
-
-
-def _session(caller: Caller, turn_id: str) -> Session:
-    record = caller.session
-    return Session(session_id=record.session_id, turn_id=turn_id,
-                   workspace_path=record.workspace_path,
-                   kind=record.kind,  # type: ignore[arg-type]
-                   worker_group=record.worker_group)
 
 
 def _content(resource: CallResource) -> list[types.ContentBlock]:

@@ -8,7 +8,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from parkgate.events import ToolEvent
-from parkgate.models import ToolResultBlock
+from parkgate.models import Session, ToolResultBlock
 from parkgate.records import CallStatus
 from parkgate.store.semantics import MeaningProblem
 
@@ -104,6 +104,16 @@ class SessionRecord(BaseModel):
     project: str = "default"
     registered_by: str | None = None
     worker_group: str | None = None
+
+    def for_turn(self, turn_id: str) -> Session:
+        """The session a call of this turn runs in (what the workflow carries)."""
+        return Session(
+            session_id=self.session_id,
+            turn_id=turn_id,
+            workspace_path=self.workspace_path,
+            kind=self.kind,  # type: ignore[arg-type]
+            worker_group=self.worker_group,
+        )
 
 
 class ApiKeyRecord(BaseModel):

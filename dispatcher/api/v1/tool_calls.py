@@ -37,7 +37,7 @@ from parkgate.api.v1.common import (
 )
 from parkgate.durable.client import IdempotencyConflictError
 from parkgate.durable.payloads import call_workflow_id
-from parkgate.models import Session, ToolUseBlock
+from parkgate.models import ToolUseBlock
 from parkgate.records import CallStatus
 from parkgate.store.results import CallFilters
 
@@ -67,13 +67,7 @@ async def submit_call(
     check_tool_use_id(call, settings.max_input_depth)
     record = await session_of(repo, session_id, key)
     await repo.record_submission(session_id, [call.id], key.key_id, key.name)
-    session = Session(
-        session_id=session_id,
-        turn_id=turn_id,
-        workspace_path=record.workspace_path,
-        kind=record.kind,  # type: ignore[arg-type]
-        worker_group=record.worker_group,
-    )
+    session = record.for_turn(turn_id)
     service = call_service(request)
     try:
         await service.start_call(call, session)
@@ -141,13 +135,7 @@ async def submit_batch(
         seen.add(call.id)
     record = await session_of(repo, session_id, key)
     await repo.record_submission(session_id, [c.id for c in body.calls], key.key_id, key.name)
-    session = Session(
-        session_id=session_id,
-        turn_id=turn_id,
-        workspace_path=record.workspace_path,
-        kind=record.kind,  # type: ignore[arg-type]
-        worker_group=record.worker_group,
-    )
+    session = record.for_turn(turn_id)
     service = call_service(request)
     try:
         handle = await service.start_turn(body.calls, session)

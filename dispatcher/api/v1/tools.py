@@ -19,7 +19,6 @@ from parkgate.api.v1.common import (
     SessionId,
     session_of,
 )
-from parkgate.models import Session
 
 router = APIRouter(prefix="/v1", tags=["agent"])
 
@@ -38,13 +37,7 @@ async def list_tools(
     format: Annotated[Literal["canonical", "openai", "anthropic"], Query()] = "canonical",
 ) -> ToolsOut:
     record = await session_of(repo, session_id, key)
-    session = Session(
-        session_id=session_id,
-        turn_id="-",
-        workspace_path=record.workspace_path,
-        kind=record.kind,  # type: ignore[arg-type]
-        worker_group=record.worker_group,
-    )
+    session = record.for_turn("-")
     definitions = deps.registry.definitions_for(session)
     if format == "openai":
         tools = [d.to_openai() for d in definitions]
