@@ -1,15 +1,20 @@
 """Pages signed in with an API key: the audit pages and the approver inbox.
 
-Both keep the key id in a signed, timed cookie; this is the one place that
-reads it back and checks the key is still active and holds the page's role.
+Both sign in with the same form (an API key, CSRF-checked) and keep the key
+id in a signed, timed cookie; this is the one place that checks the form and
+reads the cookie back, checking the key is still active and holds the role.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from fastapi import Request
 from itsdangerous import BadSignature, URLSafeTimedSerializer
 
 from parkgate.access import Role
+from parkgate.api import csrf
+from parkgate.settings import Settings
 from parkgate.store import Repository
 from parkgate.store.results import ApiKeyRecord
 
@@ -35,3 +40,38 @@ async def signed_in_key(
     if key is None or role.value not in key.roles:
         return None
     return key
+
+
+@dataclass(frozen=True)
+class SignIn:
+    """What a posted sign-in form came to: the key, or the status and error to show."""
+
+    key: ApiKeyRecord | None
+    status: int
+    error: str
+    #: The form's `next` field as posted (the page decides which paths are safe).
+    next: str | None
+
+
+async def sign_in(request: Request, *, purpose: str, role: Role, no_role: str) -> SignIn:
+    """Check a posted sign-in form: origin and CSRF (else 403), the API key
+    (else 401), the page's role (else 403 with `no_role`)."""
+    settings: Settings = request.app.state.settings
+    try:
+        form = await request.form(max_fields=10, max_files=0)
+    except Exception:
+        form = None
+    fields = {k: v for k, v in (form or {}).items() if isinstance(v, str)}
+    ok = form is not None and csrf.origin_ok(request, settings.public_base_url) and csrf.check(
+        request.app.state.secret, purpose, fields.get("csrf"),
+        request.cookies.get(csrf.cookie_name(purpose)),
+    )
+    if not ok:
+        return SignIn(None, 403, "The form expired; try again.", fields.get("next"))
+    repo: Repository = request.app.state.deps.repo
+    key = await repo.verify_api_key(fields.get("api_key", "").strip())
+    if key is None:
+        return SignIn(None, 401, "Invalid or revoked API key.", fields.get("next"))
+    if role.value not in key.roles:
+        return SignIn(None, 403, no_role, fields.get("next"))
+    return SignIn(key, 200, "", fields.get("next"))

@@ -20,7 +20,7 @@ from parkgate.api import csrf
 from parkgate.api.approval_links import link_for_principal, links_for_admin, submitter_of
 from parkgate.api.deps import principal_of
 from parkgate.api.full_output import OutputFormat, output_response
-from parkgate.api.key_sessions import signed_in_key
+from parkgate.api.key_sessions import sign_in, signed_in_key
 from parkgate.api.views import pretty_json
 from parkgate.records import CallStatus
 from parkgate.settings import Settings
@@ -118,32 +118,19 @@ async def login(request: Request) -> Response:
     settings: Settings = request.app.state.settings
     if not settings.audit_pages_enabled:
         return _not_found(request)
-    try:
-        form = await request.form(max_fields=10, max_files=0)
-    except Exception:
-        form = None
-    fields = {k: v for k, v in (form or {}).items() if isinstance(v, str)}
-    next_url = _safe_next(fields.get("next"))
-    ok = form is not None and csrf.origin_ok(request, settings.public_base_url) and csrf.check(
-        request.app.state.secret, _LOGIN_PURPOSE, fields.get("csrf"),
-        request.cookies.get(csrf.cookie_name(_LOGIN_PURPOSE)),
+    signed = await sign_in(
+        request, purpose=_LOGIN_PURPOSE, role=Role.AUDITOR,
+        no_role="This API key has no auditor role; the audit pages need one.",
     )
-    key = None
-    error = "Invalid or revoked API key." if ok else "The form expired; try again."
-    if ok:
-        repo: Repository = request.app.state.deps.repo
-        key = await repo.verify_api_key(fields.get("api_key", "").strip())
-        if key is not None and Role.AUDITOR.value not in key.roles:
-            key, ok = None, False
-            error = "This API key has no auditor role; the audit pages need one."
+    next_url, key = _safe_next(signed.next), signed.key
     if key is None:
         nonce, token = csrf.issue(
-        request.app.state.secret, _LOGIN_PURPOSE,
-        request.cookies.get(csrf.cookie_name(_LOGIN_PURPOSE)),
-    )
+            request.app.state.secret, _LOGIN_PURPOSE,
+            request.cookies.get(csrf.cookie_name(_LOGIN_PURPOSE)),
+        )
         response = _page(
-            request, "audit_login.html", 401 if ok else 403, csrf=token, next=next_url,
-            error=error,
+            request, "audit_login.html", signed.status, csrf=token, next=next_url,
+            error=signed.error,
         )
         _set_csrf(response, request, _LOGIN_PURPOSE, nonce)
         return response

@@ -40,7 +40,7 @@ from parkgate.api.inbox import (
     signature,
     waiting_for,
 )
-from parkgate.api.key_sessions import signed_in_key
+from parkgate.api.key_sessions import sign_in, signed_in_key
 from parkgate.api.routes_approve import REMEMBER_TTLS
 from parkgate.api.routes_remembered import remember_spec
 from parkgate.api.service import CallService
@@ -598,30 +598,14 @@ async def login_page(request: Request, next: str | None = None) -> Response:
 
 @router.post("/inbox/login", response_class=HTMLResponse)
 async def login(request: Request) -> Response:
-    settings: Settings = request.app.state.settings
-    try:
-        form = await request.form(max_fields=10, max_files=0)
-    except Exception:
-        form = None
-    fields = {k: v for k, v in (form or {}).items() if isinstance(v, str)}
-    next_url = _safe_next(fields.get("next"))
-    ok = form is not None and csrf.origin_ok(request, settings.public_base_url) and csrf.check(
-        request.app.state.secret, _LOGIN_PURPOSE, fields.get("csrf"),
-        request.cookies.get(csrf.cookie_name(_LOGIN_PURPOSE)),
-    )
-    status, error, key = 403, "The form expired; try again.", None
-    if ok:
-        repo: Repository = request.app.state.deps.repo
-        key = await repo.verify_api_key(fields.get("api_key", "").strip())
-        status, error = 401, "Invalid or revoked API key."
-        if key is not None and Role.APPROVER.value not in key.roles:
-            key, status = None, 403
-            error = "This API key has no approver role; the inbox needs one."
+    signed = await sign_in(request, purpose=_LOGIN_PURPOSE, role=Role.APPROVER,
+                           no_role="This API key has no approver role; the inbox needs one.")
+    next_url, key = _safe_next(signed.next), signed.key
     if key is None:
         nonce, token = csrf.issue(request.app.state.secret, _LOGIN_PURPOSE,
                                   request.cookies.get(csrf.cookie_name(_LOGIN_PURPOSE)))
-        response = _page(request, "inbox_login.html", status, csrf=token, next=next_url,
-                         error=error)
+        response = _page(request, "inbox_login.html", signed.status, csrf=token, next=next_url,
+                         error=signed.error)
         _set_csrf(response, request, _LOGIN_PURPOSE, nonce)
         return response
     redirect = RedirectResponse(_root(request) + next_url, status_code=303)

@@ -72,6 +72,10 @@ async def test_login_needs_csrf(api: ApiRig) -> None:
                                  base_url=api.base_url) as browser:
         r = await browser.post("/audit/login", data={"api_key": api.key})
         assert r.status_code == 403 and "pg_audit" not in r.headers.get("set-cookie", "")
+        assert "The form expired" in r.text
+        wrong = await login(api, browser, "pgk_wrong")
+        assert wrong.status_code == 401 and "Invalid or revoked API key." in wrong.text
+        assert "pg_audit" not in wrong.headers.get("set-cookie", "")
 
 
 async def test_audit_pages_can_be_disabled(

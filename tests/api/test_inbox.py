@@ -111,6 +111,9 @@ async def test_authorization_and_visibility(api: ApiRig) -> None:
         assert "pg_inbox=" not in refused.headers.get("set-cookie", "")
         bad = await login(browser, "pgk_wrong")
         assert bad.status_code == 401
+        forged = await browser.post("/inbox/login", data={"api_key": api.human_key})
+        assert forged.status_code == 403 and "The form expired" in forged.text
+        assert "pg_inbox=" not in forged.headers.get("set-cookie", "")
         ok = await login(browser, api.human_key)
         assert ok.status_code == 303 and ok.headers["location"] == "/inbox"
         page = await browser.get("/inbox")
