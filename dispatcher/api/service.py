@@ -78,7 +78,21 @@ class CallService:
         self, session_id: str, tool_use_id: str, *, turn_id: str | None = None
     ) -> CallResource | None:
         """The call resource from the store row and, if needed, the workflow."""
+        resource, _ = await self.resource_and_stored(session_id, tool_use_id, turn_id=turn_id)
+        return resource
+
+    async def resource_and_stored(
+        self, session_id: str, tool_use_id: str, *, turn_id: str | None = None
+    ) -> tuple[CallResource | None, bool]:
+        """The call resource, and whether the store already holds its final row
+        (read once: a long-poll must not answer `finished` before the store does)."""
         row = await self.repo.get_call(session_id, tool_use_id)
+        stored = row is not None and row.status.terminal
+        return await self._resource(session_id, tool_use_id, row, turn_id), stored
+
+    async def _resource(
+        self, session_id: str, tool_use_id: str, row: CallRecord | None, turn_id: str | None
+    ) -> CallResource | None:
         view: CallStatusView | None = None
         if row is not None and row.status == CallStatus.PARKED:
             # Parked: the store has all we need (no worker round trip, so this

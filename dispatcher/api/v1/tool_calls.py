@@ -175,10 +175,8 @@ async def get_call(
 ) -> CallResource:
     await session_of(repo, session_id, key)
     service = call_service(request)
-    resource = await service.resource(session_id, tool_use_id)
-    if resource is not None and wait > 0 and not (
-        resource.finished and await service.final_row_stored(session_id, tool_use_id)
-    ):
+    resource, stored = await service.resource_and_stored(session_id, tool_use_id)
+    if resource is not None and wait > 0 and not (resource.finished and stored):
         # Also while the workflow has its outcome but the store not yet: a
         # long-poll answers `finished` once the store (events, row) agrees.
         resource = await service.wait(session_id, tool_use_id, wait)
