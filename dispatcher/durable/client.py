@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 from collections.abc import Sequence
-from typing import Any, Protocol, cast
+from typing import Any, Protocol, TypeVar, cast
 
 from temporalio.client import (
     Client,
@@ -67,6 +67,9 @@ class DefinitionSource(Protocol):
 
 class UnknownCallError(KeyError):
     """No call workflow with this id (or no approval request with this id)."""
+
+
+T = TypeVar("T")
 
 
 class IdempotencyConflictError(ValueError):
@@ -147,18 +150,19 @@ class DurableDispatcher:
         self, handle: WorkflowHandle[Any, Any], tool_use: ToolUseBlock
     ) -> None:
         """Attaching: the existing call must be this call (same tool, same input)."""
-        submitted = (tool_use.name, input_hash(tool_use.name, tool_use.input))
+        started = await self._started_input(handle, CallInput)
+        if started is not None:
+            _refuse_other_calls([started.call], [tool_use])
+
+    async def _started_input(self, handle: WorkflowHandle[Any, Any], kind: type[T]) -> T | None:
+        """The input a workflow was started with (its first history event)."""
         async for event in handle.fetch_history_events(page_size=1):
-            attrs = event.workflow_execution_started_event_attributes
-            payloads = attrs.input.payloads
+            payloads = event.workflow_execution_started_event_attributes.input.payloads
             if not payloads:
-                return
-            [first] = await self.client.data_converter.decode(payloads[:1], [CallInput])
-            call = first.call
-            existing = (call.name, input_hash(call.name, call.input))
-            if existing != submitted:
-                raise IdempotencyConflictError(tool_use.id, existing, submitted)
-            return
+                return None
+            [first] = await self.client.data_converter.decode(payloads[:1], [kind])
+            return cast(T, first)
+        return None
 
     async def start_turn(
         self, tool_uses: Sequence[ToolUseBlock], session: Session
@@ -214,18 +218,9 @@ class DurableDispatcher:
         """Attaching to a batch (same turn, same ids): every call must be the same call.
 
         Covers the window in which the turn has started but not yet its calls."""
-        async for event in handle.fetch_history_events(page_size=1):
-            payloads = event.workflow_execution_started_event_attributes.input.payloads
-            if not payloads:
-                return
-            [first] = await self.client.data_converter.decode(payloads[:1], [TurnInput])
-            existing = {c.id: (c.name, input_hash(c.name, c.input)) for c in first.calls}
-            for tool_use in tool_uses:
-                submitted = (tool_use.name, input_hash(tool_use.name, tool_use.input))
-                before = existing.get(tool_use.id)
-                if before is not None and before != submitted:
-                    raise IdempotencyConflictError(tool_use.id, before, submitted)
-            return
+        started = await self._started_input(handle, TurnInput)
+        if started is not None:
+            _refuse_other_calls(started.calls, tool_uses)
 
     # ------------------------------------------------- ToolDispatcher API
     async def dispatch(self, tool_use: ToolUseBlock, session: Session) -> ToolResultBlock:
@@ -520,6 +515,19 @@ def _rejected_reason(cause: BaseException | None) -> RejectReason | None:
     if not isinstance(cause, ApplicationError) or len(cause.details) < 2:
         return None
     return reason_of(cause.details[1])
+
+
+def _refuse_other_calls(
+    existing: Sequence[ToolUseBlock], submitted: Sequence[ToolUseBlock]
+) -> None:
+    """IdempotencyConflictError for the first submitted call whose id an existing
+    call holds with another tool or input."""
+    before = {c.id: (c.name, input_hash(c.name, c.input)) for c in existing}
+    for tool_use in submitted:
+        now = (tool_use.name, input_hash(tool_use.name, tool_use.input))
+        held = before.get(tool_use.id)
+        if held is not None and held != now:
+            raise IdempotencyConflictError(tool_use.id, held, now)
 
 
 def _newly_started(handle: WorkflowHandle[Any, Any]) -> bool:
