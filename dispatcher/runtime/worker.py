@@ -20,7 +20,7 @@ from temporalio.worker import Worker
 
 from parkgate import activities, workflows
 from parkgate.activities.deps import Deps
-from parkgate.durable.plugin import ParkgatePlugin, plugin_of, workflow_runner
+from parkgate.durable.plugin import ParkgatePlugin, plugin_of
 from parkgate.records import HistoryStore
 from parkgate.settings import Settings, get_settings
 from parkgate.worker_groups import group_queue
@@ -30,8 +30,7 @@ if TYPE_CHECKING:
     from parkgate.pipeline import Pipeline
     from parkgate.registry import ToolFactory, ToolRegistry
 
-#: `workflow_runner` stays importable here for older callers; it lives in the plugin.
-__all__ = ["build_worker", "build_workers", "main", "serving", "workflow_runner"]
+__all__ = ["build_worker", "build_workers", "main", "serving"]
 
 
 def build_worker(client: Client, settings: Settings, deps: Deps, **overrides: object) -> Worker:
