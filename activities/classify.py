@@ -73,7 +73,7 @@ class ClassifyActivities:
     """Wraps Pipeline.classify / Pipeline.revalidate (no side effects, safe to retry).
 
     An auto-approved NONE/READ call is also run here when the workflow asks
-    (`ClassifyInput.run_row`): reads are idempotent, and one local activity
+    (`ClassifyInput.ref`): reads are idempotent, and one local activity
     instead of two saves a round through the workflow per call.
     """
 
@@ -88,18 +88,22 @@ class ClassifyActivities:
             verdict = await remembered_verdict(self.deps.store, verdict, inp.session)
         definition = None if isinstance(verdict, Deny) else verdict.prepared.definition
         out = ClassifyOutput(verdict=verdict, plan=plan_for(definition, self.deps.settings))
-        if inp.run_row is not None and isinstance(verdict, Execute) and self._runs_here(out.plan):
-            row = with_prepared(inp.run_row, verdict.prepared)
-            out.executed = await self.runner.run_local(
-                ExecuteInput(
-                    prepared=verdict.prepared,
-                    approved_hash=verdict.prepared.input_hash,
-                    workflow_id=row.workflow_id or "",
-                    initial=row,
-                    final=row,
-                )
-            )
+        runs = inp.ref is not None or inp.run_row is not None
+        if runs and isinstance(verdict, Execute) and self._runs_here(out.plan):
+            out.executed = await self.runner.run_local(self._run_input(inp, verdict))
         return out
+
+    @staticmethod
+    def _run_input(inp: ClassifyInput, verdict: Execute) -> ExecuteInput:
+        """The run of an auto-approved read: recorded as `inp.ref`'s call."""
+        prepared = verdict.prepared
+        if inp.run_row is not None:  # an older history: a whole row
+            row = with_prepared(inp.run_row, prepared)
+            return ExecuteInput(prepared=prepared, approved_hash=prepared.input_hash,
+                                workflow_id=row.workflow_id or "", initial=row, final=row)
+        assert inp.ref is not None
+        return ExecuteInput(prepared=prepared, approved_hash=prepared.input_hash,
+                            workflow_id=inp.ref.workflow_id or "", ref=inp.ref)
 
     @staticmethod
     def _runs_here(plan: ExecPlan) -> bool:

@@ -24,8 +24,9 @@ from typing import Any, TypeVar
 from temporalio import activity
 
 from parkgate.activities.deps import Deps
-from parkgate.activities.record import write_approval
+from parkgate.activities.record import record_row, write_approval
 from parkgate.activities.subcall_approver import SubCallApprover
+from parkgate.call_rows import ended, merged, opened, opening_of, running
 from parkgate.durable.payloads import (
     ACT_EXECUTE,
     ACT_EXECUTE_LOCAL,
@@ -35,7 +36,7 @@ from parkgate.durable.payloads import (
 )
 from parkgate.events import ToolEvent
 from parkgate.models import TextBlock, ToolErrorClass, ToolResultBlock, input_hash, utcnow
-from parkgate.records import CallStatus, CallUpdate, status_for
+from parkgate.records import CallEnd, CallOpening, CallStatus, CallUpdate, status_for
 from parkgate.verdicts import ToolRun
 
 log = logging.getLogger(__name__)
@@ -86,14 +87,18 @@ class Lead:
         return resolved
 
 
-def _merged(base: CallUpdate | None, top: CallUpdate | None) -> CallUpdate | None:
-    """`base` with every field `top` sets (the workflow's rule for a resolution
-    written with a later row)."""
-    if base is None or top is None:
-        return base or top
-    changes = {name: getattr(top, name) for name in CallUpdate.model_fields
-               if getattr(top, name) is not None}
-    return base.model_copy(update=changes)
+def _records_final(inp: ExecuteInput) -> bool:
+    """Whether this run writes the call's final row (the workflow then needs no
+    record step): when the workflow named the call."""
+    return inp.ref is not None or inp.final is not None
+
+
+def _auto_opening(inp: ExecuteInput) -> CallOpening | None:
+    """An auto-approved call's first row facts (nothing was stored for it
+    before it ran); None for a decided call, whose row exists since it parked."""
+    if inp.request_id is not None or inp.resolved is not None:
+        return None
+    return opening_of(inp.prepared, "execute")
 
 
 class DeferredCalled:
@@ -175,7 +180,7 @@ class ExecuteActivities:
         # A read (local run) that records its own final row stores tool.called
         # with the outcome, in one write, unless it is still running after a
         # moment. At-most-once runs store tool.called before the tool starts.
-        called = DeferredCalled(self, pending, defer=inp.final is not None and not heartbeat,
+        called = DeferredCalled(self, pending, defer=_records_final(inp) and not heartbeat,
                                 lead=lead)
 
         async def emit(event: ToolEvent) -> None:
@@ -254,7 +259,7 @@ class ExecuteActivities:
             duration_ms=run.duration_ms,
             pending_events=pending,
             full_output=carried,
-            recorded=stored and inp.final is not None,
+            recorded=stored and _records_final(inp),
             resolved_recorded=lead.recorded,
         )
 
@@ -271,7 +276,7 @@ class ExecuteActivities:
         lead = Lead(None)
         try:
             await write_approval(self.deps.store, res)
-            await self.deps.store.apply(res.events, res.update)
+            await self.deps.store.apply(res.events, record_row(res))
         except Exception:
             log.warning("store unavailable; the decision of %s travels back", inp.prepared.call.id)
             pending.extend(res.events)
@@ -293,12 +298,24 @@ class ExecuteActivities:
     @staticmethod
     def _final_row(inp: ExecuteInput, run: ToolRun, full: dict[str, Any] | None) -> CallUpdate:
         """The row written with the final event: the whole final state when the
-        workflow asked for it (`inp.final`), else just the output and timings."""
+        workflow named the call (`inp.ref`), else just the output and timings."""
         timings: dict[str, Any] = {
             "full_output": full,
             "started_at": run.started_at,
             "duration_ms": run.duration_ms or None,
         }
+        if inp.ref is not None and inp.final is None:
+            end = CallEnd(result=run.result, status=status_for(run.error_class),
+                          error_class=run.error_class, duration_ms=run.duration_ms)
+            final = ended(inp.ref, end, started_at=run.started_at, finished_at=utcnow(),
+                          request_id=inp.request_id, full_output=full)
+            # An auto call's row may be written here first (a read's deferred
+            # tool.called shares this write): with what classification decided.
+            opening = _auto_opening(inp)
+            row = merged(opened(inp.ref, opening, final.status or CallStatus.RUNNING)
+                         if opening is not None else None, final)
+            assert row is not None
+            return row
         if inp.final is None:
             session_id = inp.prepared.session.session_id
             return CallUpdate(session_id=session_id, tool_use_id=inp.prepared.call.id, **timings)
@@ -345,6 +362,13 @@ class ExecuteActivities:
 
     @staticmethod
     def _running_row(inp: ExecuteInput, event: ToolEvent) -> CallUpdate:
+        if inp.ref is not None and inp.initial is None:
+            row = running(inp.ref, event.at)
+            opening = _auto_opening(inp)
+            if opening is None:
+                return row
+            return opened(inp.ref, opening, CallStatus.RUNNING).model_copy(
+                update={"started_at": event.at})
         base = inp.initial or CallUpdate(
             session_id=event.session_id, tool_use_id=event.tool_use_id
         )
@@ -408,7 +432,7 @@ class ExecuteActivities:
         try:
             if resolved is not None and resolved.approval is not None:
                 apply_decided = self.deps.store.apply_decided  # type: ignore[attr-defined]
-                await apply_decided(resolved.approval, batch, _merged(resolved.update, update))
+                await apply_decided(resolved.approval, batch, merged(record_row(resolved), update))
             else:
                 await self.deps.store.apply(batch, update)
         except Exception:

@@ -11,6 +11,7 @@ import logging
 from temporalio import activity
 
 from parkgate.access import DEFAULT_PROJECT
+from parkgate.call_rows import parked, row_for
 from parkgate.durable.payloads import (
     ACT_CREATE_APPROVAL,
     ACT_RECORD,
@@ -22,7 +23,7 @@ from parkgate.durable.payloads import (
 )
 from parkgate.events import ToolEvent
 from parkgate.links import sign_token, token_hash
-from parkgate.records import ApprovalRecord, HistoryStore
+from parkgate.records import ApprovalRecord, CallUpdate, HistoryStore
 from parkgate.remembered import RememberError, rule_for
 from parkgate.settings import Settings
 from parkgate.verdicts import ApprovalInfo
@@ -33,6 +34,16 @@ log = logging.getLogger("parkgate.activities.record")
 def approval_url(settings: Settings, token: str) -> str:
     """The link for an already signed token (in-process sub-calls only)."""
     return f"{settings.public_base_url.rstrip('/')}/approve/{token}"
+
+
+def record_row(inp: RecordInput) -> CallUpdate | None:
+    """The call-row change a record input makes: from its facts and the
+    decision of its approval (older histories carry the row itself)."""
+    if inp.update is not None:
+        return inp.update
+    if inp.facts is None:
+        return None
+    return row_for(inp.facts, inp.approval)
 
 
 async def write_approval(store: HistoryStore, inp: RecordInput) -> None:
@@ -51,7 +62,7 @@ async def write_remembered(store: HistoryStore, inp: RecordInput,
     """Create the rule an allow with `remember` asked for; idempotent (its id
     derives from the request id). Only the stored winning allow counts."""
     save = getattr(store, "save_remembered", None)
-    spec, update = inp.remember, inp.update
+    spec, update = inp.remember, record_row(inp)
     if save is None or spec is None or update is None or update.input is None:
         return
     get_approval = getattr(store, "get_approval", None)
@@ -113,12 +124,13 @@ class RecordActivities:
     @activity.defn(name=ACT_RECORD)
     async def record(self, inp: RecordInput) -> RecordOutput:
         await write_approval(self.store, inp)
+        row = record_row(inp)
         conditional = getattr(self.store, "record_unless_finished", None)
-        if inp.unless_finished and inp.update is not None and conditional is not None:
-            finished = await conditional(inp.events, inp.update)
+        if inp.unless_finished and row is not None and conditional is not None:
+            finished = await conditional(inp.events, row)
             return RecordOutput(events=len(inp.events), finished=finished)
-        if inp.events or inp.update is not None:
-            await self.store.apply(inp.events, inp.update)
+        if inp.events or row is not None:
+            await self.store.apply(inp.events, row)
         return RecordOutput(events=len(inp.events))
 
     @activity.defn(name=ACT_RECORD_COMMITTED)
@@ -170,7 +182,10 @@ class RecordActivities:
                 "workflow_id": req.workflow_id,
             },
         )
-        await self.store.apply([event], req.update)
+        row = req.update
+        if row is None and req.ref is not None:
+            row = parked(req.ref, info, req.call.input)
+        await self.store.apply([event], row)
         # No link in the result either: it would be written to workflow history.
         return ApprovalCreated(approval=record, notify=self._notifies(info),
                                slack=self.settings.slack_enabled)

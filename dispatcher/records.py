@@ -15,7 +15,7 @@ from typing import Any, Protocol
 from pydantic import BaseModel, Field
 
 from parkgate.events import ToolEvent
-from parkgate.models import SideEffects, ToolErrorClass, ToolResultBlock
+from parkgate.models import SideEffects, ToolErrorClass, ToolResultBlock, ToolUseBlock
 
 
 class CallStatus(StrEnum):
@@ -45,17 +45,38 @@ def status_for(error_class: ToolErrorClass | None) -> CallStatus:
     }.get(error_class, CallStatus.FAILED)
 
 
-class CallUpdate(BaseModel):
-    """A partial update of one `tool_calls` row; None fields are left unchanged."""
+class CallRef(BaseModel):
+    """Which call, and which run of its workflow, a store write is about.
+
+    Identity only: what the workflow knows and an activity cannot read back
+    (the run's start is when the call was submitted). The durable path hands
+    the store a ref plus facts (a verdict, a decision, an outcome); the store
+    side turns them into row values (`parkgate.call_rows`), so no payload in
+    Temporal history carries a call row.
+    """
 
     session_id: str
     tool_use_id: str
     turn_id: str | None = None
     tool_name: str | None = None
+    workflow_id: str | None = None
+    run_id: str | None = None
+    created_at: datetime | None = None
+
+
+class CallColumns(BaseModel):
+    """A call's state as one `tool_calls` row holds it: defined once.
+
+    The store's write (`CallUpdate`) and read (`store.results.CallRecord`)
+    shapes and the API's call resource and summary derive from it; a call's
+    end (`CallEnd`, what the workflow returns) is a subset of it.
+    """
+
+    turn_id: str | None = None
+    tool_name: str | None = None
     side_effects: SideEffects | None = None
     input: dict[str, Any] | None = None  # redacted before storage
     input_hash: str | None = None
-    status: CallStatus | None = None
     verdict: str | None = None  # execute | deny | needs_approval
     rule: str | None = None
     request_id: str | None = None
@@ -80,14 +101,79 @@ class CallUpdate(BaseModel):
     duration_ms: float | None = None
 
 
-class RecordedFinish(BaseModel):
+class CallUpdate(CallColumns):
+    """A partial update of one `tool_calls` row; None fields are left unchanged.
+
+    The store's write shape, built on the store side of the durable path
+    (`parkgate.call_rows`), never carried in a workflow payload any more
+    (older histories still hold some: activities accept them).
+    """
+
+    session_id: str
+    tool_use_id: str
+    status: CallStatus | None = None
+
+    @classmethod
+    def of(cls, ref: CallRef, **changes: Any) -> CallUpdate:
+        """The update of `ref`'s row: its ids plus `changes` (None = unchanged)."""
+        return cls.model_validate({**ref.model_dump(exclude_none=True), **changes})
+
+
+class CallEnd(BaseModel):
+    """How a call ended: what the model got and the status for humans (the
+    workflow's `CallOutcome` and the store's stored final state share it)."""
+
+    result: ToolResultBlock
+    status: CallStatus
+    error_class: ToolErrorClass | None = None
+    duration_ms: float | None = None
+
+
+class RecordedFinish(CallEnd):
     """The final state a call already has in the store (see
     Repository.record_unless_finished): what a lost execute activity recorded."""
 
+
+class CallOpening(BaseModel):
+    """What classification said of a call: the facts of its first row.
+
+    Sent only where the store may not have seen the call yet (a denied call's
+    only write, the record of a call that never parked); activities that hold
+    the prepared call derive it themselves (`parkgate.call_rows.opening_of`).
+    """
+
+    call: ToolUseBlock  # as classified (hooks may have rewritten the input)
+    verdict: str | None = None  # execute | deny | needs_approval
+    input_hash: str | None = None
+    side_effects: SideEffects | None = None
+    rule: str | None = None
+    parent_tool_use_id: str | None = None
+    #: A remembered rule approved it: who made the rule.
+    remembered_by: str | None = None
+    remembered_principal: str | None = None
+
+
+class CallFacts(BaseModel):
+    """What the workflow tells the store in one write: ids and facts, no row.
+
+    The store side turns it into the row (`parkgate.call_rows.row_for`); the
+    decision columns come from the approval the same write carries.
+    """
+
+    ref: CallRef
     status: CallStatus
-    error_class: ToolErrorClass | None = None
-    result: ToolResultBlock
-    duration_ms: float | None = None
+    opening: CallOpening | None = None
+    request_id: str | None = None
+    #: The input that runs, where this write must state it: an approver's edit
+    #: (allow_with_edits, with its hash), or a decision to remember (the rule
+    #: is made for this input).
+    input: dict[str, Any] | None = None
+    input_hash: str | None = None
+    end: CallEnd | None = None
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    #: The untruncated output the execute activity could not store (outage).
+    full_output: dict[str, Any] | None = None
 
 
 class ApprovalRecord(BaseModel):

@@ -34,6 +34,7 @@ from temporalio.exceptions import (
 
 with workflow.unsafe.imports_passed_through():
     from parkgate import quorum
+    from parkgate.call_rows import opening_of
     from parkgate.decisions import (
         REJECTED_ERROR_TYPE,
         Rejection,
@@ -72,12 +73,18 @@ with workflow.unsafe.imports_passed_through():
         SlackMessageRef,
         SlackOutcomeInput,
         StatusRequest,
-        prepared_fields,
-        with_prepared,
     )
     from parkgate.events import EventType, ToolEvent
     from parkgate.models import TextBlock, ToolErrorClass, ToolResultBlock
-    from parkgate.records import ApprovalRecord, CallStatus, CallUpdate, status_for
+    from parkgate.records import (
+        ApprovalRecord,
+        CallEnd,
+        CallFacts,
+        CallOpening,
+        CallRef,
+        CallStatus,
+        status_for,
+    )
     from parkgate.remember_spec import remember_for
     from parkgate.schema import validate_input
     from parkgate.verdicts import ApprovalInfo, Deny, Execute, PreparedCall
@@ -234,8 +241,7 @@ class ToolCallWorkflow:
     async def _run(self, inp: CallInput) -> CallOutcome:
         # An auto-approved read runs inside classify (one local activity, one
         # history write); anything else comes back as a verdict to act on.
-        queued = self._update(status=CallStatus.QUEUED, verdict="execute")
-        classify_input = ClassifyInput(call=inp.call, session=inp.session, run_row=queued)
+        classify_input = ClassifyInput(call=inp.call, session=inp.session, ref=self._ref())
         queue = self._group_queue()
         try:
             if queue is not None:
@@ -278,10 +284,9 @@ class ToolCallWorkflow:
             if classified.executed is not None:
                 self._status = CallStatus.RUNNING
                 return await self._conclude(classified.executed)
-            # The queued row is written by the execute activity with tool.called.
-            initial = with_prepared(queued, verdict.prepared)
+            # The call's row is written by the execute activity with tool.called.
             return await self._execute(
-                verdict.prepared, verdict.prepared.input_hash, classified.plan, initial=initial
+                verdict.prepared, verdict.prepared.input_hash, classified.plan
             )
         # NeedsApproval
         self._info = verdict.info
@@ -321,17 +326,12 @@ class ToolCallWorkflow:
             side_effects=deny.side_effects,
             data={"rule": deny.rule} if deny.rule else {},
         )
+        opening = CallOpening(call=self._input.call, verdict="deny", rule=deny.rule,
+                              side_effects=deny.side_effects)
         await self._record_raw(
             [event],
-            self._update(
-                status=outcome.status,
-                verdict="deny",
-                rule=deny.rule,
-                side_effects=deny.side_effects,
-                error_class=deny.error_class,
-                result=deny.result,
-                finished_at=workflow.now(),
-            ),
+            CallFacts(ref=self._ref(), status=outcome.status, opening=opening,
+                      end=_end_of(outcome), finished_at=workflow.now()),
         )
         self._status = outcome.status
         return outcome
@@ -350,15 +350,13 @@ class ToolCallWorkflow:
             ApprovalRequest(
                 info=info,
                 session=self._input.session,
-                call=self._input.call,
+                # As classified: the parked row shows the input that would run.
+                call=self._prepared.call if self._prepared else self._input.call,
                 requested_at=now,
                 expires_at=expires_at,
                 workflow_id=info_.workflow_id,
                 run_id=info_.run_id,
-                update=self._update(
-                    status=CallStatus.PARKED, verdict="needs_approval",
-                    request_id=info.request_id, rule=info.rule,
-                ),
+                ref=self._ref(),
             ),
             start_to_close_timeout=_STORE_TIMEOUT,
             retry_policy=_STORE_RETRY,
@@ -505,7 +503,7 @@ class ToolCallWorkflow:
         """Record tool.confirmation_resolved, the call row and the approval row
         (histories from before PATCH_COMMITTED_WRITES: a local activity)."""
         res = self._resolution(decision, reason=reason, light=False)
-        await self._record_raw(res.events, res.update, res.approval)
+        await self._record_raw(res.events, res.facts, res.approval)
 
     def _resolution(
         self, decision: str, *, reason: str | None = None, light: bool = True
@@ -549,24 +547,22 @@ class ToolCallWorkflow:
         )
         if light and approval is not None:
             approval = approval.model_copy(update={"info": {}})
+        edited = rec is not None and decision == "allow_with_edits"
+        remember = rec.remember if rec is not None and decision != "deny" else None
+        prepared = self._prepared
         return RecordInput(
             approval_decision_only=light,
             events=[event],
-            update=self._update(
+            # The decision's columns come from `approval`; an edit changes the input.
+            facts=CallFacts(
+                ref=self._ref(),
                 status=status,
                 request_id=self._info.request_id if self._info else None,
-                decision=decision,
-                decided_by=data["decided_by"],
-                via=data["via"],
-                reason=data["reason"],
-                principal_id=data.get("principal_id"),
-                claimed_name=data.get("claimed_name"),
-                self_approved=data.get("self_approved"),
-                input=self._prepared.call.input if self._prepared else None,
-                input_hash=rec.approved_hash if rec else None,
+                input=prepared.call.input if prepared and (edited or remember) else None,
+                input_hash=rec.approved_hash if edited and rec else None,
             ),
             approval=approval,
-            remember=rec.remember if rec is not None and decision != "deny" else None,
+            remember=remember,
         )
 
     # ------------------------------------------------------- decide handlers
@@ -811,8 +807,6 @@ class ToolCallWorkflow:
         prepared: PreparedCall,
         approved_hash: str,
         plan: ExecPlan,
-        *,
-        initial: CallUpdate | None = None,
     ) -> CallOutcome:
         """Run the tool: local activity for NONE/READ, at-most-once activity otherwise."""
         self._status = CallStatus.RUNNING
@@ -824,8 +818,8 @@ class ToolCallWorkflow:
             prepared=prepared,
             approved_hash=approved_hash,
             workflow_id=workflow.info().workflow_id,
-            initial=initial,
-            final=self._update(request_id=self._info.request_id if self._info else None),
+            ref=self._ref(),
+            request_id=self._info.request_id if self._info else None,
             resolved=self._unwritten_resolution if decided else None,
         )
         start_to_close = timedelta(seconds=plan.start_to_close_seconds) + _EXECUTE_MARGIN
@@ -956,29 +950,32 @@ class ToolCallWorkflow:
             }
         )
 
-    def _update(self, **kw: object) -> CallUpdate:
+    def _ref(self) -> CallRef:
+        """Which call (and run) a store write is about: ids, no row."""
         call, session, info = self._input.call, self._input.session, workflow.info()
-        prepared = self._prepared
-        base: dict[str, object] = {
-            "session_id": session.session_id,
-            "tool_use_id": call.id,
-            "turn_id": session.turn_id,
-            "tool_name": call.name,
-            "input": call.input,
-            "verdict": self._verdict,
-            "workflow_id": info.workflow_id,
-            "run_id": info.run_id,
-            "created_at": info.start_time,
-        }
-        if prepared is not None:
-            base.update(prepared_fields(prepared))
-        base.update({k: v for k, v in kw.items() if v is not None})
-        return CallUpdate.model_validate(base)
+        return CallRef(
+            session_id=session.session_id,
+            tool_use_id=call.id,
+            turn_id=session.turn_id,
+            tool_name=call.name,
+            workflow_id=info.workflow_id,
+            run_id=info.run_id,
+            created_at=info.start_time,
+        )
+
+    def _opening(self) -> CallOpening | None:
+        """What classification said of the call, for a write the store may be the
+        first to see (the call never parked: its row may not exist yet)."""
+        if self._approval is not None:
+            return None  # stored with the approval request
+        if self._prepared is not None:
+            return opening_of(self._prepared, self._verdict or "execute")
+        return CallOpening(call=self._input.call, verdict=self._verdict)
 
     async def _record_raw(
         self,
         events: list[ToolEvent],
-        update: CallUpdate | None,
+        facts: CallFacts | None,
         approval: ApprovalRecord | None = None,
         *,
         unless_finished: bool = False,
@@ -994,7 +991,7 @@ class ToolCallWorkflow:
         """
         record = RecordInput(
             events=events,
-            update=update,
+            facts=facts,
             approval=approval,
             unless_finished=unless_finished,
             approval_decision_only=approval_decision_only,
@@ -1060,14 +1057,14 @@ class ToolCallWorkflow:
             # A local activity runs inside one workflow task, whose clock does
             # not move: never record a finish before the run's own start.
             finished_at = max(finished_at, started_at + timedelta(milliseconds=outcome.duration_ms))
-        update = self._update(
+        facts = CallFacts(
+            ref=self._ref(),
             status=outcome.status,
-            error_class=outcome.error_class,
-            result=outcome.result,
-            started_at=started_at,
-            finished_at=finished_at,
-            duration_ms=outcome.duration_ms or None,
+            opening=self._opening(),
             request_id=outcome.request_id,
+            end=_end_of(outcome),
+            started_at=started_at if isinstance(started_at, datetime) else None,
+            finished_at=finished_at,
             full_output=full_output,
         )
         self._status = outcome.status
@@ -1081,11 +1078,15 @@ class ToolCallWorkflow:
             events = [*resolution.events, *events]
             approval = resolution.approval
             decision_only = resolution.approval_decision_only
-            if resolution.update is not None:
-                update = _merged(resolution.update, update)
+            if resolution.facts is not None:
+                # The edit the decision made stands under the outcome.
+                facts = facts.model_copy(update={
+                    "input": resolution.facts.input,
+                    "input_hash": resolution.facts.input_hash,
+                })
         recorded = await self._record_raw(
             events,
-            update,
+            facts,
             approval,
             unless_finished=unless_finished,
             approval_decision_only=decision_only,
@@ -1106,11 +1107,7 @@ class ToolCallWorkflow:
         return outcome
 
 
-def _merged(base: CallUpdate, top: CallUpdate) -> CallUpdate:
-    """`base` with every field `top` sets (None fields of `top` leave `base`'s)."""
-    changes = {
-        name: getattr(top, name)
-        for name in CallUpdate.model_fields
-        if getattr(top, name) is not None
-    }
-    return base.model_copy(update=changes)
+def _end_of(outcome: CallOutcome) -> CallEnd:
+    """The part of an outcome the call row keeps."""
+    return CallEnd(result=outcome.result, status=outcome.status,
+                   error_class=outcome.error_class, duration_ms=outcome.duration_ms)

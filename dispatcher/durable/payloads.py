@@ -19,7 +19,15 @@ from parkgate.decisions import Rejection
 from parkgate.decisions import RejectReason as RejectReason
 from parkgate.events import ToolEvent
 from parkgate.models import Session, ToolErrorClass, ToolResultBlock, ToolUseBlock
-from parkgate.records import ApprovalRecord, CallStatus, CallUpdate, RecordedFinish
+from parkgate.records import (
+    ApprovalRecord,
+    CallEnd,
+    CallFacts,
+    CallRef,
+    CallStatus,
+    CallUpdate,
+    RecordedFinish,
+)
 from parkgate.remember_spec import RememberSpec
 from parkgate.verdicts import ApprovalInfo, Deny, Execute, NeedsApproval, PreparedCall
 
@@ -99,12 +107,10 @@ class DecisionRecord(BaseModel):
     remember: RememberSpec | None = None
 
 
-class CallOutcome(BaseModel):
-    """How a call ended: what the model gets plus the status for humans."""
+class CallOutcome(CallEnd):
+    """How a call ended (`CallEnd`: what the model gets, the status for
+    humans), plus the request and decision that led there."""
 
-    result: ToolResultBlock
-    status: CallStatus
-    error_class: ToolErrorClass | None = None
     request_id: str | None = None
     decision: DecisionRecord | None = None
     duration_ms: float = 0.0
@@ -221,10 +227,11 @@ class ExecPlan(BaseModel):
 class ClassifyInput(BaseModel):
     call: ToolUseBlock
     session: Session
-    #: The call row as the workflow knows it: when set, an auto-approved local
-    #: (NONE/READ) call runs right away in the same activity and is recorded
-    #: with this row (plus what classification learned, see `with_prepared`).
+    #: Only in older histories: a whole call row; means the same as `ref`.
     run_row: CallUpdate | None = None
+    #: When set, an auto-approved local (NONE/READ) call runs right away in the
+    #: same activity, which records it as this call of this workflow run.
+    ref: CallRef | None = None
 
 
 VerdictModel = Annotated[Execute | Deny | NeedsApproval, Field(discriminator="kind")]
@@ -238,7 +245,7 @@ class ClassifyOutput(BaseModel):
 
 
 def prepared_fields(prepared: PreparedCall) -> dict[str, Any]:
-    """The call-row fields classification decides (normalized input, hash, class, rule)."""
+    """The call-row fields classification decides (older histories' `run_row`)."""
     return {
         "tool_name": prepared.call.name,
         "input": prepared.call.input,
@@ -258,10 +265,14 @@ def with_prepared(row: CallUpdate, prepared: PreparedCall) -> CallUpdate:
 
 
 class RecordInput(BaseModel):
-    """Events and call-row changes to write, idempotently."""
+    """Events, call facts and an approval to write, idempotently."""
 
     events: list[ToolEvent] = Field(default_factory=list)
+    #: Only in older histories: a call-row change as the workflow built it.
     update: CallUpdate | None = None
+    #: What the workflow knows of the call (ids, status, outcome); the activity
+    #: turns it, with `approval`'s decision, into the row (parkgate.call_rows).
+    facts: CallFacts | None = None
     approval: ApprovalRecord | None = None
     #: `approval` carries only the decision (no request `info`): store it with a
     #: first-write-wins decision update, leaving the stored request as it is.
@@ -291,8 +302,11 @@ class ApprovalRequest(BaseModel):
     expires_at: datetime | None
     workflow_id: str
     run_id: str
-    #: The call row as parked (written with the tool.confirmation_requested event).
+    #: Only in older histories: the call row as parked.
     update: CallUpdate | None = None
+    #: The call: its row, parked, is written with tool.confirmation_requested
+    #: (`call` is the call as classified: its input is what the row shows).
+    ref: CallRef | None = None
 
 
 class ApprovalCreated(BaseModel):
@@ -363,13 +377,16 @@ class ExecuteInput(BaseModel):
     #: The hash a human approved (or the classified hash for auto calls).
     approved_hash: str
     workflow_id: str = ""
-    #: The call row as queued, written with tool.called in the same transaction
-    #: (auto calls; saves a separate record step).
+    #: Only in older histories: whole call rows (the queued row of an auto
+    #: call, and the final row's fixed fields); `ref` says the same.
     initial: CallUpdate | None = None
-    #: The call row's fixed fields: when set, the activity also writes the
-    #: final row (status, result, timings, full output) with the final event,
-    #: in one transaction, and the workflow needs no record step afterwards.
     final: CallUpdate | None = None
+    #: The call: the activity writes its row with tool.called (an auto call's
+    #: whole row; a decided call's just `running`) and its final row with the
+    #: final event, in one transaction: the workflow needs no record step.
+    ref: CallRef | None = None
+    #: The approval request that led here (decided calls).
+    request_id: str | None = None
     #: The human decision that lets this call run (tool.confirmation_resolved,
     #: the decided approval row and call row): written by the activity before
     #: the tool starts. It travels here, not through a local activity, because

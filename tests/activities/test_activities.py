@@ -21,7 +21,6 @@ from parkgate.durable.payloads import (
     ExecuteInput,
     RecordInput,
     RevalidateInput,
-    with_prepared,
 )
 from parkgate.events import ToolEvent
 from parkgate.links import approval_url, token_hash, verify_token
@@ -34,7 +33,7 @@ from parkgate.models import (
     ToolOutput,
     ToolUseBlock,
 )
-from parkgate.records import CallStatus, CallUpdate, HistoryStore
+from parkgate.records import CallRef, CallStatus, HistoryStore
 from parkgate.verdicts import NeedsApproval
 from tests.fixtures.temporal import make_pipeline, make_settings
 
@@ -260,15 +259,16 @@ class SlowRead:
         return False
 
 
-def final_base(prepared: Any) -> CallUpdate:
-    """The row a workflow hands the execute activity, as classify would complete it."""
-    row = CallUpdate(
+def ref_of(prepared: Any) -> CallRef:
+    """Which call a workflow names when it hands the execute activity a call."""
+    return CallRef(
         session_id=prepared.session.session_id,
         tool_use_id=prepared.call.id,
         turn_id=prepared.session.turn_id,
-        verdict="execute",
+        tool_name=prepared.call.name,
+        workflow_id=f"call/{prepared.session.session_id}/{prepared.call.id}",
+        run_id="r",
     )
-    return with_prepared(row, prepared)
 
 
 async def test_local_read_records_final_row_in_one_write(
@@ -285,7 +285,7 @@ async def test_local_read_records_final_row_in_one_write(
     out = await ActivityEnvironment().run(
         ExecuteActivities(deps).execute_local,
         ExecuteInput(
-            prepared=prepared, approved_hash=prepared.input_hash, final=final_base(prepared)
+            prepared=prepared, approved_hash=prepared.input_hash, ref=ref_of(prepared)
         ),
     )
     assert out.recorded and out.error_class is None and "hello" in out.result.text
@@ -317,7 +317,7 @@ async def test_slow_read_shows_running_before_it_finishes(
         ActivityEnvironment().run(
             ExecuteActivities(deps).execute_local,
             ExecuteInput(
-                prepared=prepared, approved_hash=prepared.input_hash, final=final_base(prepared)
+                prepared=prepared, approved_hash=prepared.input_hash, ref=ref_of(prepared)
             ),
         )
     )
@@ -376,7 +376,7 @@ async def test_a_cancel_arriving_while_a_finished_write_is_recorded_records_succ
     run = asyncio.create_task(env.run(
         ExecuteActivities(deps).execute,
         ExecuteInput(
-            prepared=prepared, approved_hash=prepared.input_hash, final=final_base(prepared)
+            prepared=prepared, approved_hash=prepared.input_hash, ref=ref_of(prepared)
         ),
     ))
     await asyncio.wait_for(store.reached.wait(), 10)

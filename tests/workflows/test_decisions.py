@@ -17,7 +17,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from parkgate.durable.audit import compare_store_with_temporal
 from parkgate.durable.payloads import ACT_EXECUTE, ACT_RECORD_COMMITTED
-from parkgate.models import ToolErrorClass, ToolUseBlock
+from parkgate.models import ToolErrorClass, ToolUseBlock, input_hash
 from parkgate.records import CallStatus
 from parkgate.workflows.call import PATCH_COMMITTED_WRITES
 from tests.fixtures.temporal import durable_rig
@@ -199,3 +199,67 @@ async def test_store_is_compared_with_temporal_histories(
         assert [p.detail for p in report.problems] == [
             "against Temporal: store says allow by mallory, Temporal committed allow by alice"
         ]
+
+
+#: The payload fields older workflows filled with whole call rows.
+_ROW_FIELDS = ("update", "initial", "final", "run_row")
+
+
+async def scheduled_inputs(
+    client: Any, handle: WorkflowHandle[Any, Any]
+) -> list[tuple[str, dict[str, Any]]]:
+    """(activity type, decoded input) of every activity the workflow scheduled."""
+    found = []
+    async for event in handle.fetch_history_events():
+        if event.HasField("activity_task_scheduled_event_attributes"):
+            attrs = event.activity_task_scheduled_event_attributes
+            [value] = await client.data_converter.decode(attrs.input.payloads)
+            found.append((attrs.activity_type.name, value))
+    return found
+
+
+async def test_the_workflow_hands_activities_ids_and_facts_never_rows(
+    temporal_env: WorkflowEnvironment, sqlite_repo: Any, tmp_path: Path
+) -> None:
+    """Issue 16: the store owns call rows. A parked call that is edited and
+    allowed, and one that is denied: every activity input names the call by
+    `ref` and carries facts (a decision, an outcome), never a row; the stored
+    rows still say everything (who decided, the edited input, the outcome)."""
+    async with durable_rig(temporal_env.client, sqlite_repo, tmp_path) as rig:
+        session = rig.session()
+        for call_id, decision in (("tu_e", "allow_with_edits"), ("tu_d", "deny")):
+            call = ToolUseBlock(id=call_id, name="write_file",
+                                input={"path": f"{call_id}.txt", "content": "draft"})
+            handle = await rig.dispatcher.start(call, session)
+            request_id = await rig.wait_parked(session.session_id, call_id)
+            edited = {"path": f"{call_id}.txt", "content": "final"}
+            result = await rig.dispatcher.decide(
+                request_id, decision, decided_by="ana", via="api", reason="checked",
+                edited_input=edited if decision == "allow_with_edits" else None,
+                principal_id="key:k-ana",
+            )
+            assert result.accepted, result.message
+            await handle.result()
+            inputs = await scheduled_inputs(temporal_env.client, handle)
+            assert inputs, "no activity scheduled"
+            for name, value in inputs:
+                carried = [f for f in _ROW_FIELDS if isinstance(value, dict) and value.get(f)]
+                assert not carried, f"{name} carries a row in {carried}"
+            by_name = dict(inputs)
+            assert by_name["parkgate.create_approval"]["ref"]["tool_use_id"] == call_id
+            row = await sqlite_repo.get_call(session.session_id, call_id)
+            assert (row.decision, row.decided_by, row.via, row.principal_id) == (
+                decision, "ana", "api", "key:k-ana")
+            assert row.verdict == "needs_approval" and row.request_id == request_id
+            if decision == "deny":
+                assert by_name[ACT_RECORD_COMMITTED]["facts"]["status"] == "denied"
+                assert row.status == CallStatus.DENIED and row.reason == "checked"
+                assert row.result is not None and row.result.is_error
+            else:
+                assert by_name[ACT_EXECUTE]["ref"]["tool_use_id"] == call_id
+                assert row.status == CallStatus.SUCCEEDED
+                assert row.input == edited and row.input_hash != input_hash("write_file",
+                                                                             call.input)
+                assert (rig.workspace / f"{call_id}.txt").read_text() == "final"
+            meaning = await sqlite_repo.verify_meaning(session.session_id)
+            assert meaning.ok, [p.describe() for p in meaning.problems]
