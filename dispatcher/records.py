@@ -68,13 +68,16 @@ class CallColumns(BaseModel):
     """A call's state as one `tool_calls` row holds it: defined once.
 
     The store's write (`CallUpdate`) and read (`store.results.CallRecord`)
-    shapes and the API's call resource and summary derive from it; a call's
-    end (`CallEnd`, what the workflow returns) is a subset of it.
+    shapes derive from it, and the API's call resource and summary show its
+    columns under the same names; a call's end (`CallEnd`, what the workflow
+    returns) is a subset of it. `tests/store/test_call_columns.py` holds it
+    to the table. Stored values are plain strings; writes narrow
+    `side_effects` and `error_class` to their enums.
     """
 
     turn_id: str | None = None
     tool_name: str | None = None
-    side_effects: SideEffects | None = None
+    side_effects: str | None = None
     input: dict[str, Any] | None = None  # redacted before storage
     input_hash: str | None = None
     verdict: str | None = None  # execute | deny | needs_approval
@@ -89,7 +92,7 @@ class CallColumns(BaseModel):
     principal_id: str | None = None
     claimed_name: str | None = None
     self_approved: bool | None = None
-    error_class: ToolErrorClass | None = None
+    error_class: str | None = None
     result: ToolResultBlock | None = None  # what the model got (truncated)
     full_output: dict[str, Any] | None = None  # ToolOutput dump, untruncated
     parent_tool_use_id: str | None = None
@@ -112,6 +115,8 @@ class CallUpdate(CallColumns):
     session_id: str
     tool_use_id: str
     status: CallStatus | None = None
+    side_effects: SideEffects | None = None
+    error_class: ToolErrorClass | None = None
 
     @classmethod
     def of(cls, ref: CallRef, **changes: Any) -> CallUpdate:

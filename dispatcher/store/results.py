@@ -3,48 +3,24 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, Field
 
 from parkgate.events import ToolEvent
-from parkgate.models import Session, ToolResultBlock
-from parkgate.records import CallStatus
+from parkgate.models import Session
+from parkgate.records import CallColumns, CallStatus
 from parkgate.store.semantics import MeaningProblem
 
 
-class CallRecord(BaseModel):
-    """One `tool_calls` row."""
+class CallRecord(CallColumns):
+    """One stored `tool_calls` row (its columns: `parkgate.records.CallColumns`)."""
 
     id: int
     session_id: str
     tool_use_id: str
-    turn_id: str | None = None
-    tool_name: str | None = None
-    side_effects: str | None = None
-    input: dict[str, Any] | None = None  # secrets redacted
-    input_hash: str | None = None
     status: CallStatus
-    verdict: str | None = None
-    rule: str | None = None
-    request_id: str | None = None
-    decision: str | None = None
-    decided_by: str | None = None
-    via: str | None = None
-    reason: str | None = None
-    principal_id: str | None = None
-    claimed_name: str | None = None
-    self_approved: bool | None = None
-    error_class: str | None = None
-    result: ToolResultBlock | None = None
-    full_output: dict[str, Any] | None = None
-    parent_tool_use_id: str | None = None
-    workflow_id: str | None = None
-    run_id: str | None = None
     created_at: datetime
-    started_at: datetime | None = None
-    finished_at: datetime | None = None
-    duration_ms: float | None = None
     updated_at: datetime
 
 

@@ -1,0 +1,35 @@
+"""A call's state is defined once: `CallColumns` is the `tool_calls` table.
+
+The store's write (`CallUpdate`) and read (`CallRecord`) shapes derive from
+it; this pins that they and the table cannot drift apart (a column added to
+one and not the other would be silently dropped on write or never read).
+"""
+
+from __future__ import annotations
+
+from parkgate.durable.payloads import CallOutcome
+from parkgate.records import CallColumns, CallEnd, CallUpdate, RecordedFinish
+from parkgate.store.results import CallRecord
+from parkgate.store.statements import CALLS
+
+#: The row's keys and bookkeeping, beside the columns that describe a call.
+_KEYS = {"id", "session_id", "tool_use_id", "status", "updated_at"}
+
+
+def test_call_columns_are_the_tool_calls_table() -> None:
+    table = {column.name for column in CALLS.columns}
+    assert set(CallColumns.model_fields) | _KEYS == table
+
+
+def test_write_and_read_shapes_are_the_columns_plus_keys() -> None:
+    columns = set(CallColumns.model_fields)
+    assert set(CallUpdate.model_fields) == columns | {"session_id", "tool_use_id", "status"}
+    assert set(CallRecord.model_fields) == columns | _KEYS
+    assert issubclass(CallUpdate, CallColumns) and issubclass(CallRecord, CallColumns)
+
+
+def test_a_calls_end_is_part_of_its_row() -> None:
+    """What the workflow returns and what the store says a call ended with
+    (RecordedFinish) are the same fields, all of them row columns."""
+    assert issubclass(RecordedFinish, CallEnd) and issubclass(CallOutcome, CallEnd)
+    assert set(CallEnd.model_fields) <= set(CallRecord.model_fields)
