@@ -13,11 +13,13 @@ import logging
 from collections import OrderedDict, defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel
 
 from parkgate.budget import Budget
+from parkgate.decisions import DECISIONS as DECISIONS  # re-exported (were defined here)
+from parkgate.decisions import Decision as Decision
 from parkgate.events import ToolEvent
 from parkgate.hooks import maybe_await
 from parkgate.models import (
@@ -36,8 +38,6 @@ from parkgate.verdicts import ApprovalInfo, Deny, NeedsApproval, PreparedCall
 
 log = logging.getLogger("parkgate.local")
 
-Decision = Literal["allow", "deny", "allow_with_edits"]
-DECISIONS: tuple[str, ...] = ("allow", "deny", "allow_with_edits")
 EventCallback = Callable[[ToolEvent], Any]
 
 
