@@ -31,7 +31,6 @@ Decision = Literal["allow", "deny", "allow_with_edits"]
 DECISIONS: tuple[str, ...] = ("allow", "deny", "allow_with_edits")
 
 
-
 class DecisionFields(BaseModel):
     """Who decided what on which request, and why: the fields every shape of a
     decision shares, by the same names (approval and call rows, history, API).

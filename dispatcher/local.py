@@ -42,7 +42,12 @@ EventCallback = Callable[[ToolEvent], Any]
 
 
 class ConfirmationDecision(BaseModel):
-    """How a confirmation request ended (a human decision, a timeout or a cancel)."""
+    """How a confirmation request ended (a human decision, a timeout or a cancel).
+
+    In-process only: not a `parkgate.decisions` shape, because its `decision`
+    also says "timeout" and "cancelled", and the local dispatcher knows no
+    principal or channel. Its dump is the data of tool.confirmation_resolved.
+    """
 
     decision: str  # allow | deny | allow_with_edits | timeout | cancelled
     reason: str | None = None
