@@ -103,12 +103,7 @@ async def _write_approval(store: HistoryStore, inp: RecordInput,
             approval.via,
             approval.reason,
             decided_at=approval.decided_at,
-            principal={
-                "principal_id": approval.principal_id,
-                "claimed_name": approval.claimed_name,
-                "self_approved": approval.self_approved,
-                "votes": approval.votes,
-            },
+            principal=approval.principal() | {"votes": approval.votes},
         )
         return
     await store.save_approval(approval)

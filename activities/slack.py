@@ -54,7 +54,7 @@ class SlackActivities:
         if call is None or not call.status.terminal:
             return  # still running: the workflow gets `ref` and shows the end itself
         approval = await get_approval(req.info.request_id)
-        decision = slack.stored_decision(approval) if approval is not None else None
+        decision = approval.decision_record() if approval is not None else None
         await slack_web.update_outcome(self.settings, ref, req.info, req.session.session_id,
                                        slack.outcome_text(call.status.value, decision))
 

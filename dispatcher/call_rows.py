@@ -11,6 +11,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from parkgate.decisions import CALL_DECISION_FIELDS
 from parkgate.records import (
     ApprovalRecord,
     CallEnd,
@@ -21,11 +22,6 @@ from parkgate.records import (
     CallUpdate,
 )
 from parkgate.verdicts import ApprovalInfo, PreparedCall
-
-#: The columns of a decision, copied from the approval that holds it.
-DECISION_COLUMNS = (
-    "decision", "decided_by", "via", "reason", "principal_id", "claimed_name", "self_approved",
-)
 
 
 def opening_of(prepared: PreparedCall, verdict: str) -> CallOpening:
@@ -98,8 +94,8 @@ def decision_columns(approval: ApprovalRecord | None) -> dict[str, Any]:
     """The call row's copy of the approval's decision (only what is set)."""
     if approval is None or approval.decision is None:
         return {}
-    columns = {name: getattr(approval, name) for name in DECISION_COLUMNS}
-    return {name: value for name, value in columns.items() if value is not None}
+    fields = approval.row_fields()
+    return {name: fields[name] for name in CALL_DECISION_FIELDS if fields[name] is not None}
 
 
 def row_for(facts: CallFacts, approval: ApprovalRecord | None = None) -> CallUpdate:

@@ -1,4 +1,12 @@
-"""A human's decision on a parked call: its values, and why one can be refused.
+"""A human's decision on a parked call: its fields, its values, and why one can be refused.
+
+The decision is defined once, here. `DecisionFields` holds who decided what on
+which request and why, flat and nullable as a row stores it (an approval row
+inherits it: undecided until someone decides). `DecisionMade` narrows it to a
+decision someone gave; `DecisionRecord` (the winner, in Temporal history) and
+`DecideInput` (the `decide` update's argument) add their own fields, and the
+API's `DecisionOut` derives from the same definition. Field names and defaults
+are part of Temporal history: never rename or remove one.
 
 Every place that refuses a decision (the call workflow's `decide` validator
 and handler, the sub-call path in the store, the durable client) says why with
@@ -10,11 +18,107 @@ by the wording of its message. The reason travels with the update's rejection
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from enum import StrEnum
-from typing import Literal
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from parkgate.remember_spec import RememberSpec
 
 Decision = Literal["allow", "deny", "allow_with_edits"]
 DECISIONS: tuple[str, ...] = ("allow", "deny", "allow_with_edits")
+
+
+class DecisionFields(BaseModel):
+    """Who decided what on which request, and why: the fields every shape of a
+    decision shares, by the same names (approval and call rows, history, API).
+
+    Nullable: an approval row holds them before anyone decides.
+    """
+
+    request_id: str
+    decision: str | None = None
+    reason: str | None = None
+    decided_by: str | None = None
+    via: str | None = None
+    #: The authenticated decider ("key:<id>", "approver:<name>"); None for a
+    #: generic link, whose typed name is only `claimed_name`.
+    principal_id: str | None = None
+    claimed_name: str | None = None
+    #: The submitting key decided under a rule with `self_approval: true`.
+    self_approved: bool | None = None
+
+    def decision_fields(self) -> dict[str, Any]:
+        """The shared fields by name, as this shape holds them."""
+        return {name: getattr(self, name) for name in DecisionFields.model_fields}
+
+    def row_fields(self) -> dict[str, Any]:
+        """The shared fields as a row stores them (the approvals table, the call
+        row's decision fields): self_approved is None unless true."""
+        return self.decision_fields() | {"self_approved": self.self_approved or None}
+
+    def principal(self) -> dict[str, Any]:
+        """Who decided beside `decided_by`, as the store's decide-first write takes it."""
+        return {"principal_id": self.principal_id, "claimed_name": self.claimed_name,
+                "self_approved": self.self_approved or None}
+
+
+#: The decision fields of a call row (CallUpdate, CallRecord): the shared
+#: fields but request_id, which the row holds for the request it parked on.
+CALL_DECISION_FIELDS: tuple[str, ...] = tuple(
+    name for name in DecisionFields.model_fields if name != "request_id"
+)
+
+
+class DecisionMade(DecisionFields):
+    """A decision someone gave (the request is decided)."""
+
+    decision: str
+    self_approved: bool = False
+
+
+class DecisionRecord(DecisionMade):
+    """The decision that won for a parked call."""
+
+    decision: Decision
+    decided_at: datetime
+    #: Hash of the input that runs (the edited input for allow_with_edits).
+    approved_hash: str | None = None
+    #: Quorum requests: the distinct named approvers who allowed, in order.
+    votes: list[str] = Field(default_factory=list)
+    #: An allow that asked to remember the decision (parkgate.remembered);
+    #: the rule is written with the committed decision.
+    remember: RememberSpec | None = None
+
+    def approval_fields(self) -> dict[str, Any]:
+        """The decision as the approvals row stores it (flat, nullable)."""
+        return self.row_fields() | {"decided_at": self.decided_at,
+                                    "votes": list(self.votes) or None}
+
+
+class DecideInput(DecisionMade):
+    """A human's decision on a parked call (update or signal `decide`).
+
+    `decision` is a plain string so an invalid value reaches the validator and
+    is rejected with a clear message instead of a conversion error.
+    """
+
+    #: Required for allow_with_edits: the complete replacement input.
+    edited_input: dict[str, Any] | None = None
+    #: The named approver this decision counts for (quorum requests).
+    approver: str | None = None
+    #: Allow the same call again (scope, ttl); validated by the API.
+    remember: RememberSpec | None = None
+
+    def record(self, decided_at: datetime, approved_hash: str | None,
+               remember: RememberSpec | None = None) -> DecisionRecord:
+        """This decision as the winner records it."""
+        return DecisionRecord.model_validate(
+            self.decision_fields() | {"decided_at": decided_at, "approved_hash": approved_hash,
+                                      "remember": remember}
+        )
+
 
 #: The ApplicationError type of a refused `decide` update.
 REJECTED_ERROR_TYPE = "DecisionRejected"

@@ -13,11 +13,13 @@ import logging
 from collections import OrderedDict, defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel
 
 from parkgate.budget import Budget
+from parkgate.decisions import DECISIONS as DECISIONS  # re-exported (were defined here)
+from parkgate.decisions import Decision as Decision
 from parkgate.events import ToolEvent
 from parkgate.hooks import maybe_await
 from parkgate.models import (
@@ -36,13 +38,16 @@ from parkgate.verdicts import ApprovalInfo, Deny, NeedsApproval, PreparedCall
 
 log = logging.getLogger("parkgate.local")
 
-Decision = Literal["allow", "deny", "allow_with_edits"]
-DECISIONS: tuple[str, ...] = ("allow", "deny", "allow_with_edits")
 EventCallback = Callable[[ToolEvent], Any]
 
 
 class ConfirmationDecision(BaseModel):
-    """How a confirmation request ended (a human decision, a timeout or a cancel)."""
+    """How a confirmation request ended (a human decision, a timeout or a cancel).
+
+    In-process only: not a `parkgate.decisions` shape, because its `decision`
+    also says "timeout" and "cancelled", and the local dispatcher knows no
+    principal or channel. Its dump is the data of tool.confirmation_resolved.
+    """
 
     decision: str  # allow | deny | allow_with_edits | timeout | cancelled
     reason: str | None = None

@@ -8,12 +8,13 @@ approvals on `request_id`.
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, Protocol
 
 from pydantic import BaseModel, Field
 
+from parkgate.decisions import DECISIONS, DecisionFields, DecisionRecord
 from parkgate.events import ToolEvent
 from parkgate.models import SideEffects, ToolErrorClass, ToolResultBlock, ToolUseBlock
 
@@ -181,8 +182,12 @@ class CallFacts(BaseModel):
     full_output: dict[str, Any] | None = None
 
 
-class ApprovalRecord(BaseModel):
-    """One approval request (a parked call waiting for a human)."""
+class ApprovalRecord(DecisionFields):
+    """One approval request (a parked call waiting for a human).
+
+    Its decision fields (decision, reason, decided_by, via, principal_id,
+    claimed_name, self_approved) are `DecisionFields`: flat, None until decided.
+    """
 
     request_id: str
     session_id: str
@@ -194,16 +199,26 @@ class ApprovalRecord(BaseModel):
     requested_at: datetime
     expires_at: datetime | None = None  # None = never
     info: dict[str, Any] = Field(default_factory=dict)  # ApprovalInfo dump
-    decision: str | None = None
-    decided_by: str | None = None
-    via: str | None = None
-    reason: str | None = None
     decided_at: datetime | None = None
-    principal_id: str | None = None
-    claimed_name: str | None = None
-    self_approved: bool | None = None
     #: Named approvers who allowed (quorum requests).
     votes: list[str] | None = None
+
+    def decision_record(self) -> DecisionRecord | None:
+        """The stored decision as the winner's record (None if undecided or not a
+        human decision, e.g. "expired")."""
+        if self.decision not in DECISIONS:
+            return None
+        return DecisionRecord.model_validate(self.decision_fields() | {
+            "self_approved": bool(self.self_approved),
+            "decided_at": _aware(self.decided_at or self.requested_at),
+            "approved_hash": self.input_hash if self.decision != "deny" else None,
+            "votes": list(self.votes or []),
+        })
+
+
+def _aware(value: datetime) -> datetime:
+    """Rows read back from SQLite carry naive UTC datetimes."""
+    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
 
 
 class HistoryStore(Protocol):

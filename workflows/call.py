@@ -526,14 +526,7 @@ class ToolCallWorkflow:
         approval = self._approval
         if approval is not None:
             approval = approval.model_copy(
-                update={
-                    "decision": decision,
-                    "decided_by": data["decided_by"],
-                    "via": data["via"],
-                    "reason": data["reason"],
-                    "decided_at": rec.decided_at if rec else workflow.now(),
-                    **self._principal_fields(rec),
-                }
+                update={**data, "decided_at": rec.decided_at if rec else workflow.now()}
             )
             self._approval = approval
         status = {
@@ -685,17 +678,9 @@ class ToolCallWorkflow:
     def _decision_record(self, inp: DecideInput, prepared: PreparedCall) -> DecisionRecord:
         """The winning decision as recorded."""
         info = self._info
-        return DecisionRecord(
-            request_id=inp.request_id,
-            decision=inp.decision,  # type: ignore[arg-type]
-            reason=inp.reason,
-            decided_by=inp.decided_by,
-            via=inp.via,
+        return inp.record(
             decided_at=workflow.now(),
             approved_hash=prepared.input_hash if inp.decision != "deny" else None,
-            principal_id=inp.principal_id,
-            claimed_name=inp.claimed_name,
-            self_approved=inp.self_approved,
             # Data only (no command): written as a rule with the committed decision.
             remember=(
                 remember_for(inp.remember, inp.approver, info)
@@ -794,13 +779,9 @@ class ToolCallWorkflow:
         call decided without them records exactly what it did before)."""
         if rec is None:
             return {"votes": list(self._votes)} if self._votes else {}
-        fields: dict[str, Any] = {
-            "principal_id": rec.principal_id,
-            "claimed_name": rec.claimed_name,
-            "self_approved": rec.self_approved or None,
-            "votes": list(rec.votes) or None,
-        }
-        return {k: v for k, v in fields.items() if v is not None}
+        fields = rec.approval_fields()  # as the approval row holds them
+        who = ("principal_id", "claimed_name", "self_approved", "votes")
+        return {k: fields[k] for k in who if fields[k] is not None}
 
     async def _execute(
         self,

@@ -182,7 +182,7 @@ async def _show_stored(
     repo: Repository = request.app.state.deps.repo
     call = await repo.get_call(approval.session_id, approval.tool_use_id)
     status = call.status.value if call is not None else "expired"
-    decision = slack.stored_decision(approval)
+    decision = approval.decision_record()
     if decision is None and status in ("parked", "queued", "running"):
         status = "expired"  # past its expiry; the workflow records it at its timer
     text = slack.outcome_text(status, decision)

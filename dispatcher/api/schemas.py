@@ -7,6 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from parkgate.decisions import DecisionMade, DecisionRecord
 from parkgate.models import ToolResultBlock, ToolUseBlock
 from parkgate.records import CallStatus
 from parkgate.remember_spec import MAX_TTL_SECONDS, MIN_TTL_SECONDS
@@ -178,17 +179,17 @@ class RememberedListOut(BaseModel):
     items: list[RememberedOut]
 
 
-class DecisionOut(BaseModel):
-    request_id: str
-    decision: str
-    reason: str | None = None
-    decided_by: str | None = None
-    via: str | None = None
+# The decision as the API shows it: the domain's decision (parkgate.decisions)
+# with when it was made and the quorum's votes; no docstring, so the OpenAPI
+# document stays as it was.
+class DecisionOut(DecisionMade):
     decided_at: datetime | None = None
-    principal_id: str | None = None
-    claimed_name: str | None = None
-    self_approved: bool = False
     votes: list[str] = Field(default_factory=list)
+
+    @classmethod
+    def of(cls, record: DecisionRecord) -> DecisionOut:
+        """The API's view of a recorded decision (the same fields, by name)."""
+        return cls.model_validate(record.model_dump(include=set(cls.model_fields)))
 
 
 class ConfirmationOut(BaseModel):

@@ -18,7 +18,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from parkgate.api.approval_links import link_for
 from parkgate.api.errors import ApiError
-from parkgate.api.schemas import CallLinks, CallResource, DecisionOut
+from parkgate.api.schemas import CallLinks, CallResource
 from parkgate.decisions import RejectReason
 from parkgate.durable import stuck
 from parkgate.durable.client import TEMPORAL_NO_ANSWER, DurableDispatcher, UnknownCallError
@@ -437,23 +437,6 @@ def _rank(status: CallStatus) -> int:
 
 
 def _decision_fields(rec: DecisionRecord) -> dict[str, Any]:
-    return {
-        "decision": rec.decision, "decided_by": rec.decided_by, "reason": rec.reason,
-        "via": rec.via, "principal_id": rec.principal_id, "claimed_name": rec.claimed_name,
-        "self_approved": rec.self_approved or None, "votes": rec.votes or None,
-    }
-
-
-def decision_out(rec: DecisionRecord) -> DecisionOut:
-    return DecisionOut(
-        request_id=rec.request_id,
-        decision=rec.decision,
-        reason=rec.reason,
-        decided_by=rec.decided_by,
-        via=rec.via,
-        decided_at=rec.decided_at,
-        principal_id=rec.principal_id,
-        claimed_name=rec.claimed_name,
-        self_approved=rec.self_approved,
-        votes=list(rec.votes),
-    )
+    """The resource's decision fields, named and nullable as the call row's."""
+    fields = rec.approval_fields()
+    return {k: v for k, v in fields.items() if k not in ("request_id", "decided_at")}

@@ -16,7 +16,6 @@ from typing import Any
 from slack_sdk.signature import Clock, SignatureVerifier
 
 from parkgate.durable.payloads import DecisionRecord
-from parkgate.records import ApprovalRecord
 from parkgate.verdicts import ApprovalInfo
 
 ACTION_APPROVE = "parkgate_approve"
@@ -143,18 +142,6 @@ def outcome_text(status: str, decision: DecisionRecord | None) -> str:
     if decision.reason:
         text += f" Reason: {decision.reason}"
     return text
-
-
-def stored_decision(approval: ApprovalRecord) -> DecisionRecord | None:
-    """The decision a stored approval row holds (None: undecided or expired)."""
-    if approval.decision not in ("allow", "deny", "allow_with_edits"):
-        return None
-    return DecisionRecord.model_validate({
-        "request_id": approval.request_id, "decision": approval.decision,
-        "reason": approval.reason, "decided_by": approval.decided_by, "via": approval.via,
-        "decided_at": approval.decided_at or approval.requested_at,
-        "claimed_name": approval.claimed_name,
-    })
 
 
 def outcome_blocks(info: ApprovalInfo, session_id: str, text: str) -> list[dict[str, Any]]:

@@ -51,7 +51,6 @@ from parkgate.durable.payloads import (
 from parkgate.links import approval_url
 from parkgate.models import Session, ToolDefinition, ToolResultBlock, ToolUseBlock, input_hash
 from parkgate.records import ApprovalRecord, CallStatus
-from parkgate.remember_spec import RememberSpec
 from parkgate.settings import Settings
 
 
@@ -413,7 +412,7 @@ class DurableDispatcher:
                 raise
         if status != "running":
             return DecideResult.refused(
-                no_longer_waiting(status), subcall_approvals.decision_record(record)
+                no_longer_waiting(status), record.decision_record()
             )
         approvals = cast(subcall_approvals.ApprovalDecisions, self.approvals)
         return await subcall_approvals.decide(approvals, record, inp)
@@ -423,39 +422,41 @@ class DurableDispatcher:
         request_id: str,
         decision: str,
         *,
-        reason: str | None = None,
-        decided_by: str | None = None,
-        via: str | None = "api",
-        edited_input: dict[str, Any] | None = None,
         session_id: str | None = None,
         tool_use_id: str | None = None,
         wait: bool = True,
-        principal_id: str | None = None,
-        claimed_name: str | None = None,
-        self_approved: bool = False,
-        approver: str | None = None,
-        remember: RememberSpec | None = None,
+        **fields: Any,
+    ) -> DecideResult:
+        """`send_decision` with the decision given as DecideInput's fields
+        (reason, decided_by, via (default "api"), edited_input, principal_id,
+        claimed_name, self_approved, approver, remember). TypeError for others."""
+        unknown = set(fields) - set(DecideInput.model_fields)
+        if unknown:
+            raise TypeError(f"decide() got unexpected keyword arguments {sorted(unknown)}")
+        inp = DecideInput.model_validate(
+            {"via": "api", **fields, "request_id": request_id, "decision": decision}
+        )
+        return await self.send_decision(
+            inp, session_id=session_id, tool_use_id=tool_use_id, wait=wait
+        )
+
+    async def send_decision(
+        self,
+        inp: DecideInput,
+        *,
+        session_id: str | None = None,
+        tool_use_id: str | None = None,
+        wait: bool = True,
     ) -> DecideResult:
         """Send a decision as the `decide` update (or signal with wait=False).
 
         A rejected decision (already decided, unknown request, invalid edit)
         comes back as accepted=False with the message and the standing winner.
         `principal_id` / `claimed_name` / `approver` say who decides (see
-        DecideInput); the caller has authenticated them.
+        DecideInput); the caller has authenticated them. Without session_id and
+        tool_use_id the call is found from the request id in the store.
         """
-        inp = DecideInput(
-            request_id=request_id,
-            decision=decision,
-            reason=reason,
-            decided_by=decided_by,
-            via=via,
-            edited_input=edited_input,
-            principal_id=principal_id,
-            claimed_name=claimed_name,
-            self_approved=self_approved,
-            approver=approver,
-            remember=remember,
-        )
+        request_id = inp.request_id
         if session_id is None or tool_use_id is None:
             record = await self._approval(request_id)
             if subcall_approvals.parent_of(record):

@@ -13,8 +13,11 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
 
-from parkgate.decisions import DECISIONS as DECISIONS  # re-exported: payloads speak them
+# Re-exported: payloads speak them (the decision is defined in the domain).
+from parkgate.decisions import DECISIONS as DECISIONS
+from parkgate.decisions import DecideInput as DecideInput
 from parkgate.decisions import Decision as Decision
+from parkgate.decisions import DecisionRecord as DecisionRecord
 from parkgate.decisions import Rejection
 from parkgate.decisions import RejectReason as RejectReason
 from parkgate.events import ToolEvent
@@ -83,30 +86,6 @@ class CallInput(BaseModel):
     session: Session
 
 
-class DecisionRecord(BaseModel):
-    """The decision that won for a parked call."""
-
-    request_id: str
-    decision: Decision
-    reason: str | None = None
-    decided_by: str | None = None
-    via: str | None = None
-    decided_at: datetime
-    #: Hash of the input that runs (the edited input for allow_with_edits).
-    approved_hash: str | None = None
-    #: The authenticated decider ("key:<id>", "approver:<name>"); None for a
-    #: generic link, whose typed name is only `claimed_name`.
-    principal_id: str | None = None
-    claimed_name: str | None = None
-    #: The submitting key decided under a rule with `self_approval: true`.
-    self_approved: bool = False
-    #: Quorum requests: the distinct named approvers who allowed, in order.
-    votes: list[str] = Field(default_factory=list)
-    #: An allow that asked to remember the decision (parkgate.remembered);
-    #: the rule is written with the committed decision.
-    remember: RememberSpec | None = None
-
-
 class CallOutcome(CallEnd):
     """How a call ended (`CallEnd`: what the model gets, the status for
     humans), plus the request and decision that led there."""
@@ -138,30 +117,6 @@ class TurnOutcome(BaseModel):
 # ---------------------------------------------------------------------------
 # Update / signal / query
 # ---------------------------------------------------------------------------
-
-
-class DecideInput(BaseModel):
-    """A human's decision on a parked call (update or signal `decide`).
-
-    `decision` is a plain string so an invalid value reaches the validator and
-    is rejected with a clear message instead of a conversion error.
-    """
-
-    request_id: str
-    decision: str
-    reason: str | None = None
-    decided_by: str | None = None
-    via: str | None = None
-    #: Required for allow_with_edits: the complete replacement input.
-    edited_input: dict[str, Any] | None = None
-    #: Who decides, as authenticated by the API (see DecisionRecord).
-    principal_id: str | None = None
-    claimed_name: str | None = None
-    self_approved: bool = False
-    #: The named approver this decision counts for (quorum requests).
-    approver: str | None = None
-    #: Allow the same call again (scope, ttl); validated by the API.
-    remember: RememberSpec | None = None
 
 
 class DecideResult(BaseModel):

@@ -23,7 +23,7 @@ from parkgate.decisions import (
     invalid_decision,
     no_longer_waiting,
 )
-from parkgate.durable.payloads import DECISIONS, DecideInput, DecideResult, DecisionRecord
+from parkgate.durable.payloads import DecideInput, DecideResult
 from parkgate.models import utcnow
 from parkgate.records import ApprovalRecord
 
@@ -84,25 +84,6 @@ def is_past_expiry(record: ApprovalRecord, now: datetime | None = None) -> bool:
     return record.expires_at is not None and (now or utcnow()) >= _aware(record.expires_at)
 
 
-def decision_record(record: ApprovalRecord) -> DecisionRecord | None:
-    """The stored decision as the durable path's DecisionRecord (None if undecided
-    or not a human decision)."""
-    if record.decision not in DECISIONS:
-        return None
-    return DecisionRecord(
-        request_id=record.request_id,
-        decision=record.decision,  # type: ignore[arg-type]
-        reason=record.reason,
-        decided_by=record.decided_by,
-        via=record.via,
-        decided_at=_aware(record.decided_at or record.requested_at),
-        approved_hash=record.input_hash if record.decision != "deny" else None,
-        principal_id=record.principal_id,
-        claimed_name=record.claimed_name,
-        self_approved=bool(record.self_approved),
-    )
-
-
 def problem(record: ApprovalRecord, inp: DecideInput) -> Rejection | None:
     """Why `inp` cannot decide the sub-call request `record` (None when it can).
 
@@ -149,16 +130,15 @@ async def decide(
     """Apply a human's decision to a sub-call request: first write wins in the store."""
     refused = problem(record, inp)
     if refused is not None:
-        return DecideResult.refused(refused, decision_record(record))
+        return DecideResult.refused(refused, record.decision_record())
     won, stored = await store.decide_approval(
         record.request_id, inp.decision, inp.decided_by, inp.via, inp.reason,
-        principal={"principal_id": inp.principal_id, "claimed_name": inp.claimed_name,
-                   "self_approved": inp.self_approved or None},
+        principal=inp.principal(),
     )
     if won:
         return DecideResult(
-            accepted=True, winner=decision_record(stored), message="decision applied"
+            accepted=True, winner=stored.decision_record(), message="decision applied"
         )
     lost = problem(stored, inp) or already_decided(str(stored.decision), stored.decided_by)
-    return DecideResult.refused(lost, decision_record(stored))
+    return DecideResult.refused(lost, stored.decision_record())
 

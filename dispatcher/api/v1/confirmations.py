@@ -27,8 +27,8 @@ from parkgate.api.routes_remembered import remember_spec
 from parkgate.api.schemas import (
     ConfirmationIn,
     ConfirmationOut,
+    DecisionOut,
 )
-from parkgate.api.service import decision_out
 from parkgate.api.v1.common import (
     RequestId,
     SessionId,
@@ -119,14 +119,14 @@ async def confirm(
             body.decision, "api", (result.winner.decided_at - approval.requested_at).total_seconds()
         )
         return ConfirmationOut(
-            accepted=True, decision=decision_out(result.winner), message=result.message
+            accepted=True, decision=DecisionOut.of(result.winner), message=result.message
         )
     refused = answer_refused(result)
     if refused.status != 409:
         raise ApiError(refused.status, refused.code, refused.message)
     details: dict[str, Any] = {}
     if result.winner is not None:
-        details["winner"] = decision_out(result.winner).model_dump(mode="json")
+        details["winner"] = DecisionOut.of(result.winner).model_dump(mode="json")
     else:
         stored = await repo.get_approval(request_id)
         if stored is not None and stored.decision is not None:
