@@ -133,11 +133,14 @@ class CallService:
         quorum = parked and approval is not None and bool(named_approvers(approval))
         decided = parked and bool(work)
         if quorum or decided:
-            resource = await self._as_workflow_says(sid, tid, resource, decided=decided)
+            resource = await self._as_workflow_says(
+                sid, tid, resource, quorum=quorum, decided=decided
+            )
         return await self._with_waiting_for(sid, resource, work)
 
     async def _as_workflow_says(
-        self, session_id: str, tool_use_id: str, resource: CallResource, *, decided: bool
+        self, session_id: str, tool_use_id: str, resource: CallResource,
+        *, quorum: bool, decided: bool,
     ) -> CallResource:
         """A parked call's quorum votes, and for one decided before the store
         knows it, the workflow's status and decision (never a finished one: that
@@ -148,7 +151,7 @@ class CallService:
         except TEMPORAL_NO_ANSWER:
             view = None
             update["problem"] = await self._task_problem(session_id, tool_use_id)
-        if view is not None and resource.approvers:
+        if view is not None and quorum:
             update["votes"] = view.votes
         if decided and (view is None or view.status != CallStatus.PARKED):
             update["approval_url"] = None
