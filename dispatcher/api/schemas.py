@@ -7,10 +7,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from parkgate.api.approval_links import named_approvers, quorum_of
 from parkgate.decisions import DecisionMade, DecisionRecord
 from parkgate.models import ToolResultBlock, ToolUseBlock
-from parkgate.records import CallStatus
+from parkgate.records import ApprovalRecord, CallStatus
 from parkgate.remember_spec import MAX_TTL_SECONDS, MIN_TTL_SECONDS
+from parkgate.store.results import CallRecord
 
 _ID = Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9_.:\-]+$")
 
@@ -41,11 +43,27 @@ class SessionOut(BaseModel):
     worker_group: str | None = None
 
 
+def stored_fields(row: CallRecord, model: type[BaseModel]) -> dict[str, Any]:
+    """What `model` shows of a stored call row: every field the two share by name.
+
+    The one mapping from a `tool_calls` row to the API's call models
+    (CallResource, CallSummary): no field-by-field copies to keep in step.
+    """
+    return {name: getattr(row, name) for name in model.model_fields
+            if name in CallRecord.model_fields}
+
+
 class CallLinks(BaseModel):
     self: str
     events: str
     cancel: str
     approval: str | None = None
+
+    @classmethod
+    def of(cls, session_id: str, tool_use_id: str, approval: str | None = None) -> CallLinks:
+        base = f"/v1/sessions/{session_id}/tool-calls/{tool_use_id}"
+        return cls(self=base, events=f"{base}/events", cancel=f"{base}/cancel",
+                   approval=approval)
 
 
 class CallResource(BaseModel):
@@ -105,6 +123,34 @@ class CallResource(BaseModel):
         "the cause, the failed attempts, and whether a deploy may heal it.",
     )
     links: CallLinks
+
+    @classmethod
+    def from_row(
+        cls,
+        row: CallRecord,
+        *,
+        approval: ApprovalRecord | None = None,
+        approval_url: str | None = None,
+        turn_id: str | None = None,
+    ) -> CallResource:
+        """The call as the store has it: its row and, for a live call, its
+        approval request (expiry, named approvers and, once decided, their
+        votes) and the request's link (shown only while the row says parked)."""
+        fields = stored_fields(row, cls)
+        fields["turn_id"] = row.turn_id or turn_id
+        if not row.status.terminal:
+            fields["result"] = None  # only a finished call has a result
+        if approval is not None:
+            fields["expires_at"] = approval.expires_at
+            if named := named_approvers(approval):
+                fields.update(approvers=named, quorum=quorum_of(approval), votes=approval.votes)
+        url = approval_url if row.status == CallStatus.PARKED else None
+        return cls(
+            **fields,
+            finished=row.status.terminal,
+            approval_url=url,
+            links=CallLinks.of(row.session_id, row.tool_use_id, url),
+        )
 
 
 class BatchIn(BaseModel):
@@ -280,6 +326,10 @@ class CallSummary(BaseModel):
     created_at: datetime
     finished_at: datetime | None = None
     duration_ms: float | None = None
+
+    @classmethod
+    def from_row(cls, row: CallRecord) -> CallSummary:
+        return cls.model_validate(stored_fields(row, cls))
 
 
 class CallPageOut(BaseModel):

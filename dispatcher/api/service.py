@@ -1,9 +1,23 @@
 """The API's view of calls: start or attach, status, long-poll, decide, cancel.
 
-Status comes from the history store (the call row, written by the workflow's
-record activity) and, while the row is missing or not final, from the
-workflow's `status` query, which also carries the approval URL. Finished
-calls never need Temporal: the row holds the result.
+The store is the truth of a call: its row (status, result, decision, timings,
+rule, request id) and, while the call is live, its approval request (expiry,
+named approvers, the link re-derived from the stored token hash) make the
+resource through one mapping, `CallResource.from_row`. A finished or parked
+call costs no Temporal round trip. The workflow is asked only for what the
+store cannot know yet:
+
+- a call with no row: not classified yet, or its workflow task is wedged
+  (`problem`); no row and no workflow is no such call;
+- a quorum request's votes, counted in the workflow until the decision is
+  committed;
+- with worker groups: `waiting_for` (a workspace activity no worker of the
+  group has started), and a call decided while its group is down (its
+  decision's store write waits for the group, the row still says parked).
+
+Otherwise a decision accepted but not yet written shows the call parked until
+the write commits, and `finished` means the final row is stored: a long-poll
+never answers before the store does.
 """
 
 from __future__ import annotations
@@ -13,10 +27,11 @@ import contextlib
 from typing import Any
 
 from temporalio.api.enums.v1 import PendingActivityState
+from temporalio.api.workflow.v1 import PendingActivityInfo
 from temporalio.client import WorkflowFailureError, WorkflowHandle
 from temporalio.service import RPCError, RPCStatusCode
 
-from parkgate.api.approval_links import link_for
+from parkgate.api.approval_links import link_for, named_approvers
 from parkgate.api.errors import ApiError
 from parkgate.api.schemas import CallLinks, CallResource
 from parkgate.decisions import RejectReason
@@ -30,7 +45,7 @@ from parkgate.durable.payloads import (
     call_workflow_id,
 )
 from parkgate.models import Session, ToolUseBlock
-from parkgate.records import CallStatus
+from parkgate.records import ApprovalRecord, CallStatus
 from parkgate.settings import Settings
 from parkgate.store.repository import Repository
 from parkgate.store.results import CallRecord
@@ -77,100 +92,140 @@ class CallService:
     async def resource(
         self, session_id: str, tool_use_id: str, *, turn_id: str | None = None
     ) -> CallResource | None:
-        """The call resource from the store row and, if needed, the workflow."""
-        resource, _ = await self.resource_and_stored(session_id, tool_use_id, turn_id=turn_id)
-        return resource
+        """The call as the store has it, plus what only its workflow knows.
 
-    async def resource_and_stored(
-        self, session_id: str, tool_use_id: str, *, turn_id: str | None = None
-    ) -> tuple[CallResource | None, bool]:
-        """The call resource, and whether the store already holds its final row
-        (read once: a long-poll must not answer `finished` before the store does)."""
+        A finished call is its row (no Temporal round trip); a live one its row
+        and approval request, the workflow asked only for quorum votes and, with
+        worker groups, work waiting for a group (see the module docstring).
+        """
         row = await self.repo.get_call(session_id, tool_use_id)
-        stored = row is not None and row.status.terminal
-        return await self._resource(session_id, tool_use_id, row, turn_id), stored
+        if row is None:
+            return await self._unstored(session_id, tool_use_id, turn_id)
+        if row.status.terminal:
+            return CallResource.from_row(row, turn_id=turn_id)
+        approval = await self.repo.get_approval(row.request_id) if row.request_id else None
+        resource = CallResource.from_row(
+            row, approval=approval, approval_url=self._live_link(approval), turn_id=turn_id
+        )
+        return await self._with_workflow_only(row, approval, resource)
 
-    async def _resource(
-        self, session_id: str, tool_use_id: str, row: CallRecord | None, turn_id: str | None
+    def _live_link(self, approval: ApprovalRecord | None) -> str | None:
+        """The link of an undecided request, re-derived (the store keeps only the
+        token's hash); None when it does not match the stored hash."""
+        if approval is None or approval.decision is not None:
+            return None
+        return link_for(self.settings, self.secret, approval)
+
+    async def _with_workflow_only(
+        self, row: CallRecord, approval: ApprovalRecord | None, resource: CallResource
+    ) -> CallResource:
+        """A live call's resource with what the store cannot know yet.
+
+        Quorum votes live in the workflow until the decision is committed. With
+        worker groups, the decision's store write travels with the execute
+        activity on the group's queue: while no worker of the group is live the
+        store goes on showing a decided call parked, and a scheduled workspace
+        activity (a describe: no worker needed) gives it away.
+        """
+        sid, tid = row.session_id, row.tool_use_id
+        parked = row.status == CallStatus.PARKED
+        work = await self._workspace_work(sid, tid) if self.settings.worker_groups else []
+        quorum = parked and approval is not None and bool(named_approvers(approval))
+        decided = parked and bool(work)
+        if quorum or decided:
+            resource = await self._as_workflow_says(
+                sid, tid, resource, quorum=quorum, decided=decided
+            )
+        return await self._with_waiting_for(sid, resource, work)
+
+    async def _as_workflow_says(
+        self, session_id: str, tool_use_id: str, resource: CallResource,
+        *, quorum: bool, decided: bool,
+    ) -> CallResource:
+        """A parked call's quorum votes, and for one decided before the store
+        knows it, the workflow's status and decision (never a finished one: that
+        comes from the final row) without a live link."""
+        update: dict[str, Any] = {}
+        try:
+            view = await self.query(session_id, tool_use_id)
+        except TEMPORAL_NO_ANSWER:
+            view = None
+            update["problem"] = await self._task_problem(session_id, tool_use_id)
+        if view is not None and quorum:
+            update["votes"] = view.votes
+        if decided and (view is None or view.status != CallStatus.PARKED):
+            update["approval_url"] = None
+            update["links"] = resource.links.model_copy(update={"approval": None})
+            if view is not None and not view.status.terminal:
+                update["status"] = view.status
+            if view is not None and view.decision is not None:
+                update.update(_decision_fields(view.decision))
+        return resource.model_copy(update=update)
+
+    async def _unstored(
+        self, session_id: str, tool_use_id: str, turn_id: str | None
     ) -> CallResource | None:
-        view: CallStatusView | None = None
-        if row is not None and row.status == CallStatus.PARKED:
-            # Parked: the store has all we need (no worker round trip, so this
-            # answers even while every worker is down).
-            parked = await self._parked_from_store(row)
-            if parked is not None and not await self._decided_not_stored(session_id, tool_use_id):
-                return self._build(session_id, tool_use_id, row, parked, turn_id)
-        problem: str | None = None
-        if row is None or not row.status.terminal:
-            try:
-                view, problem = await self._query_unless_wedged(
-                    session_id, tool_use_id, unclassified=row is None
-                )
-            except TEMPORAL_NO_ANSWER:
-                # A workflow task that keeps failing answers no query: say so.
-                problem = await self._task_problem(session_id, tool_use_id)
-                if row is None and problem is None:
-                    raise  # nothing to answer from: 503, retry
-                # No worker (or no Temporal) answered: the stored row still
-                # says where the call is, so answer from it.
-                view = None
-            if row is None and view is None and problem is None:
-                return None
-        resource = self._build(session_id, tool_use_id, row, view, turn_id)
+        """A call the store has no row for yet: queued (or wedged: `problem`),
+        as its workflow says; None when there is no such workflow either."""
+        try:
+            view, problem = await self._query_unless_wedged(session_id, tool_use_id)
+        except TEMPORAL_NO_ANSWER:
+            # A workflow task that keeps failing answers no query: say so.
+            problem = await self._task_problem(session_id, tool_use_id)
+            if problem is None:
+                raise  # nothing to answer from: 503, retry
+            view = None
+        if view is None and problem is None:
+            return None
+        resource = _unstored_resource(session_id, tool_use_id, view, turn_id)
         if problem is not None:
             resource = resource.model_copy(update={"problem": problem})
-        if view is not None and view.worker_group and not resource.finished:
-            waiting = await self._waiting_for(session_id, tool_use_id, view.worker_group)
-            if waiting is not None:
-                resource = resource.model_copy(update={"waiting_for": waiting})
+        if view is not None and view.worker_group:
+            work = await self._workspace_work(session_id, tool_use_id)
+            resource = await self._with_waiting_for(
+                session_id, resource, work, group=view.worker_group
+            )
         return resource
 
-    async def _decided_not_stored(self, session_id: str, tool_use_id: str) -> bool:
-        """Whether a call the store still shows parked was decided already.
-
-        The decision's store write travels with the next committed write (the
-        execute activity); for a worker group with no live worker that write
-        waits as long as the group is down, so the store would go on showing the
-        call parked. A scheduled workspace activity gives it away (a describe:
-        no worker needed). Only asked when worker groups are configured.
-        """
-        if not self.settings.worker_groups:
-            return False
+    async def _workspace_work(
+        self, session_id: str, tool_use_id: str
+    ) -> list[PendingActivityInfo]:
+        """The call's workspace activities Temporal holds (scheduled or started);
+        a describe, so no worker is needed; none when Temporal does not answer."""
         try:
             desc = await self.handle(session_id, tool_use_id).describe()
         except TEMPORAL_NO_ANSWER:
-            return False
-        return any(
-            p.activity_type.name in WORKSPACE_ACTIVITIES
-            for p in desc.raw_description.pending_activities
-        )
+            return []
+        return [
+            p for p in desc.raw_description.pending_activities
+            if p.activity_type.name in WORKSPACE_ACTIVITIES
+        ]
 
-    async def _waiting_for(self, session_id: str, tool_use_id: str, group: str) -> str | None:
+    async def _with_waiting_for(
+        self, session_id: str, resource: CallResource, work: list[PendingActivityInfo],
+        *, group: str | None = None,
+    ) -> CallResource:
         """'worker group <name>' while a workspace activity of the call is scheduled
         but no worker of the session's group has started it (none is live, or
-        all are busy); None otherwise, or when Temporal does not answer."""
-        try:
-            desc = await self.handle(session_id, tool_use_id).describe()
-        except TEMPORAL_NO_ANSWER:
-            return None
-        for pending in desc.raw_description.pending_activities:
-            if (
-                pending.activity_type.name in WORKSPACE_ACTIVITIES
-                and pending.state == PendingActivityState.PENDING_ACTIVITY_STATE_SCHEDULED
-            ):
-                return f"worker group {group}"
-        return None
+        all are busy)."""
+        if not any(p.state == PendingActivityState.PENDING_ACTIVITY_STATE_SCHEDULED
+                   for p in work):
+            return resource
+        if group is None:
+            session = await self.repo.get_session(session_id)
+            group = session.worker_group if session is not None else None
+        if group is None:
+            return resource
+        return resource.model_copy(update={"waiting_for": f"worker group {group}"})
 
     async def _query_unless_wedged(
-        self, session_id: str, tool_use_id: str, *, unclassified: bool
+        self, session_id: str, tool_use_id: str
     ) -> tuple[CallStatusView | None, str | None]:
-        """The status query; for a call not classified yet (no row), raced with a
-        look at its workflow task: a task that keeps failing would hold the
-        query until Temporal's query timeout (30 s). A describe answers before
-        the query's worker round trip, so a healthy call waits no longer.
+        """The status query of a call not classified yet, raced with a look at its
+        workflow task: a task that keeps failing would hold the query until
+        Temporal's query timeout (30 s). A describe answers before the query's
+        worker round trip, so a healthy call waits no longer.
         Returns (view, None) or, for such a task, (None, what is wrong)."""
-        if not unclassified:
-            return await self.query(session_id, tool_use_id), None
         query = asyncio.ensure_future(self.query(session_id, tool_use_id))
         try:
             problem = await self._task_problem(session_id, tool_use_id)
@@ -191,34 +246,6 @@ class CallService:
         except TEMPORAL_NO_ANSWER:
             return None  # no such workflow, or no Temporal: the caller decides
         return trouble.describe() if trouble is not None else None
-
-    async def _parked_from_store(self, row: CallRecord) -> CallStatusView | None:
-        """A status view of a parked call rebuilt from its approval record.
-
-        Approval tokens are deterministic (request id + expiry, signed), so the
-        link is re-derived and checked against the stored token hash; on any
-        mismatch the caller falls back to asking the workflow.
-        """
-        if not row.request_id:
-            return None
-        approval = await self.repo.get_approval(row.request_id)
-        if approval is None or approval.decision is not None:
-            return None
-        if (approval.info or {}).get("approvers"):
-            return None  # quorum votes live in the workflow: ask it
-        url = link_for(self.settings, self.secret, approval)
-        if url is None:
-            return None
-        return CallStatusView(
-            workflow_id=row.workflow_id or "",
-            session_id=row.session_id,
-            tool_use_id=row.tool_use_id,
-            tool_name=row.tool_name or approval.tool_name,
-            status=CallStatus.PARKED,
-            approval_url=url,
-            requested_at=approval.requested_at,
-            expires_at=approval.expires_at,
-        )
 
     async def final_row_stored(self, session_id: str, tool_use_id: str) -> bool:
         """True once the store holds the call's final row. A workflow shows its
@@ -256,18 +283,6 @@ class CallService:
                 if not woken or (resource is not None and resource.finished):
                     break
                 committed.clear()  # a hint only: the row is not final, wait on
-        if resource is not None and not resource.finished:
-            # The workflow finished but its final row may trail by a moment.
-            resource = await self._settle(session_id, tool_use_id, resource, turn_id)
-        return resource
-
-    async def _settle(
-        self, session_id: str, tool_use_id: str, resource: CallResource, turn_id: str | None
-    ) -> CallResource:
-        view = await self.query(session_id, tool_use_id)
-        if view is not None and view.outcome is not None:
-            row = await self.repo.get_call(session_id, tool_use_id)
-            return self._build(session_id, tool_use_id, row, view, turn_id)
         return resource
 
     async def _wait_handle(
@@ -350,90 +365,27 @@ class CallService:
             raise
         return True
 
-    # ------------------------------------------------------------- helpers
-    def _build(
-        self,
-        session_id: str,
-        tool_use_id: str,
-        row: CallRecord | None,
-        view: CallStatusView | None,
-        turn_id: str | None,
-    ) -> CallResource:
-        base = f"/v1/sessions/{session_id}/tool-calls/{tool_use_id}"
-        status = CallStatus.QUEUED
-        data: dict[str, Any] = {}
-        if row is not None:
-            status = row.status
-            data.update(
-                turn_id=row.turn_id,
-                tool_name=row.tool_name,
-                side_effects=row.side_effects,
-                request_id=row.request_id,
-                rule=row.rule,
-                decision=row.decision,
-                decided_by=row.decided_by,
-                via=row.via,
-                principal_id=row.principal_id,
-                claimed_name=row.claimed_name,
-                self_approved=row.self_approved,
-                reason=row.reason,
-                error_class=row.error_class,
-                result=row.result if row.status.terminal else None,
-                created_at=row.created_at,
-                started_at=row.started_at,
-                finished_at=row.finished_at,
-                duration_ms=row.duration_ms,
-            )
-        approval_url: str | None = None
-        if view is not None:
-            outcome = view.outcome
-            if outcome is not None and (row is None or not row.status.terminal):
-                status = outcome.status
-                data["result"] = outcome.result
-                data["error_class"] = outcome.error_class.value if outcome.error_class else None
-            elif row is None or _rank(view.status) > _rank(status):
-                status = view.status
-            data.setdefault("tool_name", view.tool_name)
-            data["tool_name"] = data.get("tool_name") or view.tool_name
-            if view.request is not None:
-                data["request_id"] = view.request.request_id
-                data["side_effects"] = data.get("side_effects") or view.request.side_effects.value
-                data["rule"] = data.get("rule") or view.request.rule
-                if view.request.approvers:
-                    data["approvers"] = view.request.approvers
-                    data["quorum"] = view.request.quorum
-                    data["votes"] = view.votes
-            data["expires_at"] = view.expires_at
-            if view.decision is not None:
-                data.update(_decision_fields(view.decision))
-            approval_url = view.approval_url
-        finished = status.terminal
-        return CallResource(
-            tool_use_id=tool_use_id,
-            session_id=session_id,
-            status=status,
-            finished=finished,
-            approval_url=approval_url if status == CallStatus.PARKED else None,
-            links=CallLinks(
-                self=base,
-                events=f"{base}/events",
-                cancel=f"{base}/cancel",
-                approval=approval_url if status == CallStatus.PARKED else None,
-            ),
-            **{"turn_id": turn_id, **{k: v for k, v in data.items() if v is not None}},
-        )
-
-
-_ORDER = [
-    CallStatus.QUEUED,
-    CallStatus.PARKED,
-    CallStatus.RUNNING,
-]
-
-
-def _rank(status: CallStatus) -> int:
-    """Progress order; terminal states rank above every live one."""
-    return _ORDER.index(status) if status in _ORDER else len(_ORDER)
+def _unstored_resource(
+    session_id: str, tool_use_id: str, view: CallStatusView | None, turn_id: str | None
+) -> CallResource:
+    """A call with no row yet, as its workflow says (queued without one). It
+    is never `finished`: a call ends for readers when its final row is stored,
+    and one that ended before its first row is shown running until then."""
+    status = CallStatus.QUEUED if view is None else view.status
+    data: dict[str, Any] = {}
+    if view is not None:
+        data["tool_name"] = view.tool_name
+        if view.request is not None:
+            data.update(request_id=view.request.request_id, rule=view.request.rule,
+                        side_effects=view.request.side_effects.value)
+    return CallResource(
+        tool_use_id=tool_use_id,
+        session_id=session_id,
+        turn_id=turn_id,
+        status=CallStatus.RUNNING if status.terminal else status,
+        links=CallLinks.of(session_id, tool_use_id),
+        **data,
+    )
 
 
 def _decision_fields(rec: DecisionRecord) -> dict[str, Any]:

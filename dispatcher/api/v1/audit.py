@@ -63,7 +63,7 @@ async def list_calls(
         page = await repo.list_calls(filters, limit=limit, cursor=after or None)
     except InvalidCursorError as exc:
         raise ApiError(422, "invalid_cursor", str(exc)) from exc
-    items = [CallSummary.model_validate(row.model_dump()) for row in page.items]
+    items = [CallSummary.from_row(row) for row in page.items]
     return CallPageOut(items=items, next_cursor=page.next_cursor)
 
 

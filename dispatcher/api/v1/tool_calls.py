@@ -96,14 +96,13 @@ def _conflict(exc: IdempotencyConflictError) -> ApiError:
 
 
 def _queued(session_id: str, turn_id: str, call: ToolUseBlock) -> CallResource:
-    base = f"/v1/sessions/{session_id}/tool-calls/{call.id}"
     return CallResource(
         tool_use_id=call.id,
         session_id=session_id,
         turn_id=turn_id,
         tool_name=call.name,
         status=CallStatus.QUEUED,
-        links=CallLinks(self=base, events=f"{base}/events", cancel=f"{base}/cancel"),
+        links=CallLinks.of(session_id, call.id),
     )
 
 
@@ -175,10 +174,9 @@ async def get_call(
 ) -> CallResource:
     await session_of(repo, session_id, key)
     service = call_service(request)
-    resource, stored = await service.resource_and_stored(session_id, tool_use_id)
-    if resource is not None and wait > 0 and not (resource.finished and stored):
-        # Also while the workflow has its outcome but the store not yet: a
-        # long-poll answers `finished` once the store (events, row) agrees.
+    resource = await service.resource(session_id, tool_use_id)
+    if resource is not None and wait > 0 and not resource.finished:
+        # `finished` comes from the store's final row only: nothing to wait for.
         resource = await service.wait(session_id, tool_use_id, wait)
     if resource is None:
         raise not_found(f"tool call {tool_use_id!r}")
