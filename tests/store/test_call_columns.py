@@ -33,3 +33,19 @@ def test_a_calls_end_is_part_of_its_row() -> None:
     (RecordedFinish) are the same fields, all of them row columns."""
     assert issubclass(RecordedFinish, CallEnd) and issubclass(CallOutcome, CallEnd)
     assert set(CallEnd.model_fields) <= set(CallRecord.model_fields)
+
+
+def test_the_apis_call_models_show_row_columns_by_their_names() -> None:
+    """CallResource and CallSummary are read from the row by name
+    (`stored_fields`): every field they share with the row is a column, and
+    the rest are the API's own (links, live approval state, problems)."""
+    from parkgate.api.schemas import CallResource, CallSummary
+
+    row = set(CallRecord.model_fields)
+    api_only = {"finished", "approval_url", "expires_at", "waiting_for", "approvers", "quorum",
+                "votes", "approver_links", "problem", "links"}
+    assert set(CallResource.model_fields) - row == api_only
+    assert set(CallSummary.model_fields) <= row
+    for model in (CallResource, CallSummary):
+        for name in set(model.model_fields) & row:
+            assert name in CallColumns.model_fields or name in _KEYS, name
