@@ -101,13 +101,20 @@ class NeedsApproval(BaseModel):
 Verdict = Execute | Deny | NeedsApproval
 
 
-class ToolRun(BaseModel):
-    """Outcome of execute(): the model-facing result plus the full record."""
+class RunResult(BaseModel):
+    """What running a call gave: the model-facing result, when it started and
+    how long it took. The pipeline's `ToolRun` and the execute activity's
+    output (`ExecuteOutput`) share it."""
 
     result: ToolResultBlock
     error_class: ToolErrorClass | None = None
-    #: The tool's whole output (untruncated) for the history store.
-    output: ToolOutput | None = None
     started_at: datetime | None = None
     duration_ms: float = 0.0
+
+
+class ToolRun(RunResult):
+    """Outcome of execute(): the model-facing result plus the full record."""
+
+    #: The tool's whole output (untruncated) for the history store.
+    output: ToolOutput | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)

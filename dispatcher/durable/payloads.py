@@ -32,7 +32,14 @@ from parkgate.records import (
     RecordedFinish,
 )
 from parkgate.remember_spec import RememberSpec
-from parkgate.verdicts import ApprovalInfo, Deny, Execute, NeedsApproval, PreparedCall
+from parkgate.verdicts import (
+    ApprovalInfo,
+    Deny,
+    Execute,
+    NeedsApproval,
+    PreparedCall,
+    RunResult,
+)
 
 #: Stable names: they are written into Temporal history.
 CALL_WORKFLOW = "parkgate.ToolCall"
@@ -349,24 +356,20 @@ class ExecuteInput(BaseModel):
     resolved: RecordInput | None = None
 
 
-class ExecuteOutput(BaseModel):
-    """The model-facing result; the full output went straight to the store.
+class ExecuteOutput(RunResult):
+    """The run's result (`RunResult`); the full output went straight to the store.
 
     When the store was unreachable during execution, the events it could not
     take (and a small full output) travel back here so the workflow records
     them with the record activity, which retries until the store is back.
     """
 
-    result: ToolResultBlock
-    error_class: ToolErrorClass | None = None
-    started_at: datetime | None = None
-    duration_ms: float = 0.0
     #: False when ExecuteInput.resolved could not be stored (it is among
     #: pending_events; the workflow writes it, with the approval row, itself).
     resolved_recorded: bool = True
     pending_events: list[ToolEvent] = Field(default_factory=list)
     full_output: dict[str, Any] | None = None
-    #: True when the final row and every event are stored (see ExecuteInput.final).
+    #: True when the final row and every event are stored (see ExecuteInput.ref).
     recorded: bool = False
 
 ClassifyOutput.model_rebuild()

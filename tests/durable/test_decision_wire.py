@@ -20,7 +20,8 @@ import pytest
 from pydantic import BaseModel
 
 from parkgate.api.schemas import DecisionOut
-from parkgate.decisions import CALL_DECISION_FIELDS, call_decision_fields
+from parkgate.call_rows import decision_columns
+from parkgate.decisions import CALL_DECISION_FIELDS
 from parkgate.durable.payloads import (
     ACT_CREATE_APPROVAL,
     ACT_EXECUTE,
@@ -271,6 +272,7 @@ def test_a_decision_maps_onto_the_rows_by_name() -> None:
     assert ApprovalRecord.model_validate(OLD_APPROVAL | row).decision_record() == (
         record.model_copy(update={"remember": None, "approved_hash": "sha256:abc"}))
     assert set(CALL_DECISION_FIELDS) <= set(CallUpdate.model_fields)
-    update = CallUpdate(session_id="s", tool_use_id="tu", **call_decision_fields(row))
+    approval = ApprovalRecord.model_validate(OLD_APPROVAL | row)
+    update = CallUpdate(session_id="s", tool_use_id="tu", **decision_columns(approval))
     assert (update.decision, update.decided_by, update.principal_id, update.self_approved) == (
         "allow_with_edits", "alice", "approver:alice", None)
