@@ -82,7 +82,7 @@ async def _drain(
             await _wait_count(stack, sid, CallStatus.PARKED, calls, 300 + calls * 0.5,
                               lambda n: None, "parked")
             meter = CpuMeter({
-                **{f"worker {i}": p.process.pid if p.process else None
+                **{f"worker {i}": p.pid
                    for i, p in enumerate(procs, 1)},
                 "dev server": stack.server.process.pid if stack.server.process else None,
                 "API+bench client": os.getpid(),

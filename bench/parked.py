@@ -195,7 +195,7 @@ async def run(
             server_before = _rss_mb(server_pid)
 
             cpu = CpuMeter({
-                "worker": worker.process.pid if worker.process else None,
+                "worker": worker.pid,
                 "dev server": server_pid,
                 "API+bench client": os.getpid(),
             })

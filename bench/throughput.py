@@ -43,7 +43,7 @@ async def _measure(
 
 def _meter(stack: Stack, workers: list[WorkerProcess]) -> CpuMeter:
     pids: dict[str, int | None] = {
-        f"worker {i}": w.process.pid if w.process else None for i, w in enumerate(workers, 1)
+        f"worker {i}": w.pid for i, w in enumerate(workers, 1)
     }
     pids["dev server"] = stack.server.process.pid if stack.server.process else None
     pids["API+bench client"] = os.getpid()

@@ -318,20 +318,8 @@ class CallService:
     async def decide(self, session_id: str, tool_use_id: str, inp: DecideInput) -> DecideResult:
         """Send the `decide` update; a rejected one is answered with the winner."""
         try:
-            return await self.dispatcher.decide(
-                inp.request_id,
-                inp.decision,
-                reason=inp.reason,
-                decided_by=inp.decided_by,
-                via=inp.via,
-                edited_input=inp.edited_input,
-                session_id=session_id,
-                tool_use_id=tool_use_id,
-                principal_id=inp.principal_id,
-                claimed_name=inp.claimed_name,
-                self_approved=inp.self_approved,
-                approver=inp.approver,
-                remember=inp.remember,
+            return await self.dispatcher.send_decision(
+                inp, session_id=session_id, tool_use_id=tool_use_id
             )
         except UnknownCallError:
             # The workflow is gone (finished): report what the store knows.

@@ -62,11 +62,6 @@ class WorkerProcess(ManagedProcess):
         self.settings = settings
         self.module = module
 
-    @property
-    def process(self) -> ManagedProcess:
-        """Itself (older callers read `.process.pid`)."""
-        return self
-
     def start(self) -> WorkerProcess:
         if self.settings is not None:
             self.settings.data_dir.mkdir(parents=True, exist_ok=True)

@@ -306,9 +306,9 @@ async def test_hosts_as_processes_killed_host_calls_wait_then_finish(
             assert (roots["a"] / "ws" / "runs.txt").read_text() == "run\n"  # at most once
             ran = await started_by(rig.rig.client, call_workflow_id("s-a", "tu-after"))
             # Default worker identity is "<pid>@<host>": each ran on its host's process.
-            assert pids(ran["parkgate.execute"]) == {restarted.process.pid}
+            assert pids(ran["parkgate.execute"]) == {restarted.pid}
             ran_b = await started_by(rig.rig.client, call_workflow_id("s-b", "tu-after"))
-            assert pids(ran_b["parkgate.execute"]) == {hosts["b"].process.pid}
+            assert pids(ran_b["parkgate.execute"]) == {hosts["b"].pid}
         finally:
             for proc in hosts.values():
                 proc.stop()
