@@ -11,7 +11,8 @@ import json
 from collections.abc import Callable
 from typing import IO, TYPE_CHECKING, Any, Literal
 
-from parkgate.store.results import CallFilters, CallRecord
+from parkgate.store.results import CallFilters
+from parkgate.store.statements import CALLS
 
 if TYPE_CHECKING:
     from parkgate.store.call_store import CallStore
@@ -19,7 +20,10 @@ if TYPE_CHECKING:
 #: Progress callback: (calls written so far, total calls matching).
 Progress = Callable[[int, int], None]
 
-CSV_COLUMNS: tuple[str, ...] = (*CallRecord.model_fields, "event_count")
+#: A call's columns in the table's order: the export's format does not move
+#: when the models that read the row are reorganised.
+ROW_COLUMNS: tuple[str, ...] = tuple(column.name for column in CALLS.columns)
+CSV_COLUMNS: tuple[str, ...] = (*ROW_COLUMNS, "event_count")
 
 
 def _csv_cell(value: Any) -> Any:
@@ -52,7 +56,8 @@ async def export_calls(
         keys = [(c.session_id, c.tool_use_id) for c in batch]
         events = await repo.events_for_calls(keys) if (include_events or fmt == "csv") else {}
         for call in batch:
-            row = call.model_dump(mode="json")
+            dumped = call.model_dump(mode="json")
+            row = {name: dumped[name] for name in ROW_COLUMNS}
             call_events = events.get((call.session_id, call.tool_use_id), [])
             if fmt == "jsonl":
                 if include_events:
