@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
 
 from pydantic import BaseModel, Field
 
@@ -118,6 +118,22 @@ class DecideInput(DecisionMade):
             self.decision_fields() | {"decided_at": decided_at, "approved_hash": approved_hash,
                                       "remember": remember}
         )
+
+
+class DecideKeywords(TypedDict, total=False):
+    """DecideInput's fields beside the request and the decision, as keyword
+    arguments (`DurableDispatcher.decide`): typed for callers, and held to
+    DecideInput by a test so the two cannot drift."""
+
+    reason: str | None
+    decided_by: str | None
+    via: str | None
+    edited_input: dict[str, Any] | None
+    principal_id: str | None
+    claimed_name: str | None
+    self_approved: bool
+    approver: str | None
+    remember: RememberSpec | None
 
 
 #: The ApplicationError type of a refused `decide` update.

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 from collections.abc import Sequence
-from typing import Any, Protocol, TypeVar, cast
+from typing import Any, Protocol, TypeVar, Unpack, cast
 
 from temporalio.client import (
     Client,
@@ -26,7 +26,13 @@ from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
-from parkgate.decisions import Rejection, RejectReason, no_longer_waiting, reason_of
+from parkgate.decisions import (
+    DecideKeywords,
+    Rejection,
+    RejectReason,
+    no_longer_waiting,
+    reason_of,
+)
 from parkgate.durable import stuck, subcall_approvals
 from parkgate.durable.payloads import (
     CALL_WORKFLOW,
@@ -425,11 +431,10 @@ class DurableDispatcher:
         session_id: str | None = None,
         tool_use_id: str | None = None,
         wait: bool = True,
-        **fields: Any,
+        **fields: Unpack[DecideKeywords],
     ) -> DecideResult:
         """`send_decision` with the decision given as DecideInput's fields
-        (reason, decided_by, via (default "api"), edited_input, principal_id,
-        claimed_name, self_approved, approver, remember). TypeError for others."""
+        (`DecideKeywords`; `via` defaults to "api"). TypeError for others."""
         unknown = set(fields) - set(DecideInput.model_fields)
         if unknown:
             raise TypeError(f"decide() got unexpected keyword arguments {sorted(unknown)}")

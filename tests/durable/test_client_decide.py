@@ -43,3 +43,13 @@ async def test_keywords_become_the_decide_input() -> None:
 async def test_an_unknown_keyword_is_a_type_error() -> None:
     with pytest.raises(TypeError, match="decidedby"):
         await _Sent().decide("req-1", "allow", decidedby="ann")
+
+
+def test_the_typed_keywords_are_decide_inputs_fields() -> None:
+    """DecideKeywords (what mypy checks at `decide(...)` call sites) names exactly
+    DecideInput's fields beside the request and the decision."""
+    from parkgate.decisions import DecideInput, DecideKeywords
+
+    assert set(DecideKeywords.__annotations__) == (
+        set(DecideInput.model_fields) - {"request_id", "decision"}
+    )
