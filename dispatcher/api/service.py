@@ -11,6 +11,8 @@ store cannot know yet:
   (`problem`); no row and no workflow is no such call;
 - a quorum request's votes, counted in the workflow until the decision is
   committed;
+- for a running call, whether its workflow task keeps failing (`problem`: a
+  describe, no worker round trip);
 - with worker groups: `waiting_for` (a workspace activity no worker of the
   group has started), and a call decided while its group is down (its
   decision's store write waits for the group, the row still says parked).
@@ -128,6 +130,12 @@ class CallService:
         activity (a describe: no worker needed) gives it away.
         """
         sid, tid = row.session_id, row.tool_use_id
+        if row.status == CallStatus.RUNNING:
+            # A running call whose workflow task keeps failing would otherwise
+            # show `running` forever: say what is wrong (a describe, no worker).
+            problem = await self._task_problem(sid, tid)
+            if problem is not None:
+                resource = resource.model_copy(update={"problem": problem})
         parked = row.status == CallStatus.PARKED
         work = await self._workspace_work(sid, tid) if self.settings.worker_groups else []
         quorum = parked and approval is not None and bool(named_approvers(approval))

@@ -5,9 +5,16 @@ pins both the answer and what it cost."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from datetime import timedelta
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, cast
+
+from temporalio.api.enums.v1 import EventType, WorkflowTaskFailedCause
+from temporalio.api.failure.v1 import Failure
+from temporalio.api.history.v1 import HistoryEvent, WorkflowTaskFailedEventAttributes
+from temporalio.client import WorkflowExecutionStatus
 
 from parkgate.api.schemas import CallSummary
 from parkgate.api.service import CallService
@@ -22,15 +29,42 @@ from parkgate.store.repository import Repository
 SID, TID, RID = "s-truth", "toolu_truth", "req-truth"
 
 
+class TemporalServer:
+    """The server side of the stand-in: a describe (counted) says the workflow
+    runs with its task on `attempt`; its history holds `failures`."""
+
+    def __init__(self) -> None:
+        self.describes = 0
+        self.attempt = 1
+        self.failures: list[HistoryEvent] = []
+
+    def get_workflow_handle(self, workflow_id: str, run_id: str | None = None) -> Any:
+        server = self
+
+        class Handle:
+            async def describe(self) -> Any:
+                server.describes += 1
+                return SimpleNamespace(
+                    status=WorkflowExecutionStatus.RUNNING, run_id="run-1",
+                    raw_description=SimpleNamespace(
+                        pending_workflow_task=SimpleNamespace(attempt=server.attempt)),
+                )
+
+            async def fetch_history_events(self) -> AsyncIterator[HistoryEvent]:
+                for event in server.failures:
+                    yield event
+
+        return Handle()
+
+
 class Workflow:
     """A DurableDispatcher stand-in: the status query answers `view`; a describe
-    (worker groups only) would fail the test."""
-
-    client = None
+    of a call's workflow handle (worker groups only) would fail the test."""
 
     def __init__(self, view: CallStatusView | None = None) -> None:
         self.view = view
         self.queries = 0
+        self.client = TemporalServer()
 
     async def status(self, session_id: str, tool_use_id: str) -> CallStatusView | None:
         self.queries += 1
@@ -83,7 +117,8 @@ async def test_a_running_row_stays_running_while_the_workflow_records_its_outcom
     assert (resource.status, resource.finished, resource.result) == (
         CallStatus.RUNNING, False, None)
     assert (resource.rule, resource.side_effects, resource.turn_id) == ("writes", "write", "t1")
-    assert wf.queries == 0
+    assert resource.problem is None
+    assert wf.queries == 0 and wf.client.describes == 1  # is its task healthy? a describe
 
     await store(sqlite_repo, CallStatus.SUCCEEDED, result=done, finished_at=utcnow())
     resource = await calls.resource(SID, TID)
@@ -156,3 +191,33 @@ async def test_the_audit_summary_shows_the_same_row(sqlite_repo: Repository) -> 
     summary = CallSummary.from_row(row)
     assert summary == CallSummary.model_validate(row.model_dump())
     assert (summary.status, summary.rule, summary.decided_by) == (CallStatus.DENIED, "r", "bob")
+
+
+async def test_a_running_call_whose_workflow_task_keeps_failing_says_so(
+    sqlite_repo: Repository, tmp_path: Path
+) -> None:
+    """The row says running, but the workflow cannot take the activity's
+    result (its task fails on every attempt): the resource says why, instead
+    of `running` forever; finished calls never ask."""
+    await store(sqlite_repo, CallStatus.RUNNING, rule="writes")
+    wf = Workflow()
+    wf.client.attempt = 4
+    wf.client.failures = [HistoryEvent(
+        event_type=EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED,
+        workflow_task_failed_event_attributes=WorkflowTaskFailedEventAttributes(
+            cause=WorkflowTaskFailedCause.WORKFLOW_TASK_FAILED_CAUSE_NON_DETERMINISTIC_ERROR,
+            failure=Failure(message="nondeterminism: activity type mismatch"),
+        ),
+    )]
+    calls = service(tmp_path, sqlite_repo, wf)
+    resource = await calls.resource(SID, TID)
+    assert resource is not None and resource.status == CallStatus.RUNNING
+    assert resource.problem is not None and "3 failed attempt" in resource.problem, resource.problem
+    assert wf.queries == 0
+
+    await store(sqlite_repo, CallStatus.SUCCEEDED, result=ToolResultBlock(tool_use_id=TID),
+                finished_at=utcnow())
+    before = wf.client.describes
+    resource = await calls.resource(SID, TID)
+    assert resource is not None and resource.finished and resource.problem is None
+    assert wf.client.describes == before
