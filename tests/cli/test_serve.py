@@ -156,6 +156,20 @@ def _no_process_uses(data_dir: Path) -> list[str]:
     return leftovers
 
 
+def _submit_until_parked(api: httpx.Client, turn_id: str, body: dict[str, object]) -> dict:
+    """Submit a call that parks and return it once parked (a long-poll would
+    wait its whole `wait`: a parked call is not finished)."""
+    sub = api.post(f"/v1/sessions/s1/turns/{turn_id}/tool-calls", params={"wait": 0}, json=body)
+    assert sub.status_code == 202, sub.text
+    deadline = time.monotonic() + 30
+    call = sub.json()
+    while call["status"] != "parked" and time.monotonic() < deadline:
+        time.sleep(0.1)
+        call = api.get(f"/v1/sessions/s1/tool-calls/{body['id']}").json()
+    assert call["status"] == "parked", call
+    return dict(call)
+
+
 def test_serve_parks_survives_restart_and_approves(
     serve_env: dict[str, str], started: list[Serve], tmp_path: Path
 ) -> None:
@@ -200,18 +214,11 @@ def test_serve_parks_survives_restart_and_approves(
         assert httpx.get(urls["ui"], timeout=10).status_code == 200
         reg = api.post("/v1/sessions", json={"session_id": "s1", "workspace_path": str(work)})
         assert reg.status_code in (200, 201), reg.text
-        sub = api.post(
-            "/v1/sessions/s1/turns/t1/tool-calls",
-            params={"wait": 10},
-            json={
-                "id": "w1",
-                "name": "write_file",
-                "input": {"path": "out.txt", "content": "parked then approved\n"},
-            },
-        )
-        assert sub.status_code == 202, sub.text
-        call = sub.json()
-        assert call["status"] == "parked"
+        call = _submit_until_parked(api, "t1", {
+            "id": "w1",
+            "name": "write_file",
+            "input": {"path": "out.txt", "content": "parked then approved\n"},
+        })
         # The agent's key is never handed the link to its own gate.
         assert call["approval_url"] is None and call["request_id"]
         request_id = call["request_id"]
@@ -253,18 +260,13 @@ def test_serve_parks_survives_restart_and_approves(
         assert body["decided_by"] == "tester"
         # deny and cancel from the terminal too
         for tool_use_id in ("w2", "w3"):
-            parked = api.post(
-                "/v1/sessions/s1/turns/t2/tool-calls",
-                params={"wait": 10},
-                json={
-                    "id": tool_use_id,
-                    "name": "write_file",
-                    "input": {"path": f"{tool_use_id}.txt", "content": "no\n"},
-                },
-            )
-            assert parked.json()["status"] == "parked", parked.text
+            parked = _submit_until_parked(api, "t2", {
+                "id": tool_use_id,
+                "name": "write_file",
+                "input": {"path": f"{tool_use_id}.txt", "content": "no\n"},
+            })
             if tool_use_id == "w2":
-                args = ["deny", parked.json()["request_id"], "--reason", "not today"]
+                args = ["deny", parked["request_id"], "--reason", "not today"]
             else:
                 args = ["cancel", "s1", "w3"]
             proc = subprocess.run(
@@ -318,14 +320,10 @@ def _park(api_url: str, key: str, work: Path, tool_use_id: str) -> str:
     with httpx.Client(base_url=api_url, headers=headers, timeout=30) as api:
         reg = api.post("/v1/sessions", json={"session_id": "s1", "workspace_path": str(work)})
         assert reg.status_code in (200, 201), reg.text
-        sub = api.post(
-            "/v1/sessions/s1/turns/t1/tool-calls",
-            params={"wait": 10},
-            json={"id": tool_use_id, "name": "write_file",
-                  "input": {"path": f"{tool_use_id}.txt", "content": "kept\n"}},
-        )
-        assert sub.json()["status"] == "parked", sub.text
-        return str(sub.json()["request_id"])
+        parked = _submit_until_parked(api, "t1", {
+            "id": tool_use_id, "name": "write_file",
+            "input": {"path": f"{tool_use_id}.txt", "content": "kept\n"}})
+        return str(parked["request_id"])
 
 
 def test_sigkilled_serve_leaves_nothing_and_restarts_with_one_dev_server(
