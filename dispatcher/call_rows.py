@@ -24,15 +24,14 @@ from parkgate.records import (
 from parkgate.verdicts import ApprovalInfo, PreparedCall
 
 
-def opening_of(prepared: PreparedCall, verdict: str) -> CallOpening:
-    """The first row's facts of a classified call."""
+def opening_of(prepared: PreparedCall, verdict: str | None = None) -> CallOpening:
+    """The first row's facts of a classified call (verdict None: left as stored)."""
     return CallOpening(
         call=prepared.call,
         verdict=verdict,
         input_hash=prepared.input_hash,
         side_effects=prepared.definition.side_effects,
         rule=prepared.rule,
-        parent_tool_use_id=prepared.parent_tool_use_id,
         remembered_by=prepared.remembered_by,
         remembered_principal=prepared.remembered_principal,
     )
@@ -46,9 +45,10 @@ def opening_columns(opening: CallOpening) -> dict[str, Any]:
         "input": opening.call.input,
         "input_hash": opening.input_hash,
         "side_effects": opening.side_effects,
-        "verdict": opening.verdict,
         "rule": opening.rule,
     }
+    if opening.verdict is not None:
+        columns["verdict"] = opening.verdict
     if opening.rule and opening.rule.startswith("remembered:"):
         columns.update(decision="allow", via="remembered", decided_by=opening.remembered_by,
                        principal_id=opening.remembered_principal)

@@ -153,7 +153,6 @@ class CallOpening(BaseModel):
     input_hash: str | None = None
     side_effects: SideEffects | None = None
     rule: str | None = None
-    parent_tool_use_id: str | None = None
     #: A remembered rule approved it: who made the rule.
     remembered_by: str | None = None
     remembered_principal: str | None = None

@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, Field
 
 # Re-exported: payloads speak them (the decision is defined in the domain).
+from parkgate.call_rows import opening_columns, opening_of
 from parkgate.decisions import DECISIONS as DECISIONS
 from parkgate.decisions import DecideInput as DecideInput
 from parkgate.decisions import Decision as Decision
@@ -207,18 +208,9 @@ class ClassifyOutput(BaseModel):
 
 
 def prepared_fields(prepared: PreparedCall) -> dict[str, Any]:
-    """The call-row fields classification decides (older histories' `run_row`)."""
-    return {
-        "tool_name": prepared.call.name,
-        "input": prepared.call.input,
-        "input_hash": prepared.input_hash,
-        "side_effects": prepared.definition.side_effects,
-        "rule": prepared.rule,
-        # A remembered rule approved it: name who made the rule.
-        **({"decision": "allow", "via": "remembered", "decided_by": prepared.remembered_by,
-            "principal_id": prepared.remembered_principal}
-           if prepared.rule.startswith("remembered:") else {}),
-    }
+    """The call-row fields classification decides (older histories' `run_row`):
+    the same mapping the activities use for new payloads (parkgate.call_rows)."""
+    return opening_columns(opening_of(prepared))
 
 
 def with_prepared(row: CallUpdate, prepared: PreparedCall) -> CallUpdate:
