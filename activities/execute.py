@@ -36,7 +36,7 @@ from parkgate.durable.payloads import (
 )
 from parkgate.events import ToolEvent
 from parkgate.models import TextBlock, ToolErrorClass, ToolResultBlock, input_hash, utcnow
-from parkgate.records import CallEnd, CallOpening, CallStatus, CallUpdate, status_for
+from parkgate.records import CallEnd, CallRef, CallStatus, CallUpdate, status_for
 from parkgate.verdicts import ToolRun
 
 log = logging.getLogger(__name__)
@@ -93,12 +93,14 @@ def _records_final(inp: ExecuteInput) -> bool:
     return inp.ref is not None or inp.final is not None
 
 
-def _auto_opening(inp: ExecuteInput) -> CallOpening | None:
-    """An auto-approved call's first row facts (nothing was stored for it
-    before it ran); None for a decided call, whose row exists since it parked."""
+def _with_opening(inp: ExecuteInput, ref: CallRef, row: CallUpdate) -> CallUpdate:
+    """`row`, plus what classification decided when this run may be the call's
+    first write (an auto-approved call: nothing was stored for it before it
+    ran); a decided call's row exists since it parked."""
     if inp.request_id is not None or inp.resolved is not None:
-        return None
-    return opening_of(inp.prepared, "execute")
+        return row
+    status = row.status or CallStatus.RUNNING
+    return merged(opened(ref, opening_of(inp.prepared, "execute"), status), row)
 
 
 class DeferredCalled:
@@ -309,13 +311,8 @@ class ExecuteActivities:
                           error_class=run.error_class, duration_ms=run.duration_ms)
             final = ended(inp.ref, end, started_at=run.started_at, finished_at=utcnow(),
                           request_id=inp.request_id, full_output=full)
-            # An auto call's row may be written here first (a read's deferred
-            # tool.called shares this write): with what classification decided.
-            opening = _auto_opening(inp)
-            row = merged(opened(inp.ref, opening, final.status or CallStatus.RUNNING)
-                         if opening is not None else None, final)
-            assert row is not None
-            return row
+            # A read's deferred tool.called shares this write: it may be the first.
+            return _with_opening(inp, inp.ref, final)
         if inp.final is None:
             session_id = inp.prepared.session.session_id
             return CallUpdate(session_id=session_id, tool_use_id=inp.prepared.call.id, **timings)
@@ -363,12 +360,7 @@ class ExecuteActivities:
     @staticmethod
     def _running_row(inp: ExecuteInput, event: ToolEvent) -> CallUpdate:
         if inp.ref is not None and inp.initial is None:
-            row = running(inp.ref, event.at)
-            opening = _auto_opening(inp)
-            if opening is None:
-                return row
-            return opened(inp.ref, opening, CallStatus.RUNNING).model_copy(
-                update={"started_at": event.at})
+            return _with_opening(inp, inp.ref, running(inp.ref, event.at))
         base = inp.initial or CallUpdate(
             session_id=event.session_id, tool_use_id=event.tool_use_id
         )

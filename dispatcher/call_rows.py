@@ -9,7 +9,7 @@ row's shape is known in one place, and no workflow payload carries a row.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, overload
 
 from parkgate.decisions import CALL_DECISION_FIELDS
 from parkgate.records import (
@@ -117,6 +117,14 @@ def row_for(facts: CallFacts, approval: ApprovalRecord | None = None) -> CallUpd
     row.update(started_at=facts.started_at, finished_at=facts.finished_at,
                full_output=facts.full_output)
     return CallUpdate.of(facts.ref, **{k: v for k, v in row.items() if v is not None})
+
+
+@overload
+def merged(base: CallUpdate | None, top: CallUpdate) -> CallUpdate: ...
+
+
+@overload
+def merged(base: CallUpdate | None, top: CallUpdate | None) -> CallUpdate | None: ...
 
 
 def merged(base: CallUpdate | None, top: CallUpdate | None) -> CallUpdate | None:
