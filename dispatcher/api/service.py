@@ -255,13 +255,6 @@ class CallService:
             return None  # no such workflow, or no Temporal: the caller decides
         return trouble.describe() if trouble is not None else None
 
-    async def final_row_stored(self, session_id: str, tool_use_id: str) -> bool:
-        """True once the store holds the call's final row. A workflow shows its
-        outcome while it still records it (decision, events, row): until then
-        a reader of the store would not find what a `finished` answer said."""
-        row = await self.repo.get_call(session_id, tool_use_id)
-        return row is not None and row.status.terminal
-
     async def wait(
         self, session_id: str, tool_use_id: str, seconds: float, *, turn_id: str | None = None
     ) -> CallResource | None:
@@ -280,9 +273,11 @@ class CallService:
         handle = self.handle(session_id, tool_use_id)
         with self.repo.final_rows.watch(session_id, tool_use_id) as committed:
             # A row committed before the watch began wakes nobody: look once (an
-            # auto-approved read is often stored before its start returns).
-            if await self.final_row_stored(session_id, tool_use_id):
-                committed.set()
+            # auto-approved read is often stored before its start returns); a
+            # final row is the whole answer, read once.
+            row = await self.repo.get_call(session_id, tool_use_id)
+            if row is not None and row.status.terminal:
+                return CallResource.from_row(row, turn_id=turn_id)
             while True:
                 woken = committed.is_set() or await self._wait_handle(
                     handle, max(0.0, deadline - loop.time()), also=committed
