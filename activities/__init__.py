@@ -16,6 +16,7 @@ from parkgate.activities.record import RecordActivities
 
 def build(deps: Deps) -> list[Callable[..., Any]]:
     """Every parkgate activity, bound to `deps`."""
+    from parkgate.activities.client_outcome import ClientOutcomeActivities
     from parkgate.activities.notify import NotifyActivities
     from parkgate.activities.slack import SlackActivities
 
@@ -35,6 +36,7 @@ def build(deps: Deps) -> list[Callable[..., Any]]:
         notify.notify,
         slack.post,
         slack.outcome,
+        ClientOutcomeActivities(deps).client_outcome,
     ]
 
 

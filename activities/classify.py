@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+from collections.abc import Mapping
 
 from temporalio import activity
 
@@ -24,11 +25,13 @@ from parkgate.durable.payloads import (
 from parkgate.models import Session, utcnow
 from parkgate.records import HistoryStore
 from parkgate.remembered import RULE_PREFIX, matching_rule, rest_hash
+from parkgate.shellwords import WrapperShape
 from parkgate.verdicts import Deny, Execute, NeedsApproval, PreparedCall, Verdict
 
 
 async def remembered_verdict(
-    store: HistoryStore, verdict: NeedsApproval, session: Session
+    store: HistoryStore, verdict: NeedsApproval, session: Session,
+    wrappers: Mapping[str, WrapperShape] | None = None,
 ) -> Verdict:
     """Execute when an active remembered rule allows this call, else `verdict`.
 
@@ -59,6 +62,7 @@ async def remembered_verdict(
         tool_name=call.name, tool_input=call.input, now=now, approvers=info.approvers,
         submitter_key=None if submitter is None or info.self_approval
         else f"key:{submitter.key_id}",
+        wrappers=wrappers,
     )
     if rule is None:
         return verdict
@@ -83,12 +87,15 @@ class ClassifyActivities:
 
     @activity.defn(name=ACT_CLASSIFY)
     async def classify(self, inp: ClassifyInput) -> ClassifyOutput:
-        verdict = await self.deps.pipeline.classify(inp.call, inp.session)
+        verdict = await self.deps.pipeline.classify(inp.call, inp.session,
+                                                    client_tool=inp.client_tool)
         if isinstance(verdict, NeedsApproval):
-            verdict = await remembered_verdict(self.deps.store, verdict, inp.session)
+            verdict = await remembered_verdict(self.deps.store, verdict, inp.session,
+                                               self.deps.pipeline.policy.wrappers())
         definition = None if isinstance(verdict, Deny) else verdict.prepared.definition
         out = ClassifyOutput(verdict=verdict, plan=plan_for(definition, self.deps.settings))
-        runs = inp.ref is not None or inp.run_row is not None
+        # A client tool is never run here: it is released to its client.
+        runs = (inp.ref is not None or inp.run_row is not None) and inp.client_tool is None
         if runs and isinstance(verdict, Execute) and self._runs_here(out.plan):
             out.executed = await self.runner.run_local(self._run_input(inp, verdict))
         return out

@@ -155,7 +155,12 @@ class RecordActivities:
             expires_at=req.expires_at,
             info=info.model_dump(mode="json"),
         )
-        await self.store.save_approval(record)
+        # The stored request keeps the original input, so a page shown after an
+        # edit can diff it (the call row then holds the edited input). Not in
+        # the returned record: that goes into workflow history.
+        stored = record if "input" in record.info else record.model_copy(
+            update={"info": {**record.info, "input": req.call.input}})
+        await self.store.save_approval(stored)
         event = ToolEvent(
             type="tool.confirmation_requested",
             session_id=req.session.session_id,

@@ -28,7 +28,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
-from typing import Protocol, cast
+from typing import Any, Protocol, cast
 
 import httpx
 
@@ -291,12 +291,16 @@ class SubCallApprover:
         decision: str,
         stored: ApprovalRecord | None,
     ) -> None:
-        data = {
+        data: dict[str, Any] = {
             "decision": decision,
             "decided_by": stored.decided_by if stored else None,
             "via": stored.via if stored else None,
             "reason": stored.reason if stored else None,
         }
+        if stored is not None and stored.identity is not None:
+            # How the decider was identified (parkgate.identity), with the principal
+            # it names, so `audit verify` can hold the event to the approval row.
+            data |= {"principal_id": stored.principal_id, "identity": stored.identity}
         await self.emit(
             self.pipeline.event(
                 sub.prepared,

@@ -11,6 +11,11 @@ Optional phases (`--phases` names them; not run by default):
   throughput  auto reads at C concurrent through the API with 1, 2 worker
               processes, beside the floor with as many: calls/s, CPU per process
   drain       the parked phase's drain with 1, 2, 3 worker processes
+  claude_code the Claude Code hook for a Read allowed by policy (PreToolUse ->
+              allow, PostToolUse recorded), beside the floor
+  client      a client-executed call through the agent's gate (submit ->
+              released -> claim -> run -> outcome) and each request, beside
+              the floor (--calls calls, one after another)
   peers       the same work on LangGraph (PostgreSQL checkpointer) and DBOS
               (needs `pip install 'parkgate[bench-peers]'`)
 
@@ -37,7 +42,7 @@ from bench.progress import Reporter
 from bench.report import Machine, Report
 
 DEFAULT_PHASES = ("latency", "approval", "parked", "history")
-PHASES = (*DEFAULT_PHASES, "throughput", "drain", "peers")
+PHASES = (*DEFAULT_PHASES, "throughput", "drain", "peers", "claude_code", "client")
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_PG_ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
 INTEGRITY = ("lost", "ran twice", "hash chain")
@@ -112,9 +117,11 @@ def parser() -> Parser:
     p.add_argument("--concurrency", type=_int_list, default=None,
                    help="latency phase concurrency levels (default 1,32; smoke 1,4)")
     p.add_argument("--calls", type=_positive, default=None,
-                   help="measured calls per path and concurrency level (default 200; smoke 6)")
+                   help="measured calls per path and concurrency level; the client phase's calls "
+                        "(default 200; smoke 6)")
     p.add_argument("--approvals", type=_positive, default=None,
-                   help="approval round trips measured (default 30; smoke 2)")
+                   help="approval round trips measured; Claude Code hook calls "
+                        "(default 30; smoke 2)")
     p.add_argument("--parked", type=_positive, default=None,
                    help="calls parked in one worker (default 2000; smoke 10)")
     p.add_argument("--parked-concurrency", type=_positive, default=32,
@@ -205,7 +212,16 @@ def precompile() -> list[str]:
 
 
 async def run_phases(args: argparse.Namespace, report: Report, ui: Reporter) -> None:
-    from bench import approval, drain, history, latency, parked, throughput
+    from bench import (
+        approval,
+        claude_code_hook,
+        client_call,
+        drain,
+        history,
+        latency,
+        parked,
+        throughput,
+    )
     from bench.stack import open_stack
 
     size = sizes(args)
@@ -255,6 +271,9 @@ async def run_phases(args: argparse.Namespace, report: Report, ui: Reporter) -> 
                                                calls=size["drain_calls"],
                                                concurrency=size["parked_concurrency"]),
                     "peers": lambda: _peers(stack, report, ui, args, size),
+                    "claude_code": lambda: claude_code_hook.run(stack, report, ui,
+                                                                samples=size["approvals"]),
+                    "client": lambda: client_call.run(stack, report, ui, calls=size["calls"]),
                 }
                 for phase in durable:
                     await _phase(phase, steps[phase], report, ui)

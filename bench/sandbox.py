@@ -1,10 +1,12 @@
 """`python -m bench.sandbox [-n N]`: what the tool sandbox costs per spawned process.
 
-Four ways to run `true`, each N times one after another (after a warm-up):
+Five ways to run `true`, each N times one after another (after a warm-up):
 
   exec            asyncio.create_subprocess_exec("true")          the floor
-  sandbox exec    the same, wrapped by parkgate.sandbox.sandboxed (unshare,
-                  tmpfs over the hidden paths, setpriv)
+  sandbox exec    the same, wrapped by parkgate.sandbox.sandboxed (unshare with
+                  a network namespace, the workspace root covered around the
+                  workspace, tmpfs over the hidden paths, parkgate's code
+                  read-only, setpriv); once more sharing the host network
   shell tool      ShellTool.execute({"command": "true"}), tool_sandbox=off
   shell tool+sbx  the same with tool_sandbox=auto (sandbox on)
 
@@ -28,7 +30,7 @@ from pathlib import Path
 
 from bench.report import Machine, percentile
 from parkgate import Limits, ToolContext, WorkspaceFileAPI
-from parkgate.sandbox import probe, sandboxed
+from parkgate.sandbox import plan_for, probe, sandboxed
 from parkgate.tools import ShellTool
 
 
@@ -40,7 +42,9 @@ def _context(workspace: str, limits: Limits) -> ToolContext:
     )
 
 
-async def _spawn(argv: list[str], cwd: str) -> None:
+async def _spawn(command: Callable[[], list[str]], cwd: str) -> None:
+    """Build the command (its mount plan included) and run it, as a tool call does."""
+    argv = command()
     proc = await asyncio.create_subprocess_exec(*argv, cwd=cwd, env={"PATH": os.defpath})
     if await proc.wait() != 0:
         raise RuntimeError(f"{argv[0]} exited {proc.returncode}")
@@ -71,13 +75,24 @@ async def measure(n: int, warmup: int) -> list[tuple[str, list[float]]]:
         hidden.mkdir(mode=0o700)
         (hidden / "link-secret").write_text("x")
         paths = (str(hidden),)
-        wrapped = sandboxed(["true"], paths)
         off = Limits(tool_sandbox="off")
-        on = Limits(tool_sandbox="required", tool_hidden_paths=paths)
+        on = Limits(tool_sandbox="required", tool_hidden_paths=paths,
+                    tool_workspace_roots=(tmp,))
         ws = str(workspace)
+        def plain() -> list[str]:
+            return ["true"]
+
+        def wrapped() -> list[str]:  # the workspace root covered around ws, and more
+            return sandboxed(["true"], plan_for(on, ws), isolate_network=True)
+
+        def host_net() -> list[str]:
+            return sandboxed(["true"], plan_for(on, ws))
+
         return [
-            ("exec `true`", await _measure(lambda: _spawn(["true"], ws), n, warmup)),
+            ("exec `true`", await _measure(lambda: _spawn(plain, ws), n, warmup)),
             ("sandbox exec `true`", await _measure(lambda: _spawn(wrapped, ws), n, warmup)),
+            ("sandbox exec `true`, host network",
+             await _measure(lambda: _spawn(host_net, ws), n, warmup)),
             ("shell tool `true`, sandbox off", await _measure(lambda: _tool(ws, off), n, warmup)),
             ("shell tool `true`, sandbox on", await _measure(lambda: _tool(ws, on), n, warmup)),
         ]
@@ -87,6 +102,7 @@ def table(rows: list[tuple[str, list[float]]]) -> str:
     """The Markdown table; 'sandbox +ms' is the median minus its unsandboxed twin's."""
     medians = {name: statistics.median(s) for name, s in rows}
     twin = {"sandbox exec `true`": "exec `true`",
+            "sandbox exec `true`, host network": "exec `true`",
             "shell tool `true`, sandbox on": "shell tool `true`, sandbox off"}
     lines = ["| spawn | n | median ms | p95 ms | mean ms | sandbox +ms (median) |",
              "| --- | ---: | ---: | ---: | ---: | ---: |"]

@@ -12,6 +12,8 @@ from enum import StrEnum
 
 from pydantic import BaseModel
 
+from parkgate.identity import oidc_principal_id
+
 DEFAULT_PROJECT = "default"
 PROJECT_PATTERN = r"^[A-Za-z0-9_.\-]{1,100}$"
 
@@ -46,16 +48,32 @@ def normalize_roles(roles: Iterable[str]) -> list[str]:
 
 
 class Principal(BaseModel):
-    """The authenticated caller of a request: an API key (id, name, project, roles)."""
+    """The authenticated caller of a request: an API key (id, name, project,
+    roles), or a person signed in through OIDC (`oidc` set: `key_id` is their
+    subject, roles and projects come from their groups)."""
 
     key_id: str
     name: str
     project: str = DEFAULT_PROJECT
     roles: list[str]
+    #: A signed-in person: {"issuer", "subject", "email"} as the provider asserted.
+    oidc: dict[str, str] | None = None
+    #: The named approver a signed-in person acts as (settings.approver_for_oidc).
+    approver: str | None = None
+    #: The projects a signed-in person's groups grant ("*": all); None for a key.
+    projects: list[str] | None = None
 
     @property
     def principal_id(self) -> str:
+        if self.oidc is not None:
+            return oidc_principal_id(self.key_id)
         return f"key:{self.key_id}"
+
+    def sees(self, project: str) -> bool:
+        """Whether this principal's scope covers `project`."""
+        if self.projects is None:
+            return project == self.project
+        return "*" in self.projects or project in self.projects
 
     def has(self, *roles: Role) -> bool:
         return any(r.value in self.roles for r in roles)
@@ -70,7 +88,8 @@ class Submitter(BaseModel):
 
 def is_self(principal: Principal, submitter: Submitter | None) -> bool:
     """Whether `principal` is the one that submitted the call."""
-    return submitter is not None and submitter.key_id == principal.key_id
+    return (submitter is not None and principal.oidc is None
+            and submitter.key_id == principal.key_id)
 
 
 def may_decide(
@@ -89,6 +108,8 @@ def may_decide(
     approver name).
     """
     if not principal.has(Role.APPROVER):
+        if principal.oidc is not None:
+            return "your groups grant no approver role"
         return "this API key has no approver role"
     if is_self(principal, submitter) and not self_approval:
         return "the key that submitted a call cannot decide it (separation of duties)"
@@ -102,5 +123,8 @@ def approver_for(
     principal: Principal, named: Iterable[str], approver_keys: dict[str, str] | None
 ) -> str | None:
     """The named approver this key acts as, if it is one of `named`."""
-    name = (approver_keys or {}).get(principal.name)
+    if principal.oidc is not None:
+        name = principal.approver
+    else:
+        name = (approver_keys or {}).get(principal.name)
     return name if name is not None and name in set(named) else None

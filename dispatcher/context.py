@@ -44,6 +44,10 @@ class ToolContext:
     #: Set for composed tools (definition.composed_of); None otherwise.
     registry: SubToolCaller | None = None
     parent_tool_use_id: str | None = None
+    #: The tool's name and side-effect class ("execute", "network", ...): the
+    #: sandbox decides from them whether its processes may reach the network.
+    tool_name: str = ""
+    side_effects: str = ""
 
 
 #: The tool call running in the current task (set by the pipeline around execute).

@@ -24,6 +24,7 @@ from typing import Any, Literal, TypedDict
 
 from pydantic import BaseModel, Field
 
+from parkgate.proof import Proof
 from parkgate.remember_spec import RememberSpec
 
 Decision = Literal["allow", "deny", "allow_with_edits"]
@@ -48,6 +49,9 @@ class DecisionFields(BaseModel):
     claimed_name: str | None = None
     #: The submitting key decided under a rule with `self_approval: true`.
     self_approved: bool | None = None
+    #: How the decider was identified (parkgate.identity): OIDC issuer +
+    #: subject + email, key id, Slack member, personal or generic link.
+    identity: dict[str, Any] | None = None
 
     def decision_fields(self) -> dict[str, Any]:
         """The shared fields by name, as this shape holds them."""
@@ -61,7 +65,7 @@ class DecisionFields(BaseModel):
     def principal(self) -> dict[str, Any]:
         """Who decided beside `decided_by`, as the store's decide-first write takes it."""
         return {"principal_id": self.principal_id, "claimed_name": self.claimed_name,
-                "self_approved": self.self_approved or None}
+                "self_approved": self.self_approved or None, "identity": self.identity}
 
 
 #: The decision fields of a call row (CallUpdate, CallRecord): the shared
@@ -110,6 +114,10 @@ class DecideInput(DecisionMade):
     approver: str | None = None
     #: Allow the same call again (scope, ttl); validated by the API.
     remember: RememberSpec | None = None
+    #: That parkgate's API sent this decision (parkgate.proof, kind "decide"):
+    #: set by the sender (DurableDispatcher.send_decision), checked by the call
+    #: workflow; every other field is covered by it.
+    proof: Proof | None = None
 
     def record(self, decided_at: datetime, approved_hash: str | None,
                remember: RememberSpec | None = None) -> DecisionRecord:
@@ -132,6 +140,7 @@ class DecideKeywords(TypedDict, total=False):
     principal_id: str | None
     claimed_name: str | None
     self_approved: bool
+    identity: dict[str, Any] | None
     approver: str | None
     remember: RememberSpec | None
 
@@ -171,6 +180,9 @@ class RejectReason(StrEnum):
     QUORUM_UNSUPPORTED = "quorum_unsupported"
     #: This dispatcher has no store to decide sub-calls in.
     NO_STORE = "no_store"
+    #: The decision carries no valid proof that parkgate's API sent it (a
+    #: direct Temporal client, a forged or altered message, an unknown key id).
+    UNPROVEN = "unproven"
 
     @property
     def invalid_input(self) -> bool:
@@ -215,6 +227,11 @@ def invalid_decision(decision: str) -> Rejection:
 
 def invalid_edits(error: str) -> Rejection:
     return Rejection(RejectReason.EDITS_INVALID, f"edited input is not valid: {error}")
+
+
+def unproven(problem: str) -> Rejection:
+    """The refusal of a decision whose proof does not hold (parkgate.proof)."""
+    return Rejection(RejectReason.UNPROVEN, f"decision refused: {problem}")
 
 
 def reason_of(value: object) -> RejectReason | None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, Field
 
@@ -22,16 +22,16 @@ EventType = Literal[
     "tool.input_invalid",
     "tool.confirmation_requested",
     "tool.confirmation_resolved",
+    "tool.released",
+    "tool.claimed",
+    "tool.outcome_reported",
+    "tool.outcome_refused",
+    "tool.lease_expired",
+    "tool.outcome_late",
 ]
 
-EVENT_TYPES: tuple[str, ...] = (
-    "tool.called",
-    "tool.completed",
-    "tool.failed",
-    "tool.input_invalid",
-    "tool.confirmation_requested",
-    "tool.confirmation_resolved",
-)
+#: The same names as a tuple, read off `EventType` so the two cannot drift apart.
+EVENT_TYPES: tuple[str, ...] = get_args(EventType)
 
 
 def make_event_id(session_id: str, tool_use_id: str, event_type: str, seq: int = 0) -> str:

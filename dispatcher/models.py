@@ -15,6 +15,10 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from parkgate import _shadowing
+
+_shadowing.check()
+
 
 def utcnow() -> datetime:
     """Timezone-aware UTC now; all parkgate timestamps are UTC."""
@@ -98,12 +102,16 @@ ContentBlock = Annotated[TextBlock | ImageBlock, Field(discriminator="type")]
 # --------------------------------------------------------------------------
 
 
+#: What a tool may be called (hosted, discovered over MCP, or a session's client tool).
+TOOL_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_\-]{0,63}$"
+
+
 class ToolDefinition(BaseModel):
     """What a tool is: its name, schema, side effects and dispatch hints."""
 
     model_config = ConfigDict(frozen=True)
 
-    name: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_\-]{0,63}$")
+    name: str = Field(pattern=TOOL_NAME_PATTERN)
     description: str
     input_schema: dict[str, Any]
     side_effects: SideEffects
@@ -122,6 +130,10 @@ class ToolDefinition(BaseModel):
     composed_of: list[str] | None = None
     #: When True one confirmation covers the whole composed operation.
     atomic: bool = False
+    #: Declared by a session (`client_tools`): the agent's own process runs it;
+    #: parkgate classifies, parks and releases it, then records what the client
+    #: reports (parkgate.client_tools).
+    client_executed: bool = False
 
     def to_openai(self) -> dict[str, Any]:
         """OpenAI function-tool shape."""
@@ -194,20 +206,27 @@ class ToolOutput(BaseModel):
     command_executed: str | None = None
 
 
+def canonical_json(value: Any) -> str:
+    """The one canonical JSON form hashes are taken of (sorted keys, no spaces, UTF-8)."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                      default=str)
+
+
 def input_hash(tool_name: str, tool_input: dict[str, Any]) -> str:
     """Stable SHA-256 of a call's tool and arguments (canonical JSON).
 
     Approval binds to this hash; the execute step refuses a call whose hash
     differs from the approved one.
     """
-    canonical = json.dumps(
-        {"tool": tool_name, "input": tool_input},
-        sort_keys=True,
-        separators=(",", ":"),
-        ensure_ascii=False,
-        default=str,
-    )
+    canonical = canonical_json({"tool": tool_name, "input": tool_input})
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+def input_sha256(tool_input: dict[str, Any]) -> str:
+    """SHA-256 hex of an input's canonical JSON: what a client-executed call is
+    released with and what its client reports it ran (the input alone, so a
+    client can compute it from the arguments it holds)."""
+    return hashlib.sha256(canonical_json(tool_input).encode("utf-8")).hexdigest()
 
 
 def tool_timeout(

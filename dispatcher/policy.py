@@ -2,22 +2,27 @@
 
 Layers, from least to most specific: per-class ``default``; trusted workspaces
 (lower the bar to auto, except classes listed in ``trusted_workspace_overrides``);
-``per_tool``; argument ``rules`` matched on the validated input. The most
-specific layer that applies decides — except that ``deny`` from any applicable
-layer always wins. Every decision names its rule, e.g. ``default.WRITE=prompt``.
+``per_tool``; argument ``rules`` matched on the validated input. Matching
+argument rules beat the layers, and among them the strictest wins (deny >
+named approvers/quorum > prompt > prompt_once > self-approval > auto); a
+``deny`` from any layer always wins. Every decision names its rule, e.g.
+``default.WRITE=prompt``.
 
-Shell argument rules are matched per simple command: ``git status; rm -rf ~``
-is two simple commands and an allow rule for ``git status`` matches only the
-first, so the line does not match. Command substitution, process substitution,
-backticks and redirections make a line opaque: it never matches an auto/prompt
-rule (a deny rule still matches when any visible simple command matches).
+Command fields are read by the one tokenizer, parkgate.shellwords, as /bin/sh
+reads them, and judged per simple command: a strict rule (deny, prompt, named
+approvers) applies when ANY command matches it, by any reading (a program by
+its basename, commands inside substitutions and ``sh -c``); a loosening rule
+(auto, prompt_once, self-approval) only when the line is read with certainty
+and EVERY command matches it as written. A command no rule judged falls to the
+layers, and the strictest of all of it decides. Shell rules also tighten the
+command fields of tools composed of shell (``atomic_edit_checked``'s check).
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import re
-import shlex
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -33,12 +38,16 @@ from pydantic import (
 )
 
 from parkgate.models import Session, SideEffects, ToolDefinition
+from parkgate.shellwords import DEFAULT_WRAPPERS, Command, CommandLine, WrapperShape, parse
 
 Mode = Literal["auto", "prompt", "prompt_once", "deny"]
 MODES: tuple[str, ...] = ("auto", "prompt", "prompt_once", "deny")
 
 #: Input fields matched per simple command (shell command lines).
 COMMAND_FIELDS: frozenset[str] = frozenset({"command", "check"})
+#: The built-in shell tool: its rules also judge the command fields of tools
+#: composed of it (``atomic_edit_checked``'s ``check``), tightening only.
+SHELL_TOOL = "shell"
 
 
 class PolicyError(ValueError):
@@ -46,79 +55,21 @@ class PolicyError(ValueError):
 
 
 # --------------------------------------------------------------------------
-# Shell simple-command splitter
+# Shell simple-command splitter (kept for callers; the rules use parkgate.shellwords)
 # --------------------------------------------------------------------------
 
 
 def split_simple_commands(line: str) -> list[str] | None:
-    """Split a shell line into simple commands, or None if it is opaque.
+    """The source text of each simple command of a certain line, else None.
 
-    Separators outside quotes: ``;`` ``&&`` ``||`` ``|`` ``&`` and newlines.
-    Opaque (None): backticks, ``$(``, ``<(``/``>(``, redirections (``<`` ``>``),
-    here-docs, unterminated quotes, NUL bytes. Empty segments are dropped.
+    Read by the one tokenizer (parkgate.shellwords): None when the line
+    depends on the run (substitutions, redirections, expansions, unbalanced
+    quotes, control characters...). Empty commands are dropped.
     """
-    if "\x00" in line:
+    parsed = parse(line)
+    if not parsed.certain:
         return None
-    segments: list[str] = []
-    current: list[str] = []
-    i, n = 0, len(line)
-    quote: str | None = None
-    while i < n:
-        ch = line[i]
-        if quote == "'":
-            current.append(ch)
-            if ch == "'":
-                quote = None
-            i += 1
-            continue
-        if quote == '"':
-            if ch == "\\" and i + 1 < n:
-                current.append(line[i : i + 2])
-                i += 2
-                continue
-            if ch == "`" or line.startswith("$(", i):
-                return None
-            current.append(ch)
-            if ch == '"':
-                quote = None
-            i += 1
-            continue
-        # outside quotes
-        if ch == "\\":
-            if i + 1 < n and line[i + 1] == "\n":  # line continuation
-                i += 2
-                continue
-            current.append(line[i : i + 2])
-            i += 2
-            continue
-        if ch in "'\"":
-            quote = ch
-            current.append(ch)
-            i += 1
-            continue
-        if ch == "`" or line.startswith("$(", i) or ch in "<>":
-            return None
-        if ch in ";\n|&":
-            segments.append("".join(current))
-            current = []
-            # swallow doubled operators (&&, ||, ;;)
-            if i + 1 < n and line[i + 1] == ch and ch in "|&;":
-                i += 1
-            i += 1
-            continue
-        current.append(ch)
-        i += 1
-    if quote is not None:
-        return None
-    segments.append("".join(current))
-    return [s.strip() for s in segments if s.strip()]
-
-
-def _tokens(command: str) -> list[str] | None:
-    try:
-        return shlex.split(command)
-    except ValueError:
-        return None
+    return [c.raw for c in parsed.top if c.raw]
 
 
 # --------------------------------------------------------------------------
@@ -154,6 +105,13 @@ class ArgumentRule(BaseModel):
 
     def conditions(self) -> dict[str, Any]:
         return dict(self.model_extra or {})
+
+    @property
+    def loosening(self) -> bool:
+        """Auto, prompt_once (remembered after one allow) and self-approval
+        rules let calls through without another person: they judge only lines
+        read with certainty, and only when every command of the line matches."""
+        return self.mode in ("auto", "prompt_once") or self.self_approval
 
     def describe(self, index: int) -> str:
         conds = " ".join(f"{k} {v!r}" for k, v in self.conditions().items())
@@ -194,6 +152,23 @@ def _default_modes() -> dict[SideEffects, Mode]:
     }
 
 
+def strictness(decision: PolicyDecision) -> tuple[int, int, int, int]:
+    """Order of strictness: deny > named approvers (more quorum, no self-approval
+    first) > prompt > prompt_once > self-approval > auto."""
+    if decision.mode == "deny":
+        level = 3
+    elif decision.mode == "auto":
+        level = 0
+    else:
+        level = 2 if decision.approvers else 1
+    return (
+        level,
+        decision.quorum if decision.approvers else 0,
+        0 if decision.self_approval else 1,
+        1 if decision.mode == "prompt" else 0,
+    )
+
+
 class PolicyDecision(BaseModel):
     """The outcome of a policy lookup: a mode and the rule that decided it."""
 
@@ -220,6 +195,14 @@ class ConfirmationPolicy(BaseModel):
     trusted_workspaces: list[str] = Field(default_factory=list)
     trusted_workspace_overrides: dict[SideEffects, Mode] = Field(default_factory=dict)
     rules: list[ArgumentRule] = Field(default_factory=list)
+    #: Programs that run another program (``nice -n 5 cmd``) and their option
+    #: shapes, merged over parkgate.shellwords.DEFAULT_WRAPPERS; null drops one.
+    command_wrappers: dict[str, WrapperShape | None] = Field(default_factory=dict)
+
+    def wrappers(self) -> dict[str, WrapperShape]:
+        """The wrappers the command tokenizer unwraps under this policy."""
+        merged: dict[str, WrapperShape | None] = {**DEFAULT_WRAPPERS, **self.command_wrappers}
+        return {name: shape for name, shape in merged.items() if shape is not None}
 
     @field_validator("default", "trusted_workspace_overrides", mode="before")
     @classmethod
@@ -243,6 +226,14 @@ class ConfirmationPolicy(BaseModel):
                         re.compile(str(cond))
                     except re.error as exc:
                         raise ValueError(f"rules[{i}].{key}: invalid regex: {exc}") from None
+                elif key in COMMAND_FIELDS and isinstance(cond, str):
+                    parsed = parse(cond)
+                    if not parsed.certain or len(parsed.commands) != 1:
+                        raise ValueError(
+                            f"rules[{i}].{key}: {cond!r} must be one simple command without "
+                            "substitutions, variables, redirections or chains (use "
+                            f"{key}_pattern for a family of commands)"
+                        )
         return value
 
     # ------------------------------------------------------------- loading
@@ -355,67 +346,110 @@ class ConfirmationPolicy(BaseModel):
         if definition.name in self.per_tool:
             mode = self.per_tool[definition.name]
             candidates.append(PolicyDecision(mode=mode, rule=f"per_tool.{definition.name}={mode}"))
-        deny_rule: PolicyDecision | None = None
-        allow_rule: PolicyDecision | None = None
+        base = candidates[-1]
+        layer_deny = next((c for c in reversed(candidates) if c.mode == "deny"), None)
+        wrappers = self.wrappers()
+        lines = {
+            field: parse(value, wrappers)
+            for field, value in tool_input.items()
+            if field in COMMAND_FIELDS and isinstance(value, str)
+        }
+        # Shell rules also judge the command fields of tools that run them in a shell.
+        runs_shell = definition.name != SHELL_TOOL and SHELL_TOOL in (definition.composed_of or [])
+        matched: list[PolicyDecision] = []
+        covered: set[tuple[str, int]] = set()
+        covers_all = False
         for index, rule in enumerate(self.rules):
-            if rule.tool != definition.name:
+            label = rule.describe(index)
+            hit: set[tuple[str, int]] | _AllCommands | None
+            if rule.tool == definition.name:
+                hit = _hits(rule, tool_input, relative_paths, lines)
+            elif runs_shell and rule.tool == SHELL_TOOL and not rule.loosening:
+                hit = None
+                for field, line in lines.items():
+                    got = _hits(rule, {"command": tool_input[field]}, None, {"command": line})
+                    if got is not None:
+                        hit = _ALL if isinstance(got, _AllCommands) else {
+                            (field, i) for _, i in got}
+                        label = f"{label} on {field}"
+                        break
+            else:
                 continue
-            if rule.mode == "deny":
-                if deny_rule is None and _matches(
-                    rule, tool_input, relative_paths, any_segment=True
-                ):
-                    deny_rule = PolicyDecision(mode="deny", rule=rule.describe(index))
-            elif allow_rule is None and _matches(
-                rule, tool_input, relative_paths, any_segment=False
-            ):
-                allow_rule = PolicyDecision(
-                    mode=rule.mode, rule=rule.describe(index), approvers=list(rule.approvers),
-                    quorum=rule.quorum, self_approval=rule.self_approval,
-                    remind_after_seconds=rule.remind_after_seconds,
-                    escalate_after_seconds=rule.escalate_after_seconds,
-                    escalate_to=list(rule.escalate_to),
-                )
-        if deny_rule is not None:
-            return PolicyDecision(mode="deny", rule=f"deny:{deny_rule.rule}")
-        for cand in reversed(candidates):  # most specific first
-            if cand.mode == "deny":
-                return PolicyDecision(mode="deny", rule=f"deny:{cand.rule.split('=')[0]}")
-        if allow_rule is not None:
-            return allow_rule
-        return candidates[-1]
+            if hit is None:
+                continue
+            if isinstance(hit, _AllCommands):
+                covers_all = True
+            else:
+                covered |= hit
+            matched.append(_decision(rule, label))
+        denied = next((d for d in matched if d.mode == "deny"), None)
+        if denied is not None:
+            return PolicyDecision(mode="deny", rule=f"deny:{denied.rule}")
+        if layer_deny is not None:
+            return PolicyDecision(mode="deny", rule=f"deny:{layer_deny.rule.split('=')[0]}")
+        top = {(field, i) for field, line in lines.items()
+               for i, command in enumerate(line.commands) if not command.nested}
+        if not covers_all and (not matched or not top <= covered
+                               or any(not line.certain for line in lines.values())):
+            # Some command no rule judged: the layers decide it (strictest wins).
+            matched.append(base)
+        return max(matched, key=strictness)  # the first of the strictest
 
 
-def _matches(
+class _AllCommands:
+    """A rule without a command condition: it judges the whole call."""
+
+
+_ALL = _AllCommands()
+
+
+def _decision(rule: ArgumentRule, label: str) -> PolicyDecision:
+    return PolicyDecision(
+        mode=rule.mode, rule=label, approvers=list(rule.approvers),
+        quorum=rule.quorum, self_approval=rule.self_approval,
+        remind_after_seconds=rule.remind_after_seconds,
+        escalate_after_seconds=rule.escalate_after_seconds,
+        escalate_to=list(rule.escalate_to),
+    )
+
+
+def _hits(
     rule: ArgumentRule,
     tool_input: dict[str, Any],
     relative_paths: dict[str, str] | None,
-    *,
-    any_segment: bool,
-) -> bool:
-    """Whether every condition of ``rule`` holds for ``tool_input``.
+    lines: dict[str, CommandLine],
+) -> set[tuple[str, int]] | _AllCommands | None:
+    """Which commands ``rule`` judges on this input: None when a condition
+    fails, _ALL when it has no command condition, else (field, index) pairs.
 
-    ``any_segment`` (deny rules): a command condition holds if ANY simple
-    command matches (an opaque line is split on substitutions too). Otherwise EVERY simple command
-    must match and an opaque line never matches.
+    A strict rule (deny, prompt, named approvers) judges ANY command it
+    matches, by every reading (nested, guessed, by basename or as written).
+    A loosening rule matches only when the line is certain and EVERY command
+    of it matches as written (no environment change, no wrapper by path).
     """
+    hits: dict[str, set[int]] = {}
     for key, expected in rule.conditions().items():
         is_pattern = key.endswith("_pattern")
         field = key[: -len("_pattern")] if is_pattern else key
         if field not in tool_input:
-            return False
+            return None
         value = tool_input[field]
         if relative_paths and field in relative_paths:
             value = relative_paths[field]
         if not isinstance(value, str):
             if is_pattern or value != expected:
-                return False
+                return None
             continue
-        if field in COMMAND_FIELDS:
-            if not _command_matches(value, expected, is_pattern, any_segment):
-                return False
+        if field in lines:
+            got = _command_hits(lines[field], expected, is_pattern, rule.loosening)
+            hits[field] = got if field not in hits else hits[field] & got
+            if not hits[field]:
+                return None
         elif not _value_matches(value, expected, is_pattern):
-            return False
-    return True
+            return None
+    if not hits:
+        return _ALL
+    return {(field, i) for field, found in hits.items() for i in found}
 
 
 def _value_matches(value: str, expected: Any, is_pattern: bool) -> bool:
@@ -424,19 +458,38 @@ def _value_matches(value: str, expected: Any, is_pattern: bool) -> bool:
     return value == str(expected)
 
 
-def _segment_matches(segment: str, expected: Any, is_pattern: bool) -> bool:
+def _command_hits(line: CommandLine, expected: Any, is_pattern: bool, loosening: bool) -> set[int]:
+    """Indexes of the commands of ``line`` that ``expected`` matches."""
+    if loosening:
+        top = [(i, c) for i, c in enumerate(line.commands) if not c.nested]
+        if not top or not all(
+            line.plain(c) and _one_matches(c, expected, is_pattern, as_written=True)
+            for _, c in top
+        ):
+            return set()
+        return {i for i, _ in top}
+    return {
+        i for i, c in enumerate(line.commands)
+        if _one_matches(c, expected, is_pattern, as_written=False)
+    }
+
+
+@functools.lru_cache(maxsize=1024)
+def _rule_command(expected: str) -> Command | None:
+    """The one command an exact ``command:`` condition names (read once)."""
+    want = parse(expected)
+    return want.commands[0] if len(want.commands) == 1 else None
+
+
+def _one_matches(command: Command, expected: Any, is_pattern: bool, *, as_written: bool) -> bool:
+    """``command`` against one condition: a regex (full match of the rendered
+    command) or an exact command (compared word by word)."""
     if is_pattern:
-        return re.fullmatch(str(expected), segment) is not None
-    got, want = _tokens(segment), _tokens(str(expected))
-    return got is not None and want is not None and got == want
-
-
-def _command_matches(line: str, expected: Any, is_pattern: bool, any_segment: bool) -> bool:
-    segments = split_simple_commands(line)
-    if any_segment:
-        if segments is None:
-            segments = [s.strip() for s in re.split(r"[;&|\n`()<>]+|\$\(", line) if s.strip()]
-        return any(_segment_matches(s, expected, is_pattern) for s in segments)
-    if not segments:
+        texts = [command.written_text] if as_written else [command.text, command.written_text]
+        return any(re.fullmatch(str(expected), t) is not None for t in texts)
+    rule_command = _rule_command(str(expected))
+    if rule_command is None:
         return False
-    return all(_segment_matches(s, expected, is_pattern) for s in segments)
+    if as_written:
+        return command.written == rule_command.written
+    return command.words == rule_command.words or command.written == rule_command.written

@@ -28,10 +28,27 @@ class CallStatus(StrEnum):
     DENIED = "denied"
     EXPIRED = "expired"
     CANCELLED = "cancelled"
+    #: Client-executed calls (parkgate.client_tools): approved and handed to the
+    #: client to run; claimed by one client under a lease; the lease ended with
+    #: no outcome reported (never "failed": the tool may well have run).
+    RELEASED = "released"
+    CLAIMED = "claimed"
+    OUTCOME_UNKNOWN = "outcome_unknown"
 
     @property
     def terminal(self) -> bool:
-        return self not in (CallStatus.QUEUED, CallStatus.PARKED, CallStatus.RUNNING)
+        return self not in LIVE_STATUSES
+
+    @property
+    def answerable(self) -> bool:
+        """A long-poll answers on it: a final status, or `released` (the client's
+        turn to claim and run the call)."""
+        return self.terminal or self == CallStatus.RELEASED
+
+
+#: Statuses of a call that has not ended.
+LIVE_STATUSES = (CallStatus.QUEUED, CallStatus.PARKED, CallStatus.RUNNING,
+                 CallStatus.RELEASED, CallStatus.CLAIMED)
 
 
 def status_for(error_class: ToolErrorClass | None) -> CallStatus:
@@ -93,6 +110,8 @@ class CallColumns(BaseModel):
     principal_id: str | None = None
     claimed_name: str | None = None
     self_approved: bool | None = None
+    #: How the decider was identified (parkgate.identity).
+    identity: dict[str, Any] | None = None
     error_class: str | None = None
     result: ToolResultBlock | None = None  # what the model got (truncated)
     full_output: dict[str, Any] | None = None  # ToolOutput dump, untruncated

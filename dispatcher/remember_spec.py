@@ -1,12 +1,11 @@
 """The `remember` part of a decision: scope, time to live, command prefix.
 
-Kept apart from parkgate.remembered (matching, policy splitter) because it
-travels in workflow payloads: pydantic and the standard library only.
+Kept apart from parkgate.remembered (matching) because it travels in workflow
+payloads: pydantic and the standard library only.
 """
 
 from __future__ import annotations
 
-import shlex
 from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, Field, field_validator
@@ -34,16 +33,13 @@ class RememberSpec(BaseModel):
     @field_validator("command_prefix")
     @classmethod
     def _prefix(cls, value: str | None) -> str | None:
-        if value is not None and not _words(value):
+        # Deliberately lenient: this model is read back from workflow histories,
+        # so it must accept every prefix it ever accepted. What a prefix may be
+        # (one plain command, read by parkgate.shellwords) is checked where a
+        # rule is made: parkgate.remembered.check_remember and rule_for.
+        if value is not None and not value.strip():
             raise ValueError("command_prefix must hold at least one word")
         return value
-
-
-def _words(value: str) -> list[str]:
-    try:
-        return shlex.split(value)
-    except ValueError:
-        return []
 
 
 def remember_for(

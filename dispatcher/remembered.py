@@ -7,22 +7,26 @@ a match runs the call with verdict rule `remembered:<id>`.
 
 What a rule allows: the same tool with the same input (its hash), or, for a
 tool with a shell `command` field, every line whose simple commands all start
-with the remembered command's tokens (the chain-safe splitter of the policy:
-`git status; rm -rf /` never matches a `git status` rule, an opaque line
-never matches) and whose other fields are the same.
+with the remembered command's words, read by the one tokenizer the policy uses
+(parkgate.shellwords: as /bin/sh reads them). Chain-safe and fail-closed:
+`git status; rm -rf /` never matches a `git status` rule, and a line the
+tokenizer cannot read with certainty (substitutions, variables, redirections,
+control characters such as `\r`), or whose command changes its environment
+(`PATH=. git status`) or names a wrapper by a path, never matches.
 """
 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from pydantic import BaseModel
 
 from parkgate.models import input_hash
-from parkgate.policy import _tokens, split_simple_commands
 from parkgate.remember_spec import RememberSpec
+from parkgate.shellwords import WrapperShape, parse
 
 #: The input field a prefix rule matches (shell command lines).
 COMMAND_FIELD = "command"
@@ -71,18 +75,27 @@ def rest_hash(tool_name: str, tool_input: dict[str, Any]) -> str:
     return input_hash(tool_name, rest)
 
 
-def _starts_with(segment: str, prefix: list[str]) -> bool:
-    tokens = _tokens(segment)
-    return tokens is not None and tokens[: len(prefix)] == prefix
+def prefix_words(
+    prefix: str, wrappers: Mapping[str, WrapperShape] | None = None
+) -> tuple[str, ...] | None:
+    """The words of ``prefix`` when it is one plain simple command, else None."""
+    parsed = parse(prefix, wrappers)
+    if len(parsed.commands) != 1 or not parsed.plain(parsed.commands[0]):
+        return None
+    return parsed.commands[0].written or None
 
 
-def prefix_matches(line: str, prefix: str) -> bool:
-    """Every simple command of `line` starts with `prefix`'s tokens (chain-safe)."""
-    want = _tokens(prefix)
-    segments = split_simple_commands(line)
-    if not want or not segments:
+def prefix_matches(
+    line: str, prefix: str, wrappers: Mapping[str, WrapperShape] | None = None
+) -> bool:
+    """Every simple command of `line` starts with `prefix`'s words (chain-safe,
+    fail-closed: an uncertain line or a changed environment never matches)."""
+    want = prefix_words(prefix, wrappers)
+    parsed = parse(line, wrappers)
+    top = parsed.top
+    if want is None or not top:
         return False
-    return all(_starts_with(s, want) for s in segments)
+    return all(parsed.plain(c) and c.written[: len(want)] == want for c in top)
 
 
 class RememberError(ValueError):
@@ -158,6 +171,7 @@ def rule_matches(
     tool_name: str,
     tool_input: dict[str, Any],
     now: datetime,
+    wrappers: Mapping[str, WrapperShape] | None = None,
 ) -> bool:
     """Whether `rule` allows this call now."""
     if not rule.active(now) or rule.tool_name != tool_name:
@@ -173,7 +187,7 @@ def rule_matches(
         isinstance(command, str)
         and rule.command_prefix is not None
         and rule.input_hash == rest_hash(tool_name, tool_input)
-        and prefix_matches(command, rule.command_prefix)
+        and prefix_matches(command, rule.command_prefix, wrappers)
     )
 
 
@@ -187,6 +201,7 @@ def matching_rule(
     now: datetime,
     approvers: list[str] | None = None,
     submitter_key: str | None = None,
+    wrappers: Mapping[str, WrapperShape] | None = None,
 ) -> RememberedRule | None:
     """The oldest active rule that allows this call, if any.
 
@@ -200,6 +215,7 @@ def matching_rule(
         if submitter_key is not None and rule.principal_id == submitter_key:
             continue
         if rule_matches(rule, session_id=session_id, workspace_path=workspace_path,
-                        tool_name=tool_name, tool_input=tool_input, now=now):
+                        tool_name=tool_name, tool_input=tool_input, now=now,
+                        wrappers=wrappers):
             return rule
     return None

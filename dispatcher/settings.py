@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 from functools import lru_cache
 from pathlib import Path
@@ -22,6 +23,7 @@ from pydantic_settings import (
     YamlConfigSettingsSource,
 )
 
+from parkgate.access import DEFAULT_PROJECT, PROJECT_PATTERN
 from parkgate.mcp_source.config import McpServer
 from parkgate.worker_groups import check_group_name
 
@@ -57,6 +59,45 @@ class Approver(BaseModel):
     key: str | None = None
     #: The Slack member id (U...) whose Approve/Deny clicks decide as this approver.
     slack_user_id: str | None = None
+    #: The OIDC subject (`sub`) that signs in as this approver; without it a
+    #: signed-in person whose verified email equals `email` does.
+    oidc_subject: str | None = None
+    #: The projects whose requests this approver decides through Slack, personal
+    #: links and personal inbox links (docs/APPROVERS.md); "*" means every project.
+    projects: list[str] = Field(default_factory=lambda: [DEFAULT_PROJECT], min_length=1)
+
+    @field_validator("projects", mode="after")
+    @classmethod
+    def _check_projects(cls, value: list[str]) -> list[str]:
+        for name in value:
+            if name != "*" and not re.fullmatch(PROJECT_PATTERN, name):
+                raise ValueError(f"{name!r} is not a project name (or \"*\" for every project)")
+        return value
+
+    def decides_in(self, project: str) -> bool:
+        """Whether this approver decides requests of `project`."""
+        return "*" in self.projects or project in self.projects
+
+
+class GroupGrant(BaseModel):
+    """What membership of one identity-provider group grants (`oidc_group_roles`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    #: Human roles only (approver, auditor, admin): a person is never an agent.
+    roles: list[str] = Field(default_factory=list)
+    #: Projects the roles hold in; "*" is every project.
+    projects: list[str] = Field(default_factory=lambda: ["default"])
+
+    @field_validator("roles", mode="after")
+    @classmethod
+    def _human_roles(cls, value: list[str]) -> list[str]:
+        allowed = {"approver", "auditor", "admin"}
+        bad = [r for r in value if r not in allowed]
+        if bad:
+            raise ValueError(f"oidc_group_roles: {bad} (a group grants approver, auditor "
+                             "or admin)")
+        return value
 
 
 class Settings(BaseSettings):
@@ -82,9 +123,33 @@ class Settings(BaseSettings):
     #: Secret for signing approval links; generated under data_dir when unset.
     link_secret: str | None = None
     workspace_roots: list[Path] = Field(default_factory=lambda: [Path.home()])
+    #: Per-project workspace roots: project -> roots, replacing `workspace_roots`
+    #: for that project's sessions (`PARKGATE_PROJECT_WORKSPACE_ROOTS` is JSON,
+    #: e.g. {"payments": ["/srv/payments"]}). Projects not listed use `workspace_roots`.
+    project_workspace_roots: dict[str, list[Path]] = Field(default_factory=dict)
     #: Confirmation policy in the spec's YAML shape (the `tool_confirmation` mapping).
     tool_confirmation: dict[str, Any] = Field(default_factory=dict)
     session_concurrency: int = Field(default=4, ge=1, le=64)
+    #: Client tools (issue 24): the lease a claim gets by default, and the most
+    #: a claim may ask for (`lease_seconds`).
+    client_lease_seconds: float = Field(default=300.0, gt=0)
+    client_lease_max_seconds: float = Field(default=3600.0, gt=0)
+    #: A call with a fresh tool_use_id but the same tool and canonical input in
+    #: the same session attaches to the still-parked call (clients, e.g. a model
+    #: retrying through MCP, that cannot resend the id) within this window.
+    attach_same_input: bool = True
+    attach_same_input_window_seconds: float = Field(default=3600.0, gt=0)
+    #: Claude Code's hook (issue 25): tool name (or glob) -> side-effect class,
+    #: over the built-in mapping; how long PreToolUse holds a parked call; what it
+    #: answers when nobody decided by then; and whether `claude-code install`
+    #: makes a hook failure (parkgate unreachable) block the call. The audit
+    #: keeps the first `claude_code_prompt_max_chars` characters of a turn's prompt.
+    claude_code_tools: dict[str, Literal["none", "read", "write", "execute", "network"]] = Field(
+        default_factory=dict)
+    claude_code_wait_seconds: float = Field(default=50.0, ge=0, le=3000)
+    claude_code_fallback: Literal["ask", "deny", "defer"] = "deny"
+    claude_code_fail_closed: bool = True
+    claude_code_prompt_max_chars: int = Field(default=8192, ge=0, le=1_000_000)
     default_timeout_seconds: float = Field(default=60.0, gt=0)
     execute_timeout_seconds: float = Field(default=600.0, gt=0)
     cancel_grace_seconds: float = Field(default=30.0, ge=0)
@@ -114,6 +179,19 @@ class Settings(BaseSettings):
     tool_hidden_paths: list[Path] = Field(default_factory=list)
     #: The util-linux `unshare` binary the sandbox uses (name on PATH or absolute path).
     tool_sandbox_unshare: str = "unshare"
+    #: Sandboxed tool processes get their own network namespace (no network, not even
+    #: the host's loopback: Temporal, PostgreSQL, the API) unless their tool is named
+    #: here or its side-effect class is in tool_network_classes; those share the host's.
+    tool_network_tools: list[str] = Field(default_factory=list)
+    #: Side-effect classes ("network", "execute", ...) whose tools' processes share the
+    #: host network (see tool_network_tools).
+    tool_network_classes: list[str] = Field(default_factory=list)
+    #: Paths a sandboxed tool sees read-only, besides parkgate's own code and Python
+    #: environment (always read-only); a call's workspace inside one stays writable.
+    tool_readonly_paths: list[Path] = Field(default_factory=list)
+    #: The dedicated OS user tool processes run as ("name", "uid" or "uid:gid"); the
+    #: worker must run as root to switch. Unset: tools run as the worker's user.
+    tool_user: str | None = None
     #: Temporal payload encryption keys: id -> urlsafe base64 of 32 bytes. Empty means
     #: one key generated into `<data_dir>/payload-key` (embedded default).
     payload_keys: dict[str, str] = Field(default_factory=dict)
@@ -184,7 +262,7 @@ class Settings(BaseSettings):
     #: before answering with an error result that names its tool_use_id.
     mcp_call_wait_seconds: float = Field(default=50.0, ge=0, le=3600)
     #: MCP endpoint: seconds between progress notifications while a call waits.
-    mcp_progress_seconds: float = Field(default=5.0, gt=0, le=300)
+    mcp_progress_seconds: float = Field(default=2.0, gt=0, le=300)
     #: MCP servers whose tools join the registry as `<name>__<tool>`, behind the gate.
     mcp_servers: dict[str, McpServer] = Field(default_factory=dict)
     #: E-mail to named approvers (docs/APPROVERS.md): off while smtp_host is empty.
@@ -208,6 +286,73 @@ class Settings(BaseSettings):
     slack_channel: str = ""
     #: Slack's Web API base (tests point it at a local server).
     slack_api_url: str = "https://slack.com/api/"
+
+    #: OpenID Connect sign-in (docs/APPROVERS.md, "Sign in with your identity
+    #: provider"): on when oidc_issuer and oidc_client_id are set. The redirect
+    #: URI to register is `<public_base_url>/auth/oidc/callback`.
+    oidc_issuer: str = ""
+    oidc_client_id: str = ""
+    oidc_client_secret: str | None = Field(default=None, repr=False)
+    oidc_scopes: list[str] = Field(default_factory=lambda: ["openid", "email", "profile"])
+    #: The claim that names the person in the audit and maps to named approvers
+    #: (`email` matches `approvers.<name>.email`; `sub` matches `oidc_subject`).
+    oidc_identity_claim: Literal["email", "sub"] = "email"
+    #: The claim listing the person's groups (`oidc_group_roles` maps them).
+    oidc_groups_claim: str = "groups"
+    #: Group -> {roles, projects}; a person holds the union of their groups' grants.
+    oidc_group_roles: dict[str, GroupGrant] = Field(default_factory=dict)
+    #: The `aud` a bearer access token must carry (default: oidc_client_id).
+    oidc_audience: str | None = None
+    #: Accept provider access tokens (JWT) as bearer credentials on the API.
+    oidc_bearer_tokens: bool = True
+    #: Tolerated clock difference with the provider when checking exp/iat/nbf.
+    oidc_clock_skew_seconds: int = Field(default=60, ge=0, le=300)
+    #: A signed-in session ends after this long (sign in again).
+    oidc_session_seconds: int = Field(default=8 * 3600, ge=300, le=7 * 86400)
+    #: A decision needs claims the provider asserted at most this long ago;
+    #: older sessions are renewed through the provider first (groups re-checked).
+    oidc_decision_max_age_seconds: int = Field(default=900, ge=30, le=86400)
+    #: The API-key sign-in form on the inbox and audit pages (off: OIDC only).
+    api_key_signin: bool = True
+    #: Whether an approval or personal inbox link decides on its own ("link"),
+    #: or its holder must also be signed in (OIDC) as the named approver, or as
+    #: an approver of the project for a generic link ("signin").
+    link_decisions: Literal["link", "signin"] = "link"
+
+    @property
+    def oidc_enabled(self) -> bool:
+        return bool(self.oidc_issuer and self.oidc_client_id)
+
+    @model_validator(mode="after")
+    def _check_sign_in(self) -> Settings:
+        if bool(self.oidc_issuer) != bool(self.oidc_client_id):
+            raise ValueError("oidc_issuer and oidc_client_id go together (set both or neither)")
+        if self.oidc_issuer and not self.oidc_issuer.startswith(("https://", "http://")):
+            raise ValueError(f"oidc_issuer {self.oidc_issuer!r} is not an http(s) URL")
+        if self.oidc_issuer and "openid" not in self.oidc_scopes:
+            raise ValueError("oidc_scopes must include openid (the ID token comes with it)")
+        if not self.oidc_enabled and self.link_decisions == "signin":
+            raise ValueError("link_decisions: signin needs OIDC sign-in (oidc_issuer, "
+                             "oidc_client_id)")
+        if not self.oidc_enabled and not self.api_key_signin:
+            raise ValueError("api_key_signin: false needs OIDC sign-in, or nobody could sign "
+                             "in to the inbox and audit pages")
+        return self
+
+    @property
+    def oidc_redirect_uri(self) -> str:
+        return f"{self.public_base_url.rstrip('/')}/auth/oidc/callback"
+
+    def approver_for_oidc(self, subject: str, email: str | None) -> str | None:
+        """The named approver an OIDC person acts as (by subject, else verified email)."""
+        for name, entry in self.approvers.items():
+            if entry.oidc_subject and entry.oidc_subject == subject:
+                return name
+        if email:
+            for name, entry in self.approvers.items():
+                if entry.email and entry.email.lower() == email.lower():
+                    return name
+        return None
 
     @field_validator("approver_groups", mode="after")
     @classmethod
@@ -236,6 +381,19 @@ class Settings(BaseSettings):
             if seconds < 0:
                 raise ValueError(f"{key}: expiry must be >= 0 seconds (0 means never)")
         return value
+
+    @field_validator("tool_network_classes", mode="after")
+    @classmethod
+    def _known_network_classes(cls, value: list[str]) -> list[str]:
+        from parkgate.models import SideEffects
+
+        known = {c.value for c in SideEffects}
+        unknown = [c for c in value if c.lower() not in known]
+        if unknown:
+            raise ValueError(
+                f"unknown side-effect class {unknown[0]!r} (one of: {', '.join(sorted(known))})"
+            )
+        return [c.lower() for c in value]
 
     @field_validator("worker_groups", mode="after")
     @classmethod
@@ -267,6 +425,21 @@ class Settings(BaseSettings):
     @classmethod
     def _expand_roots(cls, value: list[Path]) -> list[Path]:
         return [Path(p).expanduser().resolve() for p in value]
+
+    @field_validator("project_workspace_roots", mode="after")
+    @classmethod
+    def _expand_project_roots(cls, value: dict[str, list[Path]]) -> dict[str, list[Path]]:
+        for project, roots in value.items():
+            if not re.fullmatch(PROJECT_PATTERN, project):
+                raise ValueError(f"project_workspace_roots: {project!r} is not a project name")
+            if not roots:
+                raise ValueError(f"project_workspace_roots.{project}: at least one root")
+        return {project: [Path(p).expanduser().resolve() for p in roots]
+                for project, roots in value.items()}
+
+    def workspace_roots_for(self, project: str) -> list[Path]:
+        """Where `project`'s sessions may have their workspace."""
+        return self.project_workspace_roots.get(project, self.workspace_roots)
 
     @classmethod
     def settings_customise_sources(
@@ -304,7 +477,7 @@ class Settings(BaseSettings):
         then `tool_hidden_paths`. A directory that holds a call's workspace is
         dropped for that call (parkgate.sandbox.paths_to_hide); the file itself
         stays covered."""
-        paths: list[Path] = [Path(self.data_dir)]
+        paths: list[Path] = self.data_dirs()
         files: list[Path] = []
         if self.temporal_tls_key_path:
             files.append(Path(self.temporal_tls_key_path).expanduser())
@@ -318,6 +491,7 @@ class Settings(BaseSettings):
                 files.append(Path(db))
         for file in files:
             paths += [file, file.parent]
+        paths += self._database_socket_dirs()
         paths += [Path(p).expanduser() for p in self.tool_hidden_paths]
         unique: list[Path] = []
         for path in paths:
@@ -325,6 +499,48 @@ class Settings(BaseSettings):
             if resolved not in unique:
                 unique.append(resolved)
         return unique
+
+    def data_dirs(self) -> list[Path]:
+        """Every parkgate data directory this host is known to have: the configured
+        one, PARKGATE_DATA_DIR's, and `~/.parkgate*` of the worker's user (another
+        `serve` with its own link secret is as secret as ours)."""
+        found = [Path(self.data_dir).expanduser(), default_data_dir()]
+        home = Path("~").expanduser()
+        if home.is_dir():
+            try:
+                found += sorted(p for p in home.glob(".parkgate*") if p.is_dir())
+            except OSError:
+                pass
+        else:
+            found.append(home / ".parkgate")
+        return found
+
+    def _database_socket_dirs(self) -> list[Path]:
+        """The PostgreSQL unix-socket directories of a local history database: a
+        socket is reachable by path from any network namespace."""
+        url = self.database_url
+        if not url.startswith("postgres"):
+            return []
+        from urllib.parse import parse_qs, urlsplit
+
+        parts = urlsplit(url)
+        host = parse_qs(parts.query).get("host", [""])[0] or (parts.hostname or "")
+        if host.startswith("/"):
+            return [Path(host)]
+        if host in ("", "localhost", "127.0.0.1", "::1"):
+            return [Path("/run/postgresql"), Path("/var/run/postgresql")]
+        return []
+
+    def tool_workspace_roots(self) -> list[Path]:
+        """Where sessions' workspaces may live (workspace_roots, every project's own
+        roots and the worker groups' roots): a sandboxed tool sees none of them but
+        its own workspace."""
+        roots = [*self.workspace_roots]
+        for project_roots in self.project_workspace_roots.values():
+            roots += project_roots
+        for group_roots in self.worker_groups.values():
+            roots += group_roots
+        return roots
 
     @property
     def email_enabled(self) -> bool:
@@ -340,6 +556,11 @@ class Settings(BaseSettings):
             if entry.slack_user_id and entry.slack_user_id == user_id:
                 return name
         return None
+
+    def approver_decides_in(self, name: str, project: str) -> bool:
+        """Whether the named approver decides requests of `project` (Slack, links)."""
+        entry = self.approvers.get(name)
+        return entry is not None and entry.decides_in(project)
 
     def approver_keys(self) -> dict[str, str]:
         """API key name -> the named approver it decides as."""

@@ -45,6 +45,16 @@ class Limits(BaseModel):
     tool_hidden_paths: tuple[str, ...] = ()
     #: The `unshare` binary (name on PATH or absolute path).
     tool_sandbox_unshare: str = "unshare"
+    #: Tools (by name) and side-effect classes whose processes share the host network;
+    #: every other sandboxed process gets an isolated network namespace.
+    tool_network_tools: tuple[str, ...] = ()
+    tool_network_classes: tuple[str, ...] = ()
+    #: Roots of sessions' workspaces: hidden from a tool, except its own workspace.
+    tool_workspace_roots: tuple[str, ...] = ()
+    #: Paths a sandboxed tool sees read-only (besides parkgate's installation).
+    tool_readonly_paths: tuple[str, ...] = ()
+    #: The OS user tool processes run as (see parkgate.tool_user); None = the worker's.
+    tool_user: str | None = None
 
     @classmethod
     def from_settings(cls, settings: Any, **overrides: Any) -> Limits:
@@ -59,12 +69,21 @@ class Limits(BaseModel):
             "tool_env_passthrough",
             "tool_sandbox",
             "tool_sandbox_unshare",
+            "tool_network_tools",
+            "tool_network_classes",
+            "tool_user",
         ):
             value = getattr(settings, name, None)
             if value is not None:
                 values[name] = value
         if hasattr(settings, "hidden_tool_paths"):
             values["tool_hidden_paths"] = tuple(str(p) for p in settings.hidden_tool_paths())
+        if hasattr(settings, "tool_workspace_roots"):
+            values["tool_workspace_roots"] = tuple(
+                str(p) for p in settings.tool_workspace_roots()
+            )
+        if getattr(settings, "tool_readonly_paths", None) is not None:
+            values["tool_readonly_paths"] = tuple(str(p) for p in settings.tool_readonly_paths)
         return cls(**(values | overrides))
 
 

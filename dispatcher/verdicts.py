@@ -75,6 +75,8 @@ class ApprovalInfo(BaseModel):
     #: the first notice leaves them out.
     escalate_after_seconds: int | None = None
     escalate_to: list[str] = Field(default_factory=list)
+    #: The agent's own process runs the tool once released (client tools).
+    client_executed: bool = False
 
 
 class Execute(BaseModel):

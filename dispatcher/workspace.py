@@ -15,6 +15,7 @@ package managers (pnpm, `git clone --local`) fill workspaces with hard links.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from pathlib import Path
 
 from parkgate.errors import ToolExecutionError, WorkspaceEscapeError
@@ -25,11 +26,32 @@ def resolve_root(workspace_path: str) -> str:
     return os.path.realpath(os.path.expanduser(workspace_path))
 
 
-class WorkspaceFileAPI:
-    """File operations scoped to one workspace root."""
+def _under(outer: str, inner: str) -> bool:
+    return inner == outer or inner.startswith(outer.rstrip(os.sep) + os.sep)
 
-    def __init__(self, workspace_root: str) -> None:
+
+class WorkspaceFileAPI:
+    """File operations scoped to one workspace root.
+
+    `off_limits`: resolved paths no tool may read or write even inside the
+    workspace (parkgate's data directories, secret files and logs: a workspace
+    may hold them, `~` holds `~/.parkgate`); `read_only`: paths no tool may
+    write (parkgate's own code and Python environment). The tool sandbox hides
+    the same paths from tool processes (parkgate.sandbox).
+    """
+
+    def __init__(
+        self, workspace_root: str, *, off_limits: Iterable[str] = (),
+        read_only: Iterable[str] = (),
+    ) -> None:
         self.workspace_root = resolve_root(workspace_root)
+        # A directory holding the workspace (a secret file's directory that is ~)
+        # would forbid the workspace itself: the root rule confines tools below it.
+        self.off_limits = tuple(
+            real for real in (os.path.realpath(p) for p in off_limits)
+            if not _under(real, self.workspace_root)
+        )
+        self.read_only = tuple(os.path.realpath(p) for p in read_only)
 
     # ------------------------------------------------------------------ paths
     def resolve(self, path: str) -> Path:
@@ -48,7 +70,20 @@ class WorkspaceFileAPI:
         root = self.workspace_root
         if real != root and not real.startswith(root.rstrip(os.sep) + os.sep):
             raise WorkspaceEscapeError(f"Path '{path}' escapes workspace boundary")
+        if any(_under(hidden, real) for hidden in self.off_limits):
+            raise WorkspaceEscapeError(
+                f"Path '{path}' is parkgate's own (data, secrets or logs): off limits to tools"
+            )
         return Path(real)
+
+    def check_writable(self, path: str) -> Path:
+        """The resolved path, refused (WorkspaceEscapeError) if tools may not write it."""
+        real = self.resolve(path)
+        if any(_under(ro, str(real)) for ro in self.read_only):
+            raise WorkspaceEscapeError(
+                f"Path '{path}' is parkgate's own code or Python environment: read-only to tools"
+            )
+        return real
 
     def relative(self, path: str) -> str:
         """``path`` as a normalized workspace-relative path ("." for the root)."""
@@ -104,7 +139,7 @@ class WorkspaceFileAPI:
 
     # ----------------------------------------------------------------- writes
     def _open_for_write(self, path: str, flags: int) -> tuple[Path, int]:
-        target = self.resolve(path)
+        target = self.check_writable(path)
         if str(target) == self.workspace_root:
             raise ToolExecutionError(f"Cannot write to the workspace root: {path}")
         try:
@@ -150,7 +185,7 @@ class WorkspaceFileAPI:
             fh.write(content.encode("utf-8"))
 
     def delete(self, path: str) -> None:
-        target = self.resolve(path)
+        target = self.check_writable(path)
         if str(target) == self.workspace_root:
             raise ToolExecutionError("Cannot delete the workspace root")
         try:

@@ -14,23 +14,27 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from parkgate.workflows.call import ToolCallWorkflow
+    from parkgate.workflows.late_outcome import LateOutcomeWorkflow
     from parkgate.workflows.slack_outcome import SlackOutcomeWorkflow
     from parkgate.workflows.turn import TurnWorkflow
 
     ALL: list[type]
 
-__all__ = ["ALL", "SlackOutcomeWorkflow", "ToolCallWorkflow", "TurnWorkflow"]
+__all__ = ["ALL", "LateOutcomeWorkflow", "SlackOutcomeWorkflow", "ToolCallWorkflow",
+           "TurnWorkflow"]
 
 
 def __getattr__(name: str) -> Any:
     if name not in __all__:
         raise AttributeError(f"module 'parkgate.workflows' has no attribute {name!r}")
     from parkgate.workflows.call import ToolCallWorkflow
+    from parkgate.workflows.late_outcome import LateOutcomeWorkflow
     from parkgate.workflows.slack_outcome import SlackOutcomeWorkflow
     from parkgate.workflows.turn import TurnWorkflow
 
     return {
-        "ALL": [ToolCallWorkflow, TurnWorkflow, SlackOutcomeWorkflow],
+        "ALL": [ToolCallWorkflow, TurnWorkflow, SlackOutcomeWorkflow, LateOutcomeWorkflow],
+        "LateOutcomeWorkflow": LateOutcomeWorkflow,
         "SlackOutcomeWorkflow": SlackOutcomeWorkflow,
         "ToolCallWorkflow": ToolCallWorkflow,
         "TurnWorkflow": TurnWorkflow,

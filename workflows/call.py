@@ -32,8 +32,10 @@ from temporalio.exceptions import (
     TimeoutError as TemporalTimeoutError,
 )
 
+from parkgate.workflows.client_exec import ClientExecution
+
 with workflow.unsafe.imports_passed_through():
-    from parkgate import quorum
+    from parkgate import proof, quorum
     from parkgate.call_rows import opening_of
     from parkgate.decisions import (
         REJECTED_ERROR_TYPE,
@@ -43,6 +45,7 @@ with workflow.unsafe.imports_passed_through():
         invalid_decision,
         invalid_edits,
         no_longer_waiting,
+        unproven,
     )
     from parkgate.durable import activity_defs as acts
     from parkgate.durable.payloads import (
@@ -117,6 +120,11 @@ PATCH_COMMITTED_WRITES = "committed-decision-writes-v1"
 #: workflow.patched id: reminder/escalation timers while parked (asked only
 #: when the deciding rule has them).
 PATCH_REMINDERS = "reminders-v1"
+#: workflow.patched id: decide signals must carry a valid proof that parkgate's
+#: API sent them (parkgate.proof); asked when the approval request is stored
+#: (or at the first decide signal of a call parked before that). The `decide` update's validator
+#: always checks the proof: validators do not run on replay.
+PATCH_PROVEN_DECISIONS = "proven-decisions-v1"
 #: Margin added to the tool timeout: the pipeline enforces the tool timeout and
 #: the cancel grace itself; Temporal's start-to-close is the outer backstop.
 _EXECUTE_MARGIN = timedelta(seconds=45)
@@ -149,8 +157,9 @@ def lexical_path_errors(prepared: PreparedCall, new_input: dict[str, object]) ->
 
 
 @workflow.defn(name=CALL_WORKFLOW)
-class ToolCallWorkflow:
-    """One tool call, from classification to its recorded outcome."""
+class ToolCallWorkflow(ClientExecution):
+    """One tool call, from classification to its recorded outcome (a client
+    tool's call is released to its client instead: `ClientExecution`)."""
 
     @workflow.init
     def __init__(self, inp: CallInput) -> None:
@@ -183,6 +192,9 @@ class ToolCallWorkflow:
         #: A cancellation swallowed while a store write finished (see _record_raw).
         self._cancel_requested = False
         self._verdict: str | None = None
+        #: PATCH_PROVEN_DECISIONS, once asked.
+        self._proven_signals: bool | None = None
+        self._init_client()
 
     # ------------------------------------------------------------------ run
     @workflow.run
@@ -196,7 +208,7 @@ class ToolCallWorkflow:
             # result, although the activity ran the tool and stored its
             # outcome. A stored outcome stands (`unless_finished`, a field of
             # the record activity's input: the commands are unchanged).
-            ran = self._status == CallStatus.RUNNING
+            ran = self._status in (CallStatus.RUNNING, CallStatus.CLAIMED)
             if self._info is not None and self._uses_committed_writes():
                 self._cancelled_while_parked()
             text = f"The call was cancelled {'while running' if ran else 'before it ran'}."
@@ -241,7 +253,8 @@ class ToolCallWorkflow:
     async def _run(self, inp: CallInput) -> CallOutcome:
         # An auto-approved read runs inside classify (one local activity, one
         # history write); anything else comes back as a verdict to act on.
-        classify_input = ClassifyInput(call=inp.call, session=inp.session, ref=self._ref())
+        classify_input = ClassifyInput(call=inp.call, session=inp.session, ref=self._ref(),
+                                       client_tool=inp.client_tool)
         queue = self._group_queue()
         try:
             if queue is not None:
@@ -281,6 +294,8 @@ class ToolCallWorkflow:
             return await self._deny(verdict)
         self._prepared = verdict.prepared
         if isinstance(verdict, Execute):
+            if self._is_client_call(verdict.prepared):
+                return await self._release_call(verdict.prepared)
             if classified.executed is not None:
                 self._status = CallStatus.RUNNING
                 return await self._conclude(classified.executed)
@@ -309,6 +324,8 @@ class ToolCallWorkflow:
         self._raise_if_cancelled()
         prepared = self._prepared
         assert prepared is not None
+        if self._is_client_call(prepared):
+            return await self._release_call(prepared)
         return await self._execute(prepared, decision.approved_hash or prepared.input_hash,
                                    classified.plan)
 
@@ -364,6 +381,9 @@ class ToolCallWorkflow:
         self._approval = created.approval
         self._approval_url = created.approval_url
         self._status = CallStatus.PARKED
+        # Asked right after a regular activity's result (never after a local
+        # one: docs/DURABLE.md), so a replay sees the marker in the same task.
+        self._proofs_on_signals()
         # A cancel that arrived while the request was stored ends the call now
         # (through run()'s cancellation path, which records `cancelled`).
         self._raise_if_cancelled()
@@ -559,6 +579,18 @@ class ToolCallWorkflow:
         )
 
     # ------------------------------------------------------- decide handlers
+    def _proofs_on_signals(self) -> bool:
+        """PATCH_PROVEN_DECISIONS, asked once: decide signals must be proven."""
+        if self._proven_signals is None:
+            self._proven_signals = workflow.patched(PATCH_PROVEN_DECISIONS)
+        return self._proven_signals
+
+    def _proof_problem(self, inp: DecideInput) -> Rejection | None:
+        """Why this decision is not proven to come from parkgate's API; pure
+        (the worker's installed proof keys, parkgate.proof)."""
+        text = proof.problem(inp, proof.KIND_DECIDE, workflow.info().workflow_id)
+        return unproven(text) if text is not None else None
+
     def _decide_problem(self, inp: DecideInput) -> Rejection | None:
         """Why this decision cannot be applied (None when it can); pure."""
         info = self._info
@@ -596,6 +628,13 @@ class ToolCallWorkflow:
 
     @decide.validator
     def _validate_decide(self, inp: DecideInput) -> None:
+        # The proof first: an unproven caller learns nothing of the call.
+        unproven_ = self._proof_problem(inp)
+        if unproven_ is not None:
+            raise ApplicationError(
+                unproven_.message, None, unproven_.reason.value,
+                type=REJECTED_ERROR_TYPE, non_retryable=True,
+            )
         problem = self._decide_problem(inp)
         if problem is not None:
             # The standing winner travels with the rejection: the loser learns
@@ -609,7 +648,17 @@ class ToolCallWorkflow:
 
     @workflow.signal(name=SIGNAL_DECIDE)
     async def decide_signal(self, inp: DecideInput) -> None:
-        """Fire-and-forget decision; invalid ones are logged and ignored."""
+        """Fire-and-forget decision; invalid or unproven ones are logged and ignored.
+
+        Signal handlers run again on replay: the proof check answers the same
+        as long as the worker keeps the key that proved it (old payload keys
+        stay configured until no history needs them, as for decryption).
+        """
+        if self._proofs_on_signals():
+            unproven_ = self._proof_problem(inp)
+            if unproven_ is not None:
+                workflow.logger.warning("decide signal ignored: %s", unproven_.message)
+                return
         problem = self._decide_problem(inp)
         if problem is not None:
             workflow.logger.warning("decide signal ignored: %s", problem.message)
@@ -731,6 +780,7 @@ class ToolCallWorkflow:
             outcome=self._outcome,
             votes=list(self._votes),
             worker_group=session.worker_group,
+            release=self._release_view(),
         )
 
     # ------------------------------------------------ named approvers, quorum
@@ -780,7 +830,7 @@ class ToolCallWorkflow:
         if rec is None:
             return {"votes": list(self._votes)} if self._votes else {}
         fields = rec.approval_fields()  # as the approval row holds them
-        who = ("principal_id", "claimed_name", "self_approved", "votes")
+        who = ("principal_id", "claimed_name", "self_approved", "identity", "votes")
         return {k: fields[k] for k in who if fields[k] is not None}
 
     async def _execute(

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 
 from temporalio import workflow
+from temporalio.common import WorkflowIDReusePolicy
 from temporalio.exceptions import ChildWorkflowError, WorkflowAlreadyStartedError
 from temporalio.workflow import ParentClosePolicy
 
@@ -27,6 +28,11 @@ with workflow.unsafe.imports_passed_through():
     from parkgate.records import status_for
 
 from parkgate.workflows.call import ToolCallWorkflow, error_result
+
+#: workflow.patched id: a child call whose workflow already ran to its end (submitted
+#: alone or in another turn) is refused, never started again (its events would
+#: contradict the stored ones, and a side effect would run twice).
+PATCH_NO_RERUN = "turn-child-no-rerun"
 
 
 def _failed(call: ToolUseBlock, error_class: ToolErrorClass, text: str) -> CallOutcome:
@@ -45,6 +51,11 @@ class TurnWorkflow:
     async def run(self, inp: TurnInput) -> TurnOutcome:
         gate = asyncio.Semaphore(inp.concurrency)
         seen: set[str] = set()
+        reuse = (
+            WorkflowIDReusePolicy.REJECT_DUPLICATE
+            if workflow.patched(PATCH_NO_RERUN)
+            else WorkflowIDReusePolicy.ALLOW_DUPLICATE
+        )
 
         async def one(call: ToolUseBlock) -> CallOutcome:
             if call.id in seen:
@@ -58,16 +69,19 @@ class TurnWorkflow:
                 try:
                     return await workflow.execute_child_workflow(
                         ToolCallWorkflow.run,
-                        CallInput(call=call, session=inp.session),
+                        CallInput(call=call, session=inp.session,
+                                  client_tool=next((t for t in inp.client_tools
+                                                    if t.name == call.name), None)),
                         id=call_workflow_id(inp.session.session_id, call.id),
                         parent_close_policy=ParentClosePolicy.REQUEST_CANCEL,
+                        id_reuse_policy=reuse,
                     )
                 except WorkflowAlreadyStartedError:
                     return _failed(
                         call,
                         ToolErrorClass.EXECUTION_ERROR,
-                        "this tool_use id was already submitted on its own; "
-                        "attach to it by tool_use_id",
+                        "this tool_use id was already submitted (alone or in another "
+                        "turn); attach to it by tool_use_id",
                     )
                 except ChildWorkflowError as exc:
                     return _failed(

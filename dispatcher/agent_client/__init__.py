@@ -2,7 +2,8 @@
 
 Typed with the API's own models (`parkgate.api.schemas`); method names follow
 `ToolDispatcher` where they mean the same thing (`dispatch`, `dispatch_all`,
-`cancel_session_tools`, `get_definitions_for_session`).
+`cancel_session_tools`, `get_definitions_for_session`). `gate` puts a
+function the agent runs itself behind parkgate (docs/CLIENT_TOOLS.md).
 """
 
 from parkgate.agent_client.aio import AsyncParkgateClient
@@ -11,20 +12,33 @@ from parkgate.agent_client.errors import (
     ConflictError,
     ForbiddenError,
     NotFoundError,
+    OutcomeNotRecordedError,
+    ParkedError,
     ParkgateError,
     UnauthorizedError,
     UnavailableError,
 )
+from parkgate.agent_client.gate_aio import AsyncGatedFunction, AsyncToolGate
+from parkgate.agent_client.gate_sync import GatedFunction, ToolGate
+from parkgate.agent_client.gated import gate, tool_gate
 from parkgate.agent_client.sync import ParkgateClient
 
 __all__ = [
+    "AsyncGatedFunction",
     "AsyncParkgateClient",
+    "AsyncToolGate",
     "CallNotFinishedError",
     "ConflictError",
     "ForbiddenError",
+    "GatedFunction",
     "NotFoundError",
+    "OutcomeNotRecordedError",
+    "ParkedError",
     "ParkgateClient",
     "ParkgateError",
+    "ToolGate",
     "UnauthorizedError",
     "UnavailableError",
+    "gate",
+    "tool_gate",
 ]

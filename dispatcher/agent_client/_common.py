@@ -1,29 +1,43 @@
-"""What the sync and async clients share: paths, retry timing, SSE parsing."""
+"""What the sync and async clients share: paths, the retry policy, SSE parsing."""
 
 from __future__ import annotations
 
 import json
+import logging
 import random
+import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
 
+from parkgate.agent_client.errors import UnavailableError, error_from
 from parkgate.api.schemas import EventOut
 from parkgate.models import Session, ToolUseBlock
 
-#: Statuses retried after Retry-After (the server is up but cannot answer now).
+#: Statuses retried (the server is up but cannot answer now, or is restarting).
 RETRY_STATUSES = frozenset({429, 503})
 #: The longest long-poll the server accepts per request.
 MAX_POLL_SECONDS = 60.0
 #: Cap on one Retry-After sleep, so a bad header cannot stall an agent.
 MAX_RETRY_SLEEP = 30.0
+#: Cap on the backoff between attempts while the server is unreachable: an
+#: agent notices a restarted server within this many seconds.
+MAX_BACKOFF = 5.0
 #: Transport failures worth retrying: every request the client makes is
 #: idempotent (submits attach by tool_use_id), so resending is safe.
 RETRY_EXCEPTIONS = (httpx.ConnectError, httpx.RemoteProtocolError, httpx.ReadError,
                     httpx.WriteError, httpx.PoolTimeout, httpx.ConnectTimeout)
+
+log = logging.getLogger("parkgate.agent_client")
+
+
+def backoff(attempt: int, rand: Callable[[], float] = random.random) -> float:
+    """Capped exponential backoff with jitter: 0.25 s doubling up to MAX_BACKOFF,
+    each sleep drawn from its upper half so many agents do not retry in step."""
+    return min(0.25 * 2**attempt, MAX_BACKOFF) * (0.5 + rand() / 2)
 
 
 def retry_delay(response: httpx.Response | None, attempt: int) -> float:
@@ -35,7 +49,89 @@ def retry_delay(response: httpx.Response | None, attempt: int) -> float:
                 return min(max(float(header), 0.0), MAX_RETRY_SLEEP)
             except ValueError:
                 pass
-    return min(0.25 * 2**attempt, 5.0) * (0.5 + random.random() / 2)
+    return backoff(attempt)
+
+
+def deadline_after(seconds: float | None) -> float | None:
+    """A `time.monotonic()` deadline `seconds` from now (None: no deadline)."""
+    return None if seconds is None else time.monotonic() + seconds
+
+
+def passed(deadline: float | None) -> bool:
+    return deadline is not None and time.monotonic() >= deadline
+
+
+def poll_seconds(deadline: float | None) -> float:
+    """One long-poll's wait: up to the server's cap, never past `deadline`."""
+    if deadline is None:
+        return MAX_POLL_SECONDS
+    return max(0.0, min(deadline - time.monotonic(), MAX_POLL_SECONDS))
+
+
+@dataclass
+class Retry:
+    """One request's retry policy, shared by the sync and async clients.
+
+    The caller only sends and sleeps; this decides. Connection failures, 429
+    and 503 are retried until `deadline` (a `time.monotonic()` value: the
+    call's own timeout; None: until the call ends), for at most `span` seconds
+    of one outage (the client's `retry_for`; None: no limit) and at most
+    `max_retries` attempts in a row; then `UnavailableError`. One warning is
+    logged when an outage starts (and an info line when it ends).
+    """
+
+    where: str
+    deadline: float | None = None
+    span: float | None = None
+    max_retries: int | None = None
+    attempt: int = 0
+    outage_since: float | None = None
+
+    def _limit(self) -> float | None:
+        """When this outage must end: the sooner of the deadline and the span."""
+        if self.span is None or self.outage_since is None:
+            return self.deadline
+        end = self.outage_since + self.span
+        return end if self.deadline is None else min(end, self.deadline)
+
+    def failed(
+        self, *, response: httpx.Response | None = None, error: Exception | None = None,
+    ) -> float:
+        """Seconds to sleep before the next attempt; raises UnavailableError to give up."""
+        now = time.monotonic()
+        what = (f"HTTP {response.status_code}" if response is not None
+                else f"{type(error).__name__}: {error}".rstrip(": "))
+        if self.outage_since is None:
+            self.outage_since = now
+            limit = self._limit()
+            until = ("until it answers" if limit is None
+                     else f"for up to {max(0.0, limit - now):.0f} s")
+            log.warning("parkgate at %s unavailable (%s); retrying %s", self.where, what, until)
+        limit = self._limit()
+        left = None if limit is None else limit - now
+        out_of_tries = self.max_retries is not None and self.attempt >= self.max_retries
+        if out_of_tries or (left is not None and left <= 0):
+            log.warning("parkgate at %s still unavailable after %.0f s (%s); giving up",
+                        self.where, now - self.outage_since, what)
+            raise self._give_up(response, what, now - self.outage_since)
+        delay = retry_delay(response, self.attempt)
+        self.attempt += 1
+        return delay if left is None else max(0.0, min(delay, left))
+
+    def answered(self) -> None:
+        """The server answered (any non-retried status): the outage, if any, is over."""
+        if self.outage_since is not None:
+            log.info("parkgate at %s answered again after %.1f s", self.where,
+                        time.monotonic() - self.outage_since)
+        self.outage_since, self.attempt = None, 0
+
+    def _give_up(self, response: httpx.Response | None, what: str, lasted: float) -> Exception:
+        if response is not None:
+            return error_from(response)
+        return UnavailableError(
+            503, "unreachable",
+            f"parkgate at {self.where} unreachable for {lasted:.0f} s ({what})",
+        )
 
 
 def as_block(tool_use: ToolUseBlock | dict[str, Any]) -> ToolUseBlock:

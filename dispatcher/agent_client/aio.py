@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Sequence
 from typing import Any, Literal
 
 import httpx
 
 from parkgate.agent_client import _common as c
+from parkgate.agent_client._gate_common import Claim, Outcome, outcome_body
+from parkgate.agent_client.client_tools import ClientToolDefinition
 from parkgate.agent_client.errors import error_from, not_waiting, result_of
 from parkgate.api.schemas import (
     BatchOut,
@@ -21,6 +23,7 @@ from parkgate.api.schemas import (
     ToolsOut,
 )
 from parkgate.models import Session, ToolDefinition, ToolResultBlock, ToolUseBlock
+from parkgate.records import CallStatus
 
 Decision = Literal["allow", "deny", "allow_with_edits"]
 
@@ -31,6 +34,11 @@ class AsyncParkgateClient:
     Every request is safe to resend: a submit with a tool_use id that exists
     attaches to that call, so an agent that restarts and dispatches the same
     block again gets the original call's result, and the tool runs once.
+
+    Outages (refused or dropped connections, 503, 429) are retried for as
+    long as the call's own `timeout` allows (default: until it ends);
+    `retry_for` (seconds) and `max_retries` (attempts) bound one outage.
+    Giving up raises UnavailableError.
     """
 
     def __init__(
@@ -39,12 +47,15 @@ class AsyncParkgateClient:
         api_key: str,
         *,
         timeout: float = 90.0,
-        max_retries: int = 8,
+        retry_for: float | None = None,
+        max_retries: int | None = None,
         http: httpx.AsyncClient | None = None,
     ) -> None:
         self._own = http is None
         self.http = http or httpx.AsyncClient(base_url=base_url, timeout=timeout)
         self.headers = c.auth_headers(api_key)
+        self.where = base_url
+        self.retry_for = retry_for
         self.max_retries = max_retries
 
     async def __aenter__(self) -> AsyncParkgateClient:
@@ -58,37 +69,43 @@ class AsyncParkgateClient:
             await self.http.aclose()
 
     # ------------------------------------------------------------ transport
+    def _retry(self, deadline: float | None = None) -> c.Retry:
+        return c.Retry(self.where, deadline, self.retry_for, self.max_retries)
+
     async def _request(
         self, method: str, path: str, *, json: Any = None, params: dict[str, Any] | None = None,
+        deadline: float | None = None,
     ) -> httpx.Response:
-        """One API request: retries 429/503 after Retry-After and lost connections;
-        any other non-2xx raises the typed error."""
-        attempt = 0
+        """One API request, retried through outages (see `_common.Retry`); any other
+        non-2xx raises the typed error."""
+        retry = self._retry(deadline)
         while True:
-            response: httpx.Response | None = None
             try:
                 response = await self.http.request(
                     method, path, json=json, params=params, headers=self.headers
                 )
-            except c.RETRY_EXCEPTIONS:
-                if attempt >= self.max_retries:
-                    raise
-            else:
-                if response.status_code < 400:
-                    return response
-                if response.status_code not in c.RETRY_STATUSES or attempt >= self.max_retries:
-                    raise error_from(response)
-            await asyncio.sleep(c.retry_delay(response, attempt))
-            attempt += 1
+            except c.RETRY_EXCEPTIONS as exc:
+                await asyncio.sleep(retry.failed(error=exc))
+                continue
+            if response.status_code in c.RETRY_STATUSES:
+                await asyncio.sleep(retry.failed(response=response))
+                continue
+            retry.answered()
+            if response.status_code >= 400:
+                raise error_from(response)
+            return response
 
     # ------------------------------------------------------------- sessions
     async def register_session(
         self, session_id: str, workspace_path: str, kind: Literal["main", "worker"] = "main",
         *, worker_group: str | None = None,
+        client_tools: Sequence[ClientToolDefinition] | None = None,
     ) -> SessionOut:
         """Register (or re-register, same workspace) a session; 409 -> ConflictError."""
-        body: dict[str, str] = {
+        body: dict[str, Any] = {
             "session_id": session_id, "workspace_path": workspace_path, "kind": kind}
+        if client_tools is not None:  # tools this agent runs itself (parkgate.agent_client.gate)
+            body["client_tools"] = [t.wire() for t in client_tools]
         if worker_group is not None:  # else the server derives it from the workspace
             body["worker_group"] = worker_group
         r = await self._request("POST", "/v1/sessions", json=body)
@@ -113,32 +130,47 @@ class AsyncParkgateClient:
         turn_id: str | None = None, wait: float = 0,
     ) -> CallResource:
         """Start the call (or attach to it) and long-poll up to `wait` (<= 60) s."""
+        return await self._submit(tool_use, session, turn_id, wait, None)
+
+    async def _submit(
+        self, tool_use: ToolUseBlock | dict[str, Any], session: Session | str,
+        turn_id: str | None, wait: float, deadline: float | None,
+    ) -> CallResource:
         block = c.as_block(tool_use)
         sid, tid = c.session_ids(session, turn_id)
         r = await self._request(
             "POST", f"/v1/sessions/{sid}/turns/{tid}/tool-calls",
             json=block.model_dump(mode="json"),
-            params=c.wait_params(wait),
+            params=c.wait_params(wait), deadline=deadline,
         )
         return CallResource.model_validate(r.json())
 
     async def get_call(self, session_id: str, tool_use_id: str, *, wait: float = 0) -> CallResource:
+        return await self._get_call(session_id, tool_use_id, wait, None)
+
+    async def _get_call(
+        self, session_id: str, tool_use_id: str, wait: float, deadline: float | None,
+    ) -> CallResource:
         r = await self._request("GET", c.call_path(session_id, tool_use_id),
-                                params=c.wait_params(wait))
+                                params=c.wait_params(wait), deadline=deadline)
         return CallResource.model_validate(r.json())
 
     async def wait_call(
         self, session_id: str, tool_use_id: str, *, timeout: float | None = None
     ) -> CallResource:
         """Long-poll until the call finishes (or `timeout`), one <= 60 s poll at a time."""
-        loop = asyncio.get_running_loop()
-        deadline = None if timeout is None else loop.time() + timeout
+        return await self._wait_call(session_id, tool_use_id, c.deadline_after(timeout))
+
+    async def _wait_call(
+        self, session_id: str, tool_use_id: str, deadline: float | None,
+    ) -> CallResource:
+        """Long-poll until the call finishes or `deadline` passes (retrying outages
+        until then too)."""
         while True:
-            left = c.MAX_POLL_SECONDS if deadline is None else deadline - loop.time()
-            resource = await self.get_call(session_id, tool_use_id,
-                                           wait=max(0.0, min(left, c.MAX_POLL_SECONDS)))
-            if resource.finished or (deadline is not None and loop.time() >= deadline):
-                return resource
+            wait = c.poll_seconds(deadline)
+            resource = await self._get_call(session_id, tool_use_id, wait, deadline)
+            if resource.finished or resource.status == CallStatus.RELEASED or c.passed(deadline):
+                return resource  # released: the client's turn (a gate), not a wait
 
     async def dispatch(
         self, tool_use: ToolUseBlock | dict[str, Any], session: Session | str, *,
@@ -147,18 +179,17 @@ class AsyncParkgateClient:
         """Run one tool call through the gate and return its result block.
 
         Waits through a parked call until it is decided (or its approval
-        expires); with `timeout`, raises CallNotFinishedError instead of waiting
-        longer; the call goes on, and dispatching the same block attaches to it.
+        expires), and through server restarts; with `timeout`, raises
+        CallNotFinishedError (or UnavailableError, when the server is down
+        then) instead of waiting longer; the call goes on, and dispatching the
+        same block attaches to it.
         """
         block = c.as_block(tool_use)
         sid, _ = c.session_ids(session, turn_id)
-        loop = asyncio.get_running_loop()
-        first = c.MAX_POLL_SECONDS if timeout is None else min(timeout, c.MAX_POLL_SECONDS)
-        started = loop.time()
-        resource = await self.submit(block, session, turn_id=turn_id, wait=first)
+        deadline = c.deadline_after(timeout)
+        resource = await self._submit(block, session, turn_id, c.poll_seconds(deadline), deadline)
         if not resource.finished:
-            left = None if timeout is None else max(0.0, timeout - (loop.time() - started))
-            resource = await self.wait_call(sid, block.id, timeout=left)
+            resource = await self._wait_call(sid, block.id, deadline)
         return result_of(resource)
 
     async def dispatch_all(
@@ -168,21 +199,38 @@ class AsyncParkgateClient:
         """One assistant message's calls as a turn; results in input order."""
         blocks = c.tool_use_list(tool_uses)
         sid, tid = c.session_ids(session, turn_id)
-        loop = asyncio.get_running_loop()
-        started = loop.time()
-        first = c.MAX_POLL_SECONDS if timeout is None else min(timeout, c.MAX_POLL_SECONDS)
+        deadline = c.deadline_after(timeout)
         r = await self._request(
             "POST", f"/v1/sessions/{sid}/turns/{tid}/tool-calls:batch",
             json={"calls": [b.model_dump(mode="json") for b in blocks]},
-            params={"wait": first} if first > 0 else None,
+            params=c.wait_params(c.poll_seconds(deadline)), deadline=deadline,
         )
         batch = BatchOut.model_validate(r.json())
-        left = None if timeout is None else max(0.0, timeout - (loop.time() - started))
         resources = await asyncio.gather(*(
-            self.wait_call(sid, res.tool_use_id, timeout=left) if not res.finished
+            self._wait_call(sid, res.tool_use_id, deadline) if not res.finished
             else _done(res) for res in batch.calls
         ))
         return [result_of(res) for res in resources]
+
+    # ------------------------------------------- client-executed calls (gate)
+    async def claim(
+        self, session_id: str, tool_use_id: str, *, lease_seconds: float | None = None,
+    ) -> Claim:
+        """Claim a released call to run it here; a lost claim raises ConflictError."""
+        body = {"lease_seconds": lease_seconds} if lease_seconds is not None else None
+        r = await self._request("POST", f"{c.call_path(session_id, tool_use_id)}/claim", json=body)
+        return Claim.model_validate(r.json())
+
+    async def report_outcome(
+        self, session_id: str, tool_use_id: str, content: str | list[dict[str, Any]], *,
+        is_error: bool, input_sha256: str, deadline: float | None = None,
+    ) -> Outcome:
+        """Report what the claimed call did (the same report again is idempotent);
+        outages are retried until `deadline` (a `time.monotonic()` value), if given."""
+        r = await self._request("POST", f"{c.call_path(session_id, tool_use_id)}/outcome",
+                          deadline=deadline,
+                                json=outcome_body(content, is_error, input_sha256))
+        return Outcome.model_validate(r.json())
 
     # --------------------------------------------------------- decide, cancel
     async def decide(
@@ -223,7 +271,7 @@ class AsyncParkgateClient:
         """The session's tool.* events; reconnects with Last-Event-ID after a cut,
         so no event is lost or repeated."""
         parser = c.SSEParser(last_id=str(after) if after is not None else None)
-        attempt = 0
+        retry = self._retry()
         while True:
             headers = dict(self.headers, Accept="text/event-stream")
             if parser.last_id is not None:
@@ -234,15 +282,14 @@ class AsyncParkgateClient:
                     params={"follow": "true" if follow else "false"}, headers=headers,
                     timeout=httpx.Timeout(10.0, read=None),
                 ) as response:
+                    if response.status_code in c.RETRY_STATUSES:
+                        await response.aread()
+                        await asyncio.sleep(retry.failed(response=response))
+                        continue
+                    retry.answered()
                     if response.status_code >= 400:
                         await response.aread()
-                        if (response.status_code not in c.RETRY_STATUSES
-                                or attempt >= self.max_retries):
-                            raise error_from(response)
-                        await asyncio.sleep(c.retry_delay(response, attempt))
-                        attempt += 1
-                        continue
-                    attempt = 0
+                        raise error_from(response)
                     got = 0
                     async for line in response.aiter_lines():
                         event = parser.feed(line.rstrip("\r"))
@@ -257,11 +304,8 @@ class AsyncParkgateClient:
                     # A stream that ended after events may have been cut: only
                     # an empty answer from Last-Event-ID proves we have them all.
                     return
-            except c.RETRY_EXCEPTIONS:
-                if attempt >= self.max_retries:
-                    raise
-                await asyncio.sleep(c.retry_delay(None, attempt))
-                attempt += 1
+            except c.RETRY_EXCEPTIONS as exc:
+                await asyncio.sleep(retry.failed(error=exc))
 
 
 async def _done(resource: CallResource) -> CallResource:

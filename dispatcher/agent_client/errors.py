@@ -57,10 +57,14 @@ class CallNotFinishedError(Exception):
     """
 
     def __init__(self, resource: CallResource) -> None:
-        super().__init__(
-            f"tool call {resource.tool_use_id!r} is still {resource.status.value}; "
-            "dispatch the same tool_use id again to attach"
-        )
+        if resource.status.value == "released":
+            message = (f"tool call {resource.tool_use_id!r} is released for its client to "
+                       "run (a client tool): claim it, run it and report the outcome, as "
+                       "parkgate.agent_client.gate does")
+        else:
+            message = (f"tool call {resource.tool_use_id!r} is still {resource.status.value}; "
+                       "dispatch the same tool_use id again to attach")
+        super().__init__(message)
         self.resource = resource
 
 
@@ -104,3 +108,43 @@ def result_of(resource: CallResource) -> ToolResultBlock:
     if not resource.finished or resource.result is None:
         raise CallNotFinishedError(resource)
     return resource.result
+
+
+class ParkedError(CallNotFinishedError):
+    """A gated call is still waiting for a human when the caller's `wait` ran out.
+
+    For agents that do not block: `resource` carries the tool_use_id, the
+    request_id, the expiry and (for a key that may decide) the approval link.
+    Call the gated tool again with the same `tool_use_id` to attach: once
+    approved it runs then, once.
+    """
+
+    def __init__(self, resource: CallResource) -> None:
+        super().__init__(resource)
+        self.args = (
+            f"tool call {resource.tool_use_id!r} is {resource.status.value}, waiting for a "
+            f"decision (request {resource.request_id}); call again with the same "
+            "tool_use_id to attach",)
+
+    @property
+    def tool_use_id(self) -> str:
+        return self.resource.tool_use_id
+
+    @property
+    def request_id(self) -> str | None:
+        return self.resource.request_id
+
+    @property
+    def approval_url(self) -> str | None:
+        return self.resource.approval_url
+
+
+class OutcomeNotRecordedError(Exception):
+    """The function ran here but its outcome could not be reported (parkgate
+    unreachable until after the lease and the late-report window). `result` is
+    what the function produced; parkgate shows the call as outcome_unknown."""
+
+    def __init__(self, result: ToolResultBlock, cause: BaseException) -> None:
+        super().__init__(f"tool call {result.tool_use_id!r} ran but its outcome was not "
+                         f"recorded: {cause}")
+        self.result = result

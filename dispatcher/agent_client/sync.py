@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, Literal
 
 import httpx
 
 from parkgate.agent_client import _common as c
+from parkgate.agent_client._gate_common import Claim, Outcome, outcome_body
+from parkgate.agent_client.client_tools import ClientToolDefinition
 from parkgate.agent_client.errors import error_from, not_waiting, result_of
 from parkgate.api.schemas import (
     BatchOut,
@@ -21,12 +23,14 @@ from parkgate.api.schemas import (
     ToolsOut,
 )
 from parkgate.models import Session, ToolDefinition, ToolResultBlock, ToolUseBlock
+from parkgate.records import CallStatus
 
 Decision = Literal["allow", "deny", "allow_with_edits"]
 
 
 class ParkgateClient:
-    """An agent's handle on a parkgate server (blocking); see AsyncParkgateClient."""
+    """An agent's handle on a parkgate server (blocking); see AsyncParkgateClient
+    (same methods, same retry policy through server restarts)."""
 
     def __init__(
         self,
@@ -34,12 +38,15 @@ class ParkgateClient:
         api_key: str,
         *,
         timeout: float = 90.0,
-        max_retries: int = 8,
+        retry_for: float | None = None,
+        max_retries: int | None = None,
         http: httpx.Client | None = None,
     ) -> None:
         self._own = http is None
         self.http = http or httpx.Client(base_url=base_url, timeout=timeout)
         self.headers = c.auth_headers(api_key)
+        self.where = base_url
+        self.retry_for = retry_for
         self.max_retries = max_retries
 
     def __enter__(self) -> ParkgateClient:
@@ -53,34 +60,42 @@ class ParkgateClient:
             self.http.close()
 
     # ------------------------------------------------------------ transport
+    def _retry(self, deadline: float | None = None) -> c.Retry:
+        return c.Retry(self.where, deadline, self.retry_for, self.max_retries)
+
     def _request(
         self, method: str, path: str, *, json: Any = None, params: dict[str, Any] | None = None,
+        deadline: float | None = None,
     ) -> httpx.Response:
-        attempt = 0
+        """One API request, retried through outages (see `_common.Retry`); any other
+        non-2xx raises the typed error."""
+        retry = self._retry(deadline)
         while True:
-            response: httpx.Response | None = None
             try:
                 response = self.http.request(
                     method, path, json=json, params=params, headers=self.headers
                 )
-            except c.RETRY_EXCEPTIONS:
-                if attempt >= self.max_retries:
-                    raise
-            else:
-                if response.status_code < 400:
-                    return response
-                if response.status_code not in c.RETRY_STATUSES or attempt >= self.max_retries:
-                    raise error_from(response)
-            time.sleep(c.retry_delay(response, attempt))
-            attempt += 1
+            except c.RETRY_EXCEPTIONS as exc:
+                time.sleep(retry.failed(error=exc))
+                continue
+            if response.status_code in c.RETRY_STATUSES:
+                time.sleep(retry.failed(response=response))
+                continue
+            retry.answered()
+            if response.status_code >= 400:
+                raise error_from(response)
+            return response
 
     # ------------------------------------------------------------- sessions
     def register_session(
         self, session_id: str, workspace_path: str, kind: Literal["main", "worker"] = "main",
         *, worker_group: str | None = None,
+        client_tools: Sequence[ClientToolDefinition] | None = None,
     ) -> SessionOut:
-        body: dict[str, str] = {
+        body: dict[str, Any] = {
             "session_id": session_id, "workspace_path": workspace_path, "kind": kind}
+        if client_tools is not None:  # tools this agent runs itself (parkgate.agent_client.gate)
+            body["client_tools"] = [t.wire() for t in client_tools]
         if worker_group is not None:  # else the server derives it from the workspace
             body["worker_group"] = worker_group
         r = self._request("POST", "/v1/sessions", json=body)
@@ -101,30 +116,44 @@ class ParkgateClient:
         self, tool_use: ToolUseBlock | dict[str, Any], session: Session | str, *,
         turn_id: str | None = None, wait: float = 0,
     ) -> CallResource:
+        return self._submit(tool_use, session, turn_id, wait, None)
+
+    def _submit(
+        self, tool_use: ToolUseBlock | dict[str, Any], session: Session | str,
+        turn_id: str | None, wait: float, deadline: float | None,
+    ) -> CallResource:
         block = c.as_block(tool_use)
         sid, tid = c.session_ids(session, turn_id)
         r = self._request(
             "POST", f"/v1/sessions/{sid}/turns/{tid}/tool-calls",
             json=block.model_dump(mode="json"),
-            params=c.wait_params(wait),
+            params=c.wait_params(wait), deadline=deadline,
         )
         return CallResource.model_validate(r.json())
 
     def get_call(self, session_id: str, tool_use_id: str, *, wait: float = 0) -> CallResource:
+        return self._get_call(session_id, tool_use_id, wait, None)
+
+    def _get_call(
+        self, session_id: str, tool_use_id: str, wait: float, deadline: float | None,
+    ) -> CallResource:
         r = self._request("GET", c.call_path(session_id, tool_use_id),
-                          params=c.wait_params(wait))
+                          params=c.wait_params(wait), deadline=deadline)
         return CallResource.model_validate(r.json())
 
     def wait_call(
         self, session_id: str, tool_use_id: str, *, timeout: float | None = None
     ) -> CallResource:
-        deadline = None if timeout is None else time.monotonic() + timeout
+        return self._wait_call(session_id, tool_use_id, c.deadline_after(timeout))
+
+    def _wait_call(self, session_id: str, tool_use_id: str, deadline: float | None) -> CallResource:
+        """Long-poll until the call finishes or `deadline` passes (retrying outages
+        until then too)."""
         while True:
-            left = c.MAX_POLL_SECONDS if deadline is None else deadline - time.monotonic()
-            resource = self.get_call(session_id, tool_use_id,
-                                     wait=max(0.0, min(left, c.MAX_POLL_SECONDS)))
-            if resource.finished or (deadline is not None and time.monotonic() >= deadline):
-                return resource
+            wait = c.poll_seconds(deadline)
+            resource = self._get_call(session_id, tool_use_id, wait, deadline)
+            if resource.finished or resource.status == CallStatus.RELEASED or c.passed(deadline):
+                return resource  # released: the client's turn (a gate), not a wait
 
     def dispatch(
         self, tool_use: ToolUseBlock | dict[str, Any], session: Session | str, *,
@@ -132,12 +161,10 @@ class ParkgateClient:
     ) -> ToolResultBlock:
         block = c.as_block(tool_use)
         sid, _ = c.session_ids(session, turn_id)
-        first = c.MAX_POLL_SECONDS if timeout is None else min(timeout, c.MAX_POLL_SECONDS)
-        started = time.monotonic()
-        resource = self.submit(block, session, turn_id=turn_id, wait=first)
+        deadline = c.deadline_after(timeout)
+        resource = self._submit(block, session, turn_id, c.poll_seconds(deadline), deadline)
         if not resource.finished:
-            left = None if timeout is None else max(0.0, timeout - (time.monotonic() - started))
-            resource = self.wait_call(sid, block.id, timeout=left)
+            resource = self._wait_call(sid, block.id, deadline)
         return result_of(resource)
 
     def dispatch_all(
@@ -146,20 +173,38 @@ class ParkgateClient:
     ) -> list[ToolResultBlock]:
         blocks = c.tool_use_list(tool_uses)
         sid, tid = c.session_ids(session, turn_id)
-        started = time.monotonic()
-        first = c.MAX_POLL_SECONDS if timeout is None else min(timeout, c.MAX_POLL_SECONDS)
+        deadline = c.deadline_after(timeout)
         r = self._request(
             "POST", f"/v1/sessions/{sid}/turns/{tid}/tool-calls:batch",
             json={"calls": [b.model_dump(mode="json") for b in blocks]},
-            params={"wait": first} if first > 0 else None,
+            params=c.wait_params(c.poll_seconds(deadline)), deadline=deadline,
         )
         results = []
         for res in BatchOut.model_validate(r.json()).calls:
             if not res.finished:
-                left = None if timeout is None else max(0.0, timeout - (time.monotonic() - started))
-                res = self.wait_call(sid, res.tool_use_id, timeout=left)
+                res = self._wait_call(sid, res.tool_use_id, deadline)
             results.append(result_of(res))
         return results
+
+    # ------------------------------------------- client-executed calls (gate)
+    def claim(
+        self, session_id: str, tool_use_id: str, *, lease_seconds: float | None = None,
+    ) -> Claim:
+        """Claim a released call to run it here; a lost claim raises ConflictError."""
+        body = {"lease_seconds": lease_seconds} if lease_seconds is not None else None
+        r = self._request("POST", f"{c.call_path(session_id, tool_use_id)}/claim", json=body)
+        return Claim.model_validate(r.json())
+
+    def report_outcome(
+        self, session_id: str, tool_use_id: str, content: str | list[dict[str, Any]], *,
+        is_error: bool, input_sha256: str, deadline: float | None = None,
+    ) -> Outcome:
+        """Report what the claimed call did (the same report again is idempotent);
+        outages are retried until `deadline` (a `time.monotonic()` value), if given."""
+        r = self._request("POST", f"{c.call_path(session_id, tool_use_id)}/outcome",
+                          deadline=deadline,
+                          json=outcome_body(content, is_error, input_sha256))
+        return Outcome.model_validate(r.json())
 
     # --------------------------------------------------------- decide, cancel
     def decide(
@@ -193,7 +238,7 @@ class ParkgateClient:
         self, session_id: str, *, after: int | None = None, follow: bool = True,
     ) -> Iterator[EventOut]:
         parser = c.SSEParser(last_id=str(after) if after is not None else None)
-        attempt = 0
+        retry = self._retry()
         while True:
             headers = dict(self.headers, Accept="text/event-stream")
             if parser.last_id is not None:
@@ -204,15 +249,14 @@ class ParkgateClient:
                     params={"follow": "true" if follow else "false"}, headers=headers,
                     timeout=httpx.Timeout(10.0, read=None),
                 ) as response:
+                    if response.status_code in c.RETRY_STATUSES:
+                        response.read()
+                        time.sleep(retry.failed(response=response))
+                        continue
+                    retry.answered()
                     if response.status_code >= 400:
                         response.read()
-                        if (response.status_code not in c.RETRY_STATUSES
-                                or attempt >= self.max_retries):
-                            raise error_from(response)
-                        time.sleep(c.retry_delay(response, attempt))
-                        attempt += 1
-                        continue
-                    attempt = 0
+                        raise error_from(response)
                     got = 0
                     for line in response.iter_lines():
                         event = parser.feed(line.rstrip("\r"))
@@ -227,8 +271,5 @@ class ParkgateClient:
                     # A stream that ended after events may have been cut: only
                     # an empty answer from Last-Event-ID proves we have them all.
                     return
-            except c.RETRY_EXCEPTIONS:
-                if attempt >= self.max_retries:
-                    raise
-                time.sleep(c.retry_delay(None, attempt))
-                attempt += 1
+            except c.RETRY_EXCEPTIONS as exc:
+                time.sleep(retry.failed(error=exc))

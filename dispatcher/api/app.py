@@ -12,6 +12,7 @@ from parkgate.api import (
     routes_audit,
     routes_codec,
     routes_inbox,
+    routes_oidc,
     routes_ops,
     routes_remembered,
     routes_slack,
@@ -72,6 +73,7 @@ def create_app(settings: Settings, deps: ApiDeps) -> FastAPI:
     app.include_router(routes_approve.router)
     app.include_router(routes_audit.router)
     app.include_router(routes_inbox.router)
+    app.include_router(routes_oidc.router)
     app.include_router(routes_codec.router)
     app.include_router(routes_slack.router)
     mcp_gateway.install(app, settings, deps, app.state.calls)
@@ -87,4 +89,7 @@ def _remote_codec(settings: Settings, deps: ApiDeps) -> ChainCodec:
     if isinstance(codec, ChainCodec):
         codec = codec.encryption
     enc = codec if isinstance(codec, EncryptionCodec) else codec_for(settings)
+    # Lenient: the Temporal UI sends plaintext payloads too (markers, histories
+    # from before the codec) and shows them as they are.
+    enc = enc.lenient()
     return ChainCodec([BlobCodec(deps.repo, enc, settings.blob_threshold_bytes), enc])

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from parkgate.access import Principal, Role, Submitter, may_decide
+from parkgate.access import DEFAULT_PROJECT, Principal, Role, Submitter, may_decide
 from parkgate.links import approval_url, sign_personal_token, sign_token, token_hash
 from parkgate.records import ApprovalRecord
 from parkgate.settings import Settings
@@ -127,3 +127,17 @@ async def submitter_of(repo: Repository, approval: ApprovalRecord) -> Submitter 
     tool's sub-call belongs to its parent's submission)."""
     parent = (approval.info or {}).get("parent_tool_use_id")
     return await repo.get_submitter(approval.session_id, str(parent or approval.tool_use_id))
+
+
+async def project_of(repo: Repository, approval: ApprovalRecord) -> str:
+    """The project a request belongs to: its session's (a call without a
+    registered session, from an embedded dispatcher, is the default project's)."""
+    session = await repo.get_session(approval.session_id)
+    return session.project if session is not None else DEFAULT_PROJECT
+
+
+def not_your_project(approver: str) -> str:
+    """What Slack and personal links tell a named approver outside the request's
+    project (which project is not said)."""
+    return (f"This request belongs to a project {approver} does not approve for "
+            f"(approvers.{approver}.projects); nothing was decided.")

@@ -57,6 +57,9 @@ REFUSALS: dict[RejectReason, tuple[int, str]] = {
     RejectReason.CANCELLED: (409, "not_waiting"),
     RejectReason.NOT_WAITING: (409, "not_waiting"),
     RejectReason.NO_STORE: (409, "not_waiting"),
+    # The worker refused this API's own proof: API and workers do not share
+    # the payload keys (docs/OPERATIONS.md "Only the API decides").
+    RejectReason.UNPROVEN: (503, "unproven"),
 }
 
 

@@ -77,16 +77,21 @@ async def _api_key(
     record = await repo.verify_api_key(credentials.credentials)
     if record is None:
         raise ApiError(401, "unauthorized", "invalid or revoked API key")
+    _rate_limit(request, record.id, f"API key {record.name!r}")
+    return record
+
+
+def _rate_limit(request: Request, caller_id: str, who: str) -> None:
+    """429 with Retry-After once `caller_id` is over its request rate."""
     limiter: RateLimiter = request.app.state.rate_limiter
-    wait = limiter.check(record.id)
+    wait = limiter.check(caller_id)
     if wait is not None:
         raise ApiError(
             429, "rate_limited",
-            f"too many requests from API key {record.name!r}; retry after {wait:.1f} s",
+            f"too many requests from {who}; retry after {wait:.1f} s",
             {"retry_after_seconds": round(wait, 3)},
             headers={"Retry-After": RateLimiter.retry_after(wait)},
         )
-    return record
 
 
 ApiKeyDep = Annotated[ApiKeyRecord, Depends(_api_key)]
@@ -97,16 +102,38 @@ def principal_of(record: ApiKeyRecord) -> Principal:
                      roles=list(record.roles))
 
 
+def _looks_like_jwt(credential: str) -> bool:
+    return credential.startswith("eyJ") and credential.count(".") == 2
+
+
+async def _principal(
+    request: Request,
+    repo: RepoDep,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+) -> Principal:
+    """The caller: an API key, or a person's provider-issued JWT (oidc_bearer_tokens)."""
+    settings: Settings = request.app.state.settings
+    token = credentials.credentials if credentials is not None else ""
+    if settings.oidc_enabled and settings.oidc_bearer_tokens and _looks_like_jwt(token):
+        from parkgate.api.oidc_bearer import bearer_principal
+
+        principal = await bearer_principal(request, token)
+        _rate_limit(request, principal.principal_id, repr(principal.name))
+        return principal
+    return principal_of(await _api_key(request, repo, credentials))
+
+
 def _require(*roles: Role) -> object:
     """A dependency: the request's principal, 403 unless it holds one of `roles`."""
 
-    async def dep(record: ApiKeyDep) -> Principal:
-        principal = principal_of(record)
+    async def dep(principal: Annotated[Principal, Depends(_principal)]) -> Principal:
         if not principal.has(*roles):
             names = " or ".join(r.value for r in roles)
+            who = (f"signed-in person {principal.name!r}" if principal.oidc is not None
+                   else f"API key {principal.name!r}")
             raise ApiError(
                 403, "forbidden",
-                f"API key {record.name!r} lacks the {names} role for this request",
+                f"{who} lacks the {names} role for this request",
                 {"required_roles": [r.value for r in roles], "roles": principal.roles},
             )
         return principal
@@ -122,3 +149,5 @@ ReaderDep = Annotated[Principal, _require(Role.AGENT, Role.APPROVER, Role.AUDITO
 ApproverDep = Annotated[Principal, _require(Role.APPROVER)]
 #: The audit query API.
 AuditorDep = Annotated[Principal, _require(Role.AUDITOR)]
+#: Share a project's workspaces with other projects.
+AdminDep = Annotated[Principal, _require(Role.ADMIN)]

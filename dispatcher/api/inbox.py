@@ -5,7 +5,8 @@ Two kinds of viewer: an API key with the approver role (signed in like the
 audit pages; sees its project's requests it may decide, never the calls it
 submitted unless the rule allows self-approval, and named-approver requests
 only when the key maps to one of the approvers), and a named approver through
-a personal inbox link (sees the requests that name them, in every project).
+a personal inbox link (sees the requests that name them, in the projects they
+approve for: `approvers.<name>.projects`).
 The same `refusal` rules as the API and the approval links decide visibility,
 so an item shown is an item its viewer may decide.
 """
@@ -51,7 +52,7 @@ class Viewer:
     @property
     def csrf_purpose(self) -> str:
         if self.principal is not None:
-            return f"inbox:key:{self.principal.key_id}"
+            return f"inbox:{self.principal.principal_id}"
         return f"inbox:approver:{self.approver}"
 
     @property
@@ -100,6 +101,11 @@ async def waiting_for(
 ) -> list[Waiting]:
     """The requests `viewer` may decide now, newest first, filtered."""
     project = viewer.principal.project if viewer.principal is not None else filters.project
+    if viewer.principal is not None and viewer.principal.projects is not None:
+        # A signed-in person: the projects their groups grant (one, or a chosen one).
+        scope = viewer.principal.projects
+        project = (filters.project if filters.project and viewer.principal.sees(filters.project)
+                   else scope[0] if len(scope) == 1 and scope[0] != "*" else None)
     rows = await repo.waiting_approvals(
         project=project, session_id=filters.session_id, tool_name=filters.tool_name,
         limit=LIMIT * 2,
@@ -114,6 +120,8 @@ async def waiting_for(
         if not await _still_waiting(repo, approval, status):
             continue
         named = named_approvers(approval)
+        if viewer.principal is not None and not viewer.principal.sees(project_name):
+            continue
         if viewer.principal is not None:
             if submitter is None and (approval.info or {}).get("parent_tool_use_id"):
                 submitter = await submitter_of(repo, approval)  # a step: its parent's
@@ -123,7 +131,9 @@ async def waiting_for(
             selfish = submitter is not None and submitter.key_id == viewer.principal.key_id
             out.append(Waiting(approval, project_name, acting,
                                self_approved=selfish and self_approval_of(approval)))
-        elif viewer.approver in named:
+        elif viewer.approver in named and settings.approver_decides_in(
+            viewer.approver, project_name
+        ):
             out.append(Waiting(approval, project_name, viewer.approver))
         if len(out) >= LIMIT:
             break
@@ -165,6 +175,7 @@ async def present(repo: Repository, item: Waiting, now: datetime,
         "session_id": approval.session_id,
         "project": item.project,
         "side_effects": _side_effects(approval) or (call.side_effects if call else "") or "",
+        "client_executed": bool((approval.info or {}).get("client_executed")),
         "rule": info.get("rule") or (call.rule if call else None),
         "requested_at_iso": requested.isoformat(),
         "requested_at_text": fmt_dt(requested),

@@ -1,8 +1,9 @@
 """Pages signed in with an API key: the audit pages and the approver inbox.
 
 Both sign in with the same form (an API key, CSRF-checked) and keep the key
-id in a signed, timed cookie; this is the one place that checks the form and
-reads the cookie back, checking the key is still active and holds the role.
+id in a signed, timed cookie; this is the one place that checks the form (and
+the sign-out forms, OIDC's too: `posted_form`) and reads the cookie back,
+checking the key is still active and holds the role.
 """
 
 from __future__ import annotations
@@ -53,9 +54,9 @@ class SignIn:
     next: str | None
 
 
-async def sign_in(request: Request, *, purpose: str, role: Role, no_role: str) -> SignIn:
-    """Check a posted sign-in form: origin and CSRF (else 403), the API key
-    (else 401), the page's role (else 403 with `no_role`)."""
+async def posted_form(request: Request, purpose: str) -> tuple[dict[str, str], bool]:
+    """A posted page form's text fields, and whether its origin and CSRF token
+    (for `purpose`) are ours: what every sign-in and sign-out form checks."""
     settings: Settings = request.app.state.settings
     try:
         form = await request.form(max_fields=10, max_files=0)
@@ -66,6 +67,13 @@ async def sign_in(request: Request, *, purpose: str, role: Role, no_role: str) -
         request.app.state.secret, purpose, fields.get("csrf"),
         request.cookies.get(csrf.cookie_name(purpose)),
     )
+    return fields, ok
+
+
+async def sign_in(request: Request, *, purpose: str, role: Role, no_role: str) -> SignIn:
+    """Check a posted sign-in form: origin and CSRF (else 403), the API key
+    (else 401), the page's role (else 403 with `no_role`)."""
+    fields, ok = await posted_form(request, purpose)
     if not ok:
         return SignIn(None, 403, "The form expired; try again.", fields.get("next"))
     repo: Repository = request.app.state.deps.repo

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import re
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -30,8 +31,10 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
+from parkgate import client_tools
 from parkgate.access import Principal, Role
 from parkgate.api.approval_links import link_for_principal, submitter_of
+from parkgate.api.attach import same_input_call
 from parkgate.api.deps import ApiDeps, principal_of
 from parkgate.api.ratelimit import RateLimiter
 from parkgate.api.schemas import CallResource
@@ -185,10 +188,17 @@ class McpGateway:
                               "(1-200 characters)")
         block = ToolUseBlock(id=tool_use_id, name=params.name, input=dict(params.arguments or {}))
         session = caller.session.for_turn(turn_id)
+        if not meta.get(META_TOOL_USE_ID):
+            # A model retrying gets a fresh id: attach to its still-parked twin.
+            twin = await same_input_call(self.deps.repo, self.settings, caller.session, block)
+            if twin is not None:
+                block = block.model_copy(update={"id": twin})
+                tool_use_id = twin
         try:
             await self.deps.repo.record_submission(
                 session.session_id, [tool_use_id], caller.principal.key_id, caller.principal.name)
-            await self.calls.start_call(block, session)
+            await self.calls.start_call(block, session,
+                                        client_tools.definitions(caller.session.client_tools))
             return await self._follow(ctx, caller, block, turn_id)
         except IdempotencyConflictError as exc:
             return _error(f"_meta.tool_use_id {tool_use_id!r} already names another call "
@@ -211,6 +221,8 @@ class McpGateway:
             resource = await self.calls.wait(sid, block.id, step, turn_id=turn_id)
             if resource is not None and resource.finished:
                 return _finished(resource)
+            if resource is not None and resource.status == CallStatus.RELEASED:
+                return _released(block, resource)
             url = await self._visible_link(caller.principal, resource)
             status = resource.status if resource is not None else CallStatus.QUEUED
             tick += 1
@@ -302,6 +314,24 @@ def _still_waiting(block: ToolUseBlock, status: CallStatus, resource: CallResour
     return types.CallToolResult(
         content=[types.TextContent(text=text)], is_error=True,
         meta=_meta(block.id, status, approval_url=url),
+    )
+
+
+def _released(block: ToolUseBlock, resource: CallResource) -> types.CallToolResult:
+    """A client tool's call, approved: the client runs it (parkgate does not).
+
+    For an MCP client that runs its own tools and uses parkgate as the gate:
+    claim, run exactly the released input, report (docs/CLIENT_TOOLS.md)."""
+    base = f"/v1/sessions/{resource.session_id}/tool-calls/{block.id}"
+    text = (f"{block.name} ({block.id}) is approved and released to its client, which runs "
+            f"it itself: claim it (POST {base}/claim), run exactly input "
+            f"{json.dumps(resource.input, sort_keys=True)} (input_sha256 "
+            f"{resource.input_sha256}), then report the outcome (POST {base}/outcome). "
+            "parkgate has not run it.")
+    return types.CallToolResult(
+        content=[types.TextContent(text=text)], is_error=False,
+        meta=_meta(block.id, CallStatus.RELEASED, input_sha256=resource.input_sha256,
+                   claim=f"{base}/claim", outcome=f"{base}/outcome"),
     )
 
 

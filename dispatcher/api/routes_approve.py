@@ -16,13 +16,22 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
 
-from parkgate.api import csrf, metrics
-from parkgate.api.approval_links import named_approvers, quorum_of
+from parkgate import identity
+from parkgate.api import csrf, metrics, oidc_sessions, routes_oidc
+from parkgate.api.approval_links import (
+    named_approvers,
+    not_your_project,
+    project_of,
+    quorum_of,
+    refusal,
+    submitter_of,
+)
 from parkgate.api.decisions import answer_refused, outcome
 from parkgate.api.errors import ApiError
 from parkgate.api.routes_remembered import remember_spec
 from parkgate.api.service import CallService
 from parkgate.api.views import diff_lines, expires_text, fmt_dt, pretty_json
+from parkgate.diffing import unified_diff
 from parkgate.durable.client import TEMPORAL_NO_ANSWER
 from parkgate.durable.payloads import DecideInput
 from parkgate.links import LinkError, token_approver, token_hash, verify_token
@@ -56,10 +65,15 @@ _DECISION_WORDS = {
 
 def _page(request: Request, template: str, status: int = 200, **ctx: Any) -> HTMLResponse:
     templates = request.app.state.templates
+    signout: list[str] = []
+    if template == "approve.html":  # a signed-in person gets the sign-out button
+        ctx.update(routes_oidc.signout_context(request, signout))
     response: HTMLResponse = templates.TemplateResponse(
         request, template, {"static_url": request.app.state.static_url, **ctx},
         status_code=status, headers=_SECURITY_HEADERS,
     )
+    for nonce in signout:
+        routes_oidc.set_signout_cookie(response, request, nonce)
     return response
 
 
@@ -94,6 +108,12 @@ async def _load(request: Request, token: str) -> tuple[ApprovalRecord, str | Non
     if approval is None or approval.request_id != request_id:
         return _message(request, 403, "Invalid link",
                         "This approval link does not match any approval request.")
+    settings: Settings = request.app.state.settings
+    if approver is not None and not settings.approver_decides_in(
+        approver, await project_of(repo, approval)
+    ):
+        # A personal link decides as its approver, and only in their projects.
+        return _message(request, 403, "Not your project", not_your_project(approver))
     return approval, approver
 
 
@@ -165,9 +185,31 @@ REMEMBER_TTLS: tuple[tuple[int, str], ...] = (
 )
 
 
+def _edit_of(
+    approval: ApprovalRecord, call_input: Any, edited_input: dict[str, Any] | None
+) -> dict[str, Any] | None:
+    """The arguments as an approver edited them, once decided with edits: the
+    decision's own (just posted), else the call row's (which records the edit)."""
+    if edited_input is not None:
+        return edited_input
+    if approval.decision == "allow_with_edits" and isinstance(call_input, dict):
+        return call_input
+    return None
+
+
+def _decided_text(approval: ApprovalRecord) -> str | None:
+    """'decided by alice at ...' for a decided request (None while it waits)."""
+    if approval.decision is None or approval.decision == "expired":
+        return None
+    return f"decided by {_who(approval)} at {fmt_dt(approval.decided_at)}"
+
+
 async def _context(
-    request: Request, approval: ApprovalRecord, approver: str | None = None
+    request: Request, approval: ApprovalRecord, approver: str | None = None,
+    edited_input: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
+    """What the page shows. After an edit: the edited arguments, the diff of the
+    edit (the original arguments are kept with the request), no expiry."""
     repo: Repository = request.app.state.deps.repo
     info = approval.info or {}
     call = await repo.get_call(approval.session_id, approval.tool_use_id)
@@ -179,8 +221,20 @@ async def _context(
     else:
         args_source = call.input if call is not None else None
     session = await repo.get_session(approval.session_id)
-    args: Any = args_source
+    person = await _person_for(request, approval, approver)
+    edit = _edit_of(approval, args_source, edited_input)
+    original = info.get("input") if edit is not None else None
+    if edit is not None and original is None and edited_input is not None:
+        original = args_source  # the row before the decision is recorded
+    args: Any = edit if edit is not None else args_source
     args_pretty = pretty_json(args) if args is not None else str(info.get("input_summary", ""))
+    if edit is None:
+        diff = diff_lines(info.get("diff"))
+    elif original is not None:  # the file preview described the original: show the edit
+        diff = diff_lines(unified_diff(pretty_json(original) + "\n", args_pretty + "\n",
+                                       "arguments"))
+    else:
+        diff = []
     now = utcnow()
     return {
         "a": {
@@ -192,17 +246,21 @@ async def _context(
             "requested_at_iso": approval.requested_at.isoformat(),
             "requested_at_text": fmt_dt(approval.requested_at),
             "expires_text": expires_text(approval.expires_at, now),
+            "decided_text": _decided_text(approval),
+            "edited": edit is not None,
             "workspace": session.workspace_path if session else None,
             "impact": list(info.get("projected_impact") or []),
-            "diff_lines": diff_lines(info.get("diff")),
+            "diff_lines": diff,
             "args_pretty": args_pretty,
             "sub_tools": list(info.get("sub_tools") or []),
             "files": list(info.get("files") or []),
             "parent_tool_use_id": parent_id,
             "parent_tool_name": call.tool_name if parent_id and call is not None else None,
+            "client_executed": bool(info.get("client_executed")),
         },
         "call_status": call.status if call else None,
         "as_approver": approver,
+        "signed_in_as": person.principal.name if person is not None else None,
         "named": named_approvers(approval),
         "quorum": quorum_of(approval),
         "votes": await _votes(request, approval),
@@ -262,6 +320,41 @@ def _form_page(
     return response
 
 
+async def _person_for(
+    request: Request, approval: ApprovalRecord, link_approver: str | None
+) -> oidc_sessions.Person | None:
+    """The signed-in person who decides through this link: the named approver
+    a personal link is for, or for a generic link an approver who may decide
+    this request. Anyone else signed in decides as the link alone would."""
+    person = oidc_sessions.signed_in(request)
+    if person is None:
+        return None
+    if link_approver is not None:
+        return person if person.principal.approver == link_approver else None
+    settings: Settings = request.app.state.settings
+    repo: Repository = request.app.state.deps.repo
+    session = await repo.get_session(approval.session_id)
+    if session is None or not person.principal.sees(session.project):
+        return None  # another project's request: their groups grant nothing there
+    submitter = await submitter_of(repo, approval)
+    return person if refusal(settings, person.principal, approval, submitter) is None else None
+
+
+def _signin_required(request: Request, token: str, link_approver: str | None) -> HTMLResponse:
+    """`link_decisions: signin`: the link alone decides nothing."""
+    who = f"{link_approver}, signed in" if link_approver else \
+        "an approver of this project, signed in"
+    person = oidc_sessions.signed_in(request)
+    if person is None:
+        return routes_oidc.sign_in_page(
+            request, 401, "Sign in to decide",
+            f"On this server an approval link decides only together with the sign-in of "
+            f"the person it is for ({who}). Nothing was decided.", f"/approve/{token}")
+    return _message(request, 403, "Not yours to decide",
+                    f"You are signed in as {person.principal.name}; this link decides only "
+                    f"for {who}. A forwarded link decides nothing.")
+
+
 @router.get("/approve/{token}", response_class=HTMLResponse)
 async def approval_page(token: str, request: Request) -> Response:
     loaded = await _load(request, token)
@@ -315,8 +408,16 @@ async def approval_decide(token: str, request: Request) -> Response:
         return _message(request, 409, "Already approved",
                         f"{link_approver} has already approved this call "
                         f"({len(ctx['votes'])} of {ctx['quorum']} approvals).", kind="info")
+    person = await _person_for(request, approval, link_approver)
+    if settings.link_decisions == "signin" and person is None:
+        return _signin_required(request, token, link_approver)
+    if person is not None and not oidc_sessions.fresh_enough(request, person):
+        # Claims asserted too long ago: renew them (groups re-read), then decide.
+        return routes_oidc.renew_page(request, f"/approve/{token}")
     decision = fields.get("decision", "")
     approver = link_approver or fields.get("approver", "").strip()[:200]
+    if person is not None and not approver:
+        approver = person.principal.name
     reason = fields.get("reason", "").strip()[:4000] or None
     edited_raw = fields.get("edited_input", "")
     kept = {"approver": approver, "reason": reason or "",
@@ -365,18 +466,30 @@ async def approval_decide(token: str, request: Request) -> Response:
             )
         except ApiError as exc:
             return _form_page(request, ctx, approval, status=422, form=kept, error=exc.message)
-    if link_approver is not None:
+    if person is not None:
+        # Signed in as the person the link is for (or an approver who may decide
+        # a generic link's request): the provider's identity is the decider.
+        asserted = person.oidc
+        who = DecideInput(
+            request_id=approval.request_id, decision=decision, reason=reason,
+            decided_by=link_approver or person.principal.name, via="link",
+            edited_input=edited, principal_id=person.principal.principal_id,
+            approver=link_approver, remember=remember,
+            identity=identity.oidc(asserted["issuer"], asserted["subject"],
+                                   asserted.get("email"), approver=link_approver,
+                                   link="personal" if link_approver else "generic"))
+    elif link_approver is not None:
         # A personal link authenticates its named approver.
         who = DecideInput(request_id=approval.request_id, decision=decision, reason=reason,
                           decided_by=link_approver, via="link", edited_input=edited,
                           principal_id=f"approver:{link_approver}", approver=link_approver,
-                          remember=remember)
+                          remember=remember, identity=identity.personal_link(link_approver))
     else:
         # A generic link proves only that its holder has the link: the typed
         # name is recorded as a claim, never as the decider.
         who = DecideInput(request_id=approval.request_id, decision=decision, reason=reason,
                           decided_by=None, via="link", edited_input=edited,
-                          claimed_name=approver)
+                          claimed_name=approver, identity=identity.generic_link())
     result = await service.decide(approval.session_id, approval.tool_use_id, who)
     repo: Repository = request.app.state.deps.repo
     metrics.count_decision(decision, outcome(result))
@@ -403,6 +516,8 @@ async def approval_decide(token: str, request: Request) -> Response:
         assert block is not None
         block["text"] += " " + after
         state, state_text = _state(shown, None, utcnow())
+        ctx = await _context(request, shown, link_approver,
+                             edited if decision == "allow_with_edits" else None)
         return _page(request, "approve.html", 200, state=state, state_text=state_text,
                      decided=block, can_decide=False,
                      **{k: v for k, v in ctx.items() if k != "call_status"})
@@ -418,6 +533,7 @@ async def approval_decide(token: str, request: Request) -> Response:
         assert block is not None
         block["title"] = f"Already decided: {block['title']}"
         state, state_text = _state(shown, None, utcnow())
+        ctx = await _context(request, shown, link_approver)
         return _page(request, "approve.html", 409, state=state, state_text=state_text,
                      decided=block, can_decide=False,
                      **{k: v for k, v in ctx.items() if k != "call_status"})

@@ -15,16 +15,18 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from itsdangerous import URLSafeTimedSerializer
 from sqlalchemy import select
 
-from parkgate.access import Role
-from parkgate.api import csrf
+from parkgate import identity
+from parkgate.access import Principal, Role
+from parkgate.api import csrf, oidc_sessions, routes_oidc
 from parkgate.api.approval_links import link_for_principal, links_for_admin, submitter_of
 from parkgate.api.deps import principal_of
 from parkgate.api.full_output import OutputFormat, output_response
-from parkgate.api.key_sessions import sign_in, signed_in_key
+from parkgate.api.key_sessions import posted_form, sign_in, signed_in_key
 from parkgate.api.views import pretty_json
 from parkgate.records import CallStatus
 from parkgate.settings import Settings
 from parkgate.store.errors import InvalidCursorError
+from parkgate.store.prompt_store import SessionPrompt
 from parkgate.store.repository import CALLS, Repository
 from parkgate.store.results import ApiKeyRecord, CallFilters, CallRecord
 
@@ -77,6 +79,37 @@ async def current_key(request: Request) -> ApiKeyRecord | None:
     )
 
 
+async def current_auditor(request: Request) -> Principal | None:
+    """The auditor of a signed-in page session: an API key, else a person
+    signed in through OIDC whose groups grant the auditor role."""
+    key = await current_key(request)
+    if key is not None:
+        return principal_of(key)
+    person = oidc_sessions.person_with(request, Role.AUDITOR)
+    return None if person is None else person.principal
+
+
+def _signed_out(request: Request) -> Response:
+    settings: Settings = request.app.state.settings
+    person = oidc_sessions.signed_in(request)
+    if person is not None:
+        return _page(request, "message.html", 403, title="No auditor role",
+                     text=f"You are signed in as {person.principal.name}, but your groups "
+                     "grant no auditor role.", detail="", kind="error")
+    if settings.oidc_enabled and not settings.api_key_signin:
+        target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+        return RedirectResponse(routes_oidc.login_url(request, target), status_code=303)
+    return _login_redirect(request)
+
+
+def _project_filter(principal: Principal) -> str | None:
+    """The project the audit list shows: a key's own; a person's only one, or
+    every project for "*" (several: the first; see docs/APPROVERS.md)."""
+    if principal.projects is None:
+        return principal.project
+    return None if "*" in principal.projects else principal.project
+
+
 def _login_redirect(request: Request) -> RedirectResponse:
     target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
     return RedirectResponse(
@@ -108,9 +141,16 @@ async def login_page(request: Request, next: str | None = None) -> Response:
         request.app.state.secret, _LOGIN_PURPOSE,
         request.cookies.get(csrf.cookie_name(_LOGIN_PURPOSE)),
     )
-    response = _page(request, "audit_login.html", csrf=token, next=_safe_next(next), error=None)
+    response = _page(request, "audit_login.html", csrf=token, next=_safe_next(next), error=None,
+                     **_signin_options(request, _safe_next(next)))
     _set_csrf(response, request, _LOGIN_PURPOSE, nonce)
     return response
+
+
+def _signin_options(request: Request, next_url: str) -> dict[str, Any]:
+    settings: Settings = request.app.state.settings
+    return {"oidc_url": routes_oidc.login_url(request, next_url) if settings.oidc_enabled
+            else None, "key_form": settings.api_key_signin}
 
 
 @router.post("/audit/login", response_class=HTMLResponse)
@@ -118,6 +158,10 @@ async def login(request: Request) -> Response:
     settings: Settings = request.app.state.settings
     if not settings.audit_pages_enabled:
         return _not_found(request)
+    if not settings.api_key_signin:
+        return _page(request, "message.html", 403, title="API-key sign-in is off",
+                     text="Sign in with your identity provider instead.", detail="",
+                     kind="error")
     signed = await sign_in(
         request, purpose=_LOGIN_PURPOSE, role=Role.AUDITOR,
         no_role="This API key has no auditor role; the audit pages need one.",
@@ -130,7 +174,7 @@ async def login(request: Request) -> Response:
         )
         response = _page(
             request, "audit_login.html", signed.status, csrf=token, next=next_url,
-            error=signed.error,
+            error=signed.error, **_signin_options(request, next_url),
         )
         _set_csrf(response, request, _LOGIN_PURPOSE, nonce)
         return response
@@ -151,15 +195,7 @@ async def logout(request: Request) -> Response:
     if not settings.audit_pages_enabled:
         return _not_found(request)
     # A cross-site form must not sign the operator out: same CSRF check as login.
-    try:
-        form = await request.form(max_fields=10, max_files=0)
-    except Exception:
-        form = None
-    token = form.get("csrf") if form is not None else None
-    ok = form is not None and csrf.origin_ok(request, settings.public_base_url) and csrf.check(
-        request.app.state.secret, _LOGOUT_PURPOSE, token if isinstance(token, str) else None,
-        request.cookies.get(csrf.cookie_name(_LOGOUT_PURPOSE)),
-    )
+    _, ok = await posted_form(request, _LOGOUT_PURPOSE)
     if not ok:
         return _page(request, "message.html", 403, title="Sign-out refused",
                      text="This sign-out form is stale or came from another site.",
@@ -182,14 +218,14 @@ async def audit_list(
 ) -> Response:
     if not request.app.state.settings.audit_pages_enabled:
         return _not_found(request)
-    key = await current_key(request)
+    key = await current_auditor(request)
     if key is None:
-        return _login_redirect(request)
+        return _signed_out(request)
     statuses = [s.value for s in CallStatus]
     chosen = CallStatus(status) if status in statuses else None
     filters = CallFilters(
         session_id=session_id or None, tool_name=tool_name or None, status=chosen,
-        decided_by=decided_by or None, project=key.project,
+        decided_by=decided_by or None, project=_project_filter(key),
     )
     repo: Repository = request.app.state.deps.repo
     try:
@@ -209,13 +245,17 @@ async def audit_list(
         request.app.state.secret, _LOGOUT_PURPOSE,
         request.cookies.get(csrf.cookie_name(_LOGOUT_PURPOSE)),
     )
+    signout: list[str] = []
     response = _page(
         request, "audit_list.html", items=page.items, statuses=statuses,
         f={"session_id": session_id, "tool_name": tool_name, "status": status,
            "decided_by": decided_by},
         next_url=next_url, first_url=first_url, key_name=key.name, csrf=token,
+        **(routes_oidc.signout_context(request, signout) if key.oidc is not None else {}),
     )
     _set_csrf(response, request, _LOGOUT_PURPOSE, nonce)
+    for nonce_signout in signout:
+        routes_oidc.set_signout_cookie(response, request, nonce_signout)
     return response
 
 
@@ -223,23 +263,30 @@ async def audit_list(
 async def audit_call(request: Request, call_id: str) -> Response:
     if not request.app.state.settings.audit_pages_enabled:
         return _not_found(request)
-    key = await current_key(request)
+    key = await current_auditor(request)
     if key is None:
-        return _login_redirect(request)
+        return _signed_out(request)
     record = await _audit_record(request, key, call_id)
     if record is None:
         return _page(request, "message.html", 404, title="Not found",
                      text=f"No tool call with id {call_id}.", detail="", kind="error")
     repo: Repository = request.app.state.deps.repo
     timeline = await repo.timeline(record.session_id, record.tool_use_id)
+    turn_prompt = await _turn_prompt(repo, record)
     result_text = record.result.text if record.result is not None else None
     approval_url, approver_links = await _links(request, key, record)
-    return _page(
+    signout: list[str] = []
+    response = _page(
         request, "audit_call.html", c=record, timeline=timeline,
         input_pretty=pretty_json(record.input or {}), result_text=result_text,
         approval_url=approval_url, approver_links=approver_links,
         output_url=f"/audit/calls/{call_id}/output" if record.full_output is not None else None,
+        identified=identity.describe(record.identity), turn_prompt=turn_prompt,
+        **routes_oidc.signout_context(request, signout),
     )
+    for nonce_signout in signout:
+        routes_oidc.set_signout_cookie(response, request, nonce_signout)
+    return response
 
 
 @router.get("/audit/calls/{call_id}/output")
@@ -249,9 +296,9 @@ async def audit_call_output(
     """The whole stored output of a call (the model saw it truncated)."""
     if not request.app.state.settings.audit_pages_enabled:
         return _not_found(request)
-    key = await current_key(request)
+    key = await current_auditor(request)
     if key is None:
-        return _login_redirect(request)
+        return _signed_out(request)
     record = await _audit_record(request, key, call_id)
     out = output_response(record, format) if record is not None else None
     if out is None:
@@ -260,7 +307,7 @@ async def audit_call_output(
     return out
 
 
-async def _audit_record(request: Request, key: ApiKeyRecord, call_id: str) -> CallRecord | None:
+async def _audit_record(request: Request, key: Principal, call_id: str) -> CallRecord | None:
     """The call with numeric id `call_id` when it is in the key's project."""
     repo: Repository = request.app.state.deps.repo
     record = None
@@ -271,13 +318,22 @@ async def _audit_record(request: Request, key: ApiKeyRecord, call_id: str) -> Ca
             )).first()
         if row is not None:
             session = await repo.get_session(row[0])
-            if session is not None and session.project == key.project:
+            if session is not None and key.sees(session.project):
                 record = await repo.get_call(row[0], row[1])
     return record
 
 
+async def _turn_prompt(repo: Repository, record: CallRecord) -> SessionPrompt | None:
+    """The prompt and permission mode of the call's turn, as the session's own
+    project recorded them (Claude Code's UserPromptSubmit / PreToolUse)."""
+    session = await repo.get_session(record.session_id)
+    if session is None or not record.turn_id:
+        return None
+    return await repo.get_prompt(record.session_id, record.turn_id, session.project)
+
+
 async def _links(
-    request: Request, key: ApiKeyRecord, record: CallRecord
+    request: Request, principal: Principal, record: CallRecord
 ) -> tuple[str | None, dict[str, str] | None]:
     """A parked call's link for a key that may decide it, and named approvers'
     personal links for an admin: how the link reaches approvers, never the agent."""
@@ -289,7 +345,6 @@ async def _links(
         return None, None
     settings: Settings = request.app.state.settings
     secret: str = request.app.state.secret
-    principal = principal_of(key)
     url = link_for_principal(settings, secret, principal, approval,
                              await submitter_of(repo, approval))
     return url, links_for_admin(settings, secret, principal, approval)

@@ -3,11 +3,19 @@
 parkgate encrypts every Temporal payload (`parkgate.durable.codec`), so the Temporal
 UI and CLI show ciphertext unless pointed here. The protocol is Temporal's:
 POST `{"payloads": [{"metadata": {k: base64}, "data": base64}]}` and get the
-same shape back. Callers authenticate with an API key holding the auditor or admin role
-(`Authorization: Bearer`, what `temporal --codec-auth` sends) or the audit
-session cookie (what the
-Temporal UI sends with "include cross-origin credentials"). CORS is answered
-only for the `codec_cors_origin` setting (the Temporal UI's origin).
+same shape back.
+
+Admin-only. The payload keys are the deployment's, not a project's, and a
+payload names no project: a decode that tried to answer only "the caller's
+project's payloads" would have to trust the decrypted bytes to say whose they
+are (a blob, a decision, an activity result say nothing of the sort). So the
+codec is what it is, a decryption oracle for every project, and only keys with
+the admin role reach it (`Authorization: Bearer`, what `temporal --codec-auth`
+sends, or the audit session cookie of an admin key, what the Temporal UI sends
+with "include cross-origin credentials"). Encode is admin-only too: it seals
+payloads a Temporal client could then send. Missing or invalid credentials are
+401; a valid key without the admin role is 403. CORS is answered only for the
+`codec_cors_origin` setting (the Temporal UI's origin).
 """
 
 from __future__ import annotations
@@ -46,7 +54,7 @@ class CodecPayloads(BaseModel):
 
 _DOC: dict[str, Any] = {
     "response_model": CodecPayloads,
-    "responses": error_responses(400, 401, 413, 422),
+    "responses": error_responses(400, 401, 403, 413, 422),
     "openapi_extra": {"requestBody": {"required": True, "content": {"application/json": {
         "schema": {"$ref": "#/components/schemas/CodecPayloads"}}}}},
 }
@@ -66,24 +74,39 @@ def _cors(request: Request, response: Response) -> Response:
     return response
 
 
-async def _authorized(request: Request) -> bool:
+def _need_admin(name: str, roles: list[str]) -> None:
+    """403 for a valid key without the admin role."""
+    if Role.ADMIN.value not in roles:
+        raise ApiError(
+            403, "forbidden",
+            f"API key {name!r} lacks the admin role: the codec decrypts every "
+            "project's payloads, so it is for admins only",
+            {"required_roles": [Role.ADMIN.value], "roles": roles},
+        )
+
+
+async def _check_access(request: Request) -> None:
+    """An admin key (bearer or audit session), else 401 (no valid key) or 403."""
     header = request.headers.get("authorization", "")
     scheme, _, token = header.partition(" ")
     if scheme.lower() == "bearer" and token.strip():
         repo = request.app.state.deps.repo
         record = await repo.verify_api_key(token.strip())
-        # Decoded payloads are what the audit pages show: same roles.
-        return record is not None and bool(
-            {Role.AUDITOR.value, Role.ADMIN.value} & set(record.roles)
-        )
-    return await current_key(request) is not None  # an auditor's session
+        if record is None:
+            raise ApiError(401, "unauthorized", "invalid or revoked API key")
+        _need_admin(record.name, list(record.roles))
+        return
+    key = await current_key(request)  # the audit session's key (auditor role)
+    if key is None:
+        raise ApiError(401, "unauthorized", "send `Authorization: Bearer <API key>` of an "
+                       "admin key, or sign in at /audit with one")
+    _need_admin(key.name, list(key.roles))
 
 
 async def _handle(
     request: Request, op: Callable[[Sequence[Payload]], Awaitable[list[Payload]]]
 ) -> Response:
-    if not await _authorized(request):
-        raise ApiError(401, "unauthorized", "send `Authorization: Bearer <API key>`")
+    await _check_access(request)
     try:
         body = CodecPayloads.model_validate_json(await request.body())
         payloads = [

@@ -25,8 +25,9 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from itsdangerous import BadSignature, URLSafeTimedSerializer
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
+from parkgate import identity
 from parkgate.access import Role
-from parkgate.api import csrf, metrics
+from parkgate.api import csrf, metrics, oidc_sessions, routes_oidc
 from parkgate.api.approval_links import quorum_of
 from parkgate.api.decisions import answer_refused, outcome
 from parkgate.api.deps import principal_of
@@ -40,7 +41,7 @@ from parkgate.api.inbox import (
     signature,
     waiting_for,
 )
-from parkgate.api.key_sessions import sign_in, signed_in_key
+from parkgate.api.key_sessions import posted_form, sign_in, signed_in_key
 from parkgate.api.routes_approve import REMEMBER_TTLS
 from parkgate.api.routes_remembered import remember_spec
 from parkgate.api.service import CallService
@@ -119,11 +120,15 @@ def _set_csrf(response: Response, request: Request, purpose: str, nonce: str) ->
 
 
 async def _key_viewer(request: Request) -> Viewer | None:
-    """The approver key of a signed-in inbox session, or None."""
+    """The approver of a signed-in inbox session (an API key, else a person
+    signed in through OIDC whose groups grant the approver role), or None."""
     key = await signed_in_key(
         request, cookie=COOKIE, salt=_SESSION_SALT, max_age=SESSION_SECONDS, role=Role.APPROVER
     )
-    return None if key is None else Viewer(principal=principal_of(key))
+    if key is not None:
+        return Viewer(principal=principal_of(key))
+    person = oidc_sessions.person_with(request, Role.APPROVER)
+    return None if person is None else Viewer(principal=person.principal)
 
 
 def _link_viewer(request: Request, token: str) -> Viewer | None:
@@ -135,6 +140,45 @@ def _link_viewer(request: Request, token: str) -> Viewer | None:
     except LinkError:
         return None
     return Viewer(approver=name, token=token) if name in settings.approvers else None
+
+
+def _link_needs_signin(request: Request, viewer: Viewer) -> Response | None:
+    """With `link_decisions: signin`, a personal link works only for the person
+    it names, signed in: anyone else holding it (a forwarded link) is refused."""
+    settings: Settings = request.app.state.settings
+    if settings.link_decisions != "signin":
+        return None
+    person = oidc_sessions.signed_in(request)
+    if person is not None and person.principal.approver == viewer.approver:
+        return None
+    if person is None and settings.oidc_enabled:
+        return routes_oidc.sign_in_page(
+            request, 401, "Sign in first",
+            f"This inbox link belongs to {viewer.approver}; on this server a link decides "
+            "only together with their sign-in.", request.url.path,
+            "Sign in, then open the link again.")
+    return _message(request, 403, "Not your link",
+                    f"This inbox link belongs to {viewer.approver}; you are signed in as "
+                    f"{person.principal.name if person else 'nobody'}. A forwarded link "
+                    "decides nothing.")
+
+
+def _signed_out_page(request: Request) -> Response:
+    """A page without an approver session: the sign-in (OIDC or key form), or
+    why a signed-in person may not use the inbox."""
+    settings: Settings = request.app.state.settings
+    person = oidc_sessions.signed_in(request)
+    if person is not None:
+        response = _message(request, 403, "No approver role",
+                            f"You are signed in as {person.principal.name}, but your groups "
+                            "grant no approver role.",
+                            "Ask an admin to add you to a group that oidc_group_roles maps "
+                            "to the approver role.")
+        return response
+    if settings.oidc_enabled and not settings.api_key_signin:
+        target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+        return RedirectResponse(routes_oidc.login_url(request, target), status_code=303)
+    return _login_redirect(request)
 
 
 def _bad_link(request: Request) -> HTMLResponse:
@@ -161,7 +205,8 @@ def _safe_next(value: str | None) -> str:
 def _filters(viewer: Viewer, project: str | None, session_id: str | None,
              tool_name: str | None, side_effects: str | None) -> Filters:
     return Filters(
-        project=(project or None) if viewer.principal is None else None,
+        project=(project or None) if viewer.principal is None
+        or viewer.principal.projects is not None else None,
         session_id=session_id or None, tool_name=tool_name or None,
         side_effects=side_effects if side_effects in SIDE_EFFECTS else None,
     )
@@ -219,7 +264,10 @@ async def _render(
     if not partial:
         ctx["remembered"] = await _remembered_for(repo, viewer, now)
         ctx["remember_ttls"] = REMEMBER_TTLS
-    if not partial and viewer.principal is not None:
+    signout: list[str] = []
+    if not partial:
+        ctx.update(routes_oidc.signout_context(request, signout))
+    if not partial and viewer.principal is not None and not signout:
         nonce_out, token_out = csrf.issue(
             request.app.state.secret, "inbox-logout",
             request.cookies.get(csrf.cookie_name("inbox-logout")))
@@ -228,6 +276,8 @@ async def _render(
     _set_csrf(response, request, viewer.csrf_purpose, nonce)
     if "logout_csrf" in ctx:
         _set_csrf(response, request, "inbox-logout", nonce_out)
+    for nonce_signout in signout:
+        routes_oidc.set_signout_cookie(response, request, nonce_signout)
     if flash is not None:
         response.delete_cookie(FLASH_COOKIE, path="/inbox")
     return response
@@ -247,7 +297,7 @@ async def inbox(
     if viewer is None:
         if partial:
             return _message(request, 401, "Signed out", "Sign in again to see your inbox.")
-        return _login_redirect(request)
+        return _signed_out_page(request)
     filters = _filters(viewer, project, session_id, tool_name, side_effects)
     return await _render(request, viewer, filters, partial=partial,
                          flash=None if partial else _take_flash(request))
@@ -261,6 +311,9 @@ async def personal_inbox(
     viewer = _link_viewer(request, token)
     if viewer is None:
         return _bad_link(request)
+    refused = _link_needs_signin(request, viewer)
+    if refused is not None:
+        return refused
     filters = _filters(viewer, project, session_id, tool_name, side_effects)
     return await _render(request, viewer, filters, partial=partial,
                          flash=None if partial else _take_flash(request))
@@ -319,6 +372,9 @@ async def personal_stream(
     viewer = _link_viewer(request, token)
     if viewer is None:
         return _bad_link(request)
+    refused = _link_needs_signin(request, viewer)
+    if refused is not None:
+        return refused
     return _stream(request, viewer,
                    _filters(viewer, project, session_id, tool_name, side_effects))
 
@@ -328,6 +384,8 @@ async def personal_stream(
 async def inbox_decide(request: Request) -> Response:
     viewer = await _key_viewer(request)
     if viewer is None:
+        if oidc_sessions.signed_in(request) is not None:
+            return _signed_out_page(request)  # signed in, but no approver role (any more)
         return _message(request, 403, "Signed out",
                         "Your inbox session ended; sign in again and retry.")
     return await _decide(request, viewer)
@@ -338,6 +396,9 @@ async def personal_decide(request: Request, token: str) -> Response:
     viewer = _link_viewer(request, token)
     if viewer is None:
         return _bad_link(request)
+    refused = _link_needs_signin(request, viewer)
+    if refused is not None:
+        return refused
     return await _decide(request, viewer)
 
 
@@ -410,6 +471,14 @@ async def _decide(request: Request, viewer: Viewer) -> Response:
     if isinstance(checked, Response):
         return checked
     fields = checked
+    settings: Settings = request.app.state.settings
+    person = oidc_sessions.signed_in(request) if (
+        viewer.principal is not None and viewer.principal.oidc is not None
+    ) or (viewer.principal is None and settings.link_decisions == "signin") else None
+    if person is not None and not oidc_sessions.fresh_enough(request, person):
+        # Claims asserted too long ago: renew them through the provider (which
+        # re-reads the groups), then decide again.
+        return routes_oidc.renew_page(request, viewer.base)
     back = fields.get("back", "")[:1000]
     repo: Repository = request.app.state.deps.repo
     request_id = fields.get("request_id", "")[:200]
@@ -433,7 +502,6 @@ async def _decide(request: Request, viewer: Viewer) -> Response:
     edited: dict[str, Any] | None = None
     raw = fields.get("edited_input", "")
     if decision == "allow_with_edits":
-        settings: Settings = request.app.state.settings
         parsed = _parse_edits(raw, settings.max_input_depth)
         if isinstance(parsed, str):
             return await _form_error(request, viewer, back, request_id, parsed, raw, reason)
@@ -445,7 +513,7 @@ async def _decide(request: Request, viewer: Viewer) -> Response:
         except ApiError as exc:
             return _back(request, viewer, back, f"Not remembered: {exc.message}", "error")
     service: CallService = request.app.state.calls
-    decide = _decide_input(viewer, item, decision, reason, edited)
+    decide = _decide_input(viewer, item, decision, reason, edited, person)
     if remember is not None:
         decide = decide.model_copy(update={"remember": remember})
     result = await service.decide(approval.session_id, approval.tool_use_id, decide)
@@ -491,6 +559,9 @@ async def personal_revoke(request: Request, token: str) -> Response:
     viewer = _link_viewer(request, token)
     if viewer is None:
         return _bad_link(request)
+    refused = _link_needs_signin(request, viewer)
+    if refused is not None:
+        return refused
     return await _revoke(request, viewer)
 
 
@@ -512,20 +583,38 @@ async def _revoke(request: Request, viewer: Viewer) -> Response:
 
 
 def _decide_input(viewer: Viewer, item: Waiting, decision: str, reason: str | None,
-                  edited: dict[str, Any] | None) -> DecideInput:
+                  edited: dict[str, Any] | None,
+                  person: oidc_sessions.Person | None = None) -> DecideInput:
     approval = item.approval
-    if viewer.principal is not None:
-        key = viewer.principal
+    if viewer.principal is None and person is not None:
+        # A personal link used by its named approver, signed in (link_decisions: signin).
+        who = person.oidc
         return DecideInput(
             request_id=approval.request_id, decision=decision, reason=reason,
-            decided_by=key.name, via="inbox", edited_input=edited,
+            decided_by=viewer.approver, via="inbox", edited_input=edited,
+            principal_id=person.principal.principal_id, approver=viewer.approver,
+            identity=identity.oidc(who["issuer"], who["subject"], who.get("email"),
+                                   link="personal", approver=viewer.approver),
+        )
+    if viewer.principal is not None:
+        key = viewer.principal
+        if key.oidc is not None:
+            who = identity.oidc(key.oidc["issuer"], key.oidc["subject"], key.oidc.get("email"),
+                                approver=item.acting_as)
+        else:
+            who = identity.key(key.key_id, key.name)
+        return DecideInput(
+            request_id=approval.request_id, decision=decision, reason=reason,
+            decided_by=(item.acting_as or key.name) if key.oidc is not None else key.name,
+            via="inbox", edited_input=edited,
             principal_id=key.principal_id, self_approved=item.self_approved,
-            approver=item.acting_as,
+            approver=item.acting_as, identity=who,
         )
     return DecideInput(
         request_id=approval.request_id, decision=decision, reason=reason,
         decided_by=viewer.approver, via="inbox", edited_input=edited,
         principal_id=f"approver:{viewer.approver}", approver=viewer.approver,
+        identity=identity.personal_link(str(viewer.approver)),
     )
 
 
@@ -591,13 +680,23 @@ async def login_page(request: Request, next: str | None = None) -> Response:
     nonce, token = csrf.issue(request.app.state.secret, _LOGIN_PURPOSE,
                               request.cookies.get(csrf.cookie_name(_LOGIN_PURPOSE)))
     response = _page(request, "inbox_login.html", csrf=token, next=_safe_next(next),
-                     error=None)
+                     error=None, **_signin_options(request, _safe_next(next)))
     _set_csrf(response, request, _LOGIN_PURPOSE, nonce)
     return response
 
 
+def _signin_options(request: Request, next_url: str) -> dict[str, Any]:
+    """What the sign-in page offers: the provider's sign-in, the key form, or both."""
+    settings: Settings = request.app.state.settings
+    return {"oidc_url": routes_oidc.login_url(request, next_url) if settings.oidc_enabled
+            else None, "key_form": settings.api_key_signin}
+
+
 @router.post("/inbox/login", response_class=HTMLResponse)
 async def login(request: Request) -> Response:
+    if not request.app.state.settings.api_key_signin:
+        return _message(request, 403, "API-key sign-in is off",
+                        "Sign in with your identity provider instead.")
     signed = await sign_in(request, purpose=_LOGIN_PURPOSE, role=Role.APPROVER,
                            no_role="This API key has no approver role; the inbox needs one.")
     next_url, key = _safe_next(signed.next), signed.key
@@ -605,7 +704,7 @@ async def login(request: Request) -> Response:
         nonce, token = csrf.issue(request.app.state.secret, _LOGIN_PURPOSE,
                                   request.cookies.get(csrf.cookie_name(_LOGIN_PURPOSE)))
         response = _page(request, "inbox_login.html", signed.status, csrf=token, next=next_url,
-                         error=signed.error)
+                         error=signed.error, **_signin_options(request, next_url))
         _set_csrf(response, request, _LOGIN_PURPOSE, nonce)
         return response
     redirect = RedirectResponse(_root(request) + next_url, status_code=303)
@@ -618,16 +717,7 @@ async def login(request: Request) -> Response:
 
 @router.post("/inbox/logout")
 async def logout(request: Request) -> Response:
-    settings: Settings = request.app.state.settings
-    try:
-        form = await request.form(max_fields=10, max_files=0)
-    except Exception:
-        form = None
-    token = form.get("csrf") if form is not None else None
-    ok = form is not None and csrf.origin_ok(request, settings.public_base_url) and csrf.check(
-        request.app.state.secret, "inbox-logout", token if isinstance(token, str) else None,
-        request.cookies.get(csrf.cookie_name("inbox-logout")),
-    )
+    _, ok = await posted_form(request, "inbox-logout")
     if not ok:
         return _message(request, 403, "Sign-out refused",
                         "This sign-out form is stale or came from another site.",

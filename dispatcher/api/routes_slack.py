@@ -6,7 +6,9 @@ is a 401 with the reason. The clicking Slack user is mapped to a named
 approver (`approvers.<name>.slack_user_id`) and the decision goes through the
 same `decide` update as approval links and the confirmations API (principal
 `approver:<name>`, via "slack"): quorum and named-approver rules apply. A user
-who is not an approver of the call gets an ephemeral reply; nothing is decided.
+who is not an approver of the call, or whose approver does not approve for the
+call's project (`approvers.<name>.projects`), gets an ephemeral reply; nothing
+is decided.
 The message is then updated with the tally or the outcome, also when the call
 was decided elsewhere or expired.
 """
@@ -24,8 +26,15 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from starlette.background import BackgroundTask
 
+from parkgate import identity
 from parkgate.api import metrics
-from parkgate.api.approval_links import named_approvers, self_approval_of, submitter_of
+from parkgate.api.approval_links import (
+    named_approvers,
+    not_your_project,
+    project_of,
+    self_approval_of,
+    submitter_of,
+)
 from parkgate.api.decisions import answer_refused, outcome
 from parkgate.api.errors import ApiError
 from parkgate.api.service import CallService
@@ -118,6 +127,8 @@ async def _apply(
     if approver is None:
         return False, ("Your Slack account is not mapped to a parkgate approver "
                        "(approvers.<name>.slack_user_id); nothing was decided.")
+    if not settings.approver_decides_in(approver, await project_of(repo, approval)):
+        return False, not_your_project(approver)
     if named and approver not in named:
         return False, (f"This call is decided by its named approvers ({', '.join(named)}); "
                        f"you act as {approver}. Nothing was decided.")
@@ -136,7 +147,7 @@ async def _apply(
     result = await service.decide(approval.session_id, approval.tool_use_id, DecideInput(
         request_id=approval.request_id, decision=click.decision, decided_by=approver,
         via="slack", principal_id=f"approver:{approver}", approver=approver,
-        self_approved=is_self,
+        self_approved=is_self, identity=identity.slack(click.user_id, approver),
     ))
     metrics.count_decision(click.decision, outcome(result))
     if result.accepted and result.winner is not None:

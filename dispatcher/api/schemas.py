@@ -8,8 +8,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from parkgate.api.approval_links import named_approvers, quorum_of
+from parkgate.client_tools import MAX_CLIENT_TOOLS, ClientToolSpec
 from parkgate.decisions import DecisionMade, DecisionRecord
-from parkgate.models import ToolResultBlock, ToolUseBlock
+from parkgate.models import ContentBlock, TextBlock, ToolResultBlock, ToolUseBlock
 from parkgate.records import ApprovalRecord, CallStatus
 from parkgate.remember_spec import MAX_TTL_SECONDS, MIN_TTL_SECONDS
 from parkgate.store.results import CallRecord
@@ -25,6 +26,11 @@ class SessionIn(BaseModel):
     session_id: str = _ID
     workspace_path: str = Field(min_length=1, max_length=4096)
     kind: Literal["main", "worker"] = "main"
+    client_tools: list[ClientToolSpec] = Field(
+        default_factory=list, max_length=MAX_CLIENT_TOOLS,
+        description="Tools this session's client runs itself: parkgate classifies, parks "
+        "and releases their calls; the client claims, runs and reports the outcome.",
+    )
     worker_group: str | None = Field(
         default=None,
         max_length=64,
@@ -41,6 +47,7 @@ class SessionOut(BaseModel):
     created_at: datetime
     project: str = "default"
     worker_group: str | None = None
+    client_tools: list[dict[str, Any]] | None = None
 
 
 def stored_fields(row: CallRecord, model: type[BaseModel]) -> dict[str, Any]:
@@ -100,6 +107,12 @@ class CallResource(BaseModel):
         default=None, description="A name the decider typed or sent: a claim, not an identity."
     )
     self_approved: bool | None = None
+    identity: dict[str, Any] | None = Field(
+        default=None, description="How the decider was identified: "
+        '{"method": "oidc", "issuer", "subject", "email"}, {"method": "key", "key_id"}, '
+        '{"method": "slack", "slack_user"}, {"method": "personal_link", "approver"} or '
+        '{"method": "link"} (docs/APPROVERS.md).',
+    )
     approvers: list[str] | None = Field(
         default=None, description="Named approvers of the request (quorum rules)."
     )
@@ -122,6 +135,14 @@ class CallResource(BaseModel):
         description="Set while the call's workflow task keeps failing (docs/DURABLE.md): "
         "the cause, the failed attempts, and whether a deploy may heal it.",
     )
+    input: dict[str, Any] | None = Field(
+        default=None, description="Client tools, released or claimed: the input to run.")
+    input_sha256: str | None = Field(
+        default=None, description="SHA-256 hex of the released input's canonical JSON.")
+    released_at: datetime | None = None
+    claimed_by: str | None = Field(default=None, description='"key:<id>" of the claimer.')
+    claimed_at: datetime | None = None
+    lease_expires_at: datetime | None = None
     links: CallLinks
 
     @classmethod
@@ -138,6 +159,7 @@ class CallResource(BaseModel):
         votes) and the request's link (shown only while the row says parked)."""
         fields = stored_fields(row, cls)
         fields["turn_id"] = row.turn_id or turn_id
+        fields["input"] = None  # a released input comes from its workflow (redacted here)
         if not row.status.terminal:
             fields["result"] = None  # only a finished call has a result
         if approval is not None:
@@ -340,3 +362,31 @@ class CallPageOut(BaseModel):
 class HealthOut(BaseModel):
     status: Literal["ok", "unavailable"]
     checks: dict[str, str] = Field(default_factory=dict)
+
+
+class ClaimIn(BaseModel):
+    """Claim a released call (optional body)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    lease_seconds: float | None = Field(
+        default=None, gt=0, le=86_400 * 7,
+        description="Lease asked for; capped by the server's client_lease_max_seconds.",
+    )
+
+
+class OutcomeIn(BaseModel):
+    """What the client's run returned."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    content: str | list[ContentBlock] = Field(
+        default_factory=list, description="A string, or content blocks as in a tool result.")
+    is_error: bool = False
+    input_sha256: str = Field(pattern=r"^[0-9a-f]{64}$",
+                              description="SHA-256 hex of the input the client ran.")
+
+    def blocks(self) -> list[Any]:
+        if isinstance(self.content, str):
+            return [TextBlock(text=self.content)]
+        return list(self.content)

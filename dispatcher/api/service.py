@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Sequence
 from typing import Any
 
 from temporalio.api.enums.v1 import PendingActivityState
@@ -34,11 +35,17 @@ from temporalio.client import WorkflowFailureError, WorkflowHandle
 from temporalio.service import RPCError, RPCStatusCode
 
 from parkgate.api.approval_links import link_for, named_approvers
+from parkgate.api.client_calls import RELEASE_POLL_SECONDS, with_release
 from parkgate.api.errors import ApiError
 from parkgate.api.schemas import CallLinks, CallResource
 from parkgate.decisions import RejectReason
 from parkgate.durable import stuck
-from parkgate.durable.client import TEMPORAL_NO_ANSWER, DurableDispatcher, UnknownCallError
+from parkgate.durable.client import (
+    TEMPORAL_NO_ANSWER,
+    DurableDispatcher,
+    TurnStart,
+    UnknownCallError,
+)
 from parkgate.durable.payloads import (
     CallStatusView,
     DecideInput,
@@ -46,7 +53,7 @@ from parkgate.durable.payloads import (
     DecisionRecord,
     call_workflow_id,
 )
-from parkgate.models import Session, ToolUseBlock
+from parkgate.models import Session, ToolDefinition, ToolUseBlock
 from parkgate.records import ApprovalRecord, CallStatus
 from parkgate.settings import Settings
 from parkgate.store.repository import Repository
@@ -70,15 +77,19 @@ class CallService:
         self.draining = asyncio.Event()
 
     # ------------------------------------------------------------ starting
-    async def start_call(self, call: ToolUseBlock, session: Session) -> WorkflowHandle[Any, Any]:
+    async def start_call(
+        self, call: ToolUseBlock, session: Session, client_tools: Sequence[ToolDefinition] = (),
+    ) -> WorkflowHandle[Any, Any]:
         """Start the call workflow, or attach to the one already running or finished."""
-        return await self.dispatcher.start(call, session)
+        return await self.dispatcher.start(call, session, client_tools)
 
     async def start_turn(
-        self, calls: list[ToolUseBlock], session: Session
-    ) -> WorkflowHandle[Any, Any]:
-        """Start (or attach to) the turn workflow of one assistant message."""
-        return await self.dispatcher.start_turn(calls, session)
+        self, calls: list[ToolUseBlock], session: Session,
+        client_tools: Sequence[ToolDefinition] = (),
+    ) -> TurnStart:
+        """Start (or attach to) the turn workflow of one assistant message; calls
+        submitted before, alone or in another turn, are attached, never re-run."""
+        return await self.dispatcher.start_turn(calls, session, client_tools)
 
     # -------------------------------------------------------------- status
     def handle(self, session_id: str, tool_use_id: str) -> WorkflowHandle[Any, Any]:
@@ -130,6 +141,8 @@ class CallService:
         activity (a describe: no worker needed) gives it away.
         """
         sid, tid = row.session_id, row.tool_use_id
+        if row.status in (CallStatus.RELEASED, CallStatus.CLAIMED):
+            return await with_release(self, resource)
         if row.status == CallStatus.RUNNING:
             # A running call whose workflow task keeps failing would otherwise
             # show `running` forever: say what is wrong (a describe, no worker).
@@ -279,11 +292,20 @@ class CallService:
             if row is not None and row.status.terminal:
                 return CallResource.from_row(row, turn_id=turn_id)
             while True:
+                # A released client call is an answer too, but its workflow goes
+                # on: without a wake-up from this process, look again now and then.
+                left = max(0.0, deadline - loop.time())
+                step = min(left, RELEASE_POLL_SECONDS)
+                started = loop.time()
                 woken = committed.is_set() or await self._wait_handle(
-                    handle, max(0.0, deadline - loop.time()), also=committed
+                    handle, step, also=committed
                 )
+                # Not woken, and back before its step: the workflow ended (or a drain).
+                early = not woken and loop.time() - started < step * 0.9
                 resource = await self.resource(session_id, tool_use_id, turn_id=turn_id)
-                if not woken or (resource is not None and resource.finished):
+                if resource is not None and resource.status.answerable:
+                    break
+                if not woken and (early or left <= step or self.draining.is_set()):
                     break
                 committed.clear()  # a hint only: the row is not final, wait on
         return resource
@@ -313,9 +335,14 @@ class CallService:
             ):
                 await result
 
-    async def wait_turn(self, handle: WorkflowHandle[Any, Any], seconds: float) -> None:
-        if seconds > 0:
-            await self._wait_handle(handle, seconds)
+    async def wait_turn(self, session_id: str, start: TurnStart, seconds: float) -> None:
+        """Long-poll a batch: its turn workflow and the calls it attached to."""
+        if seconds <= 0:
+            return
+        handles = [self.handle(session_id, tool_use_id) for tool_use_id in start.attached]
+        if start.handle is not None:
+            handles.append(start.handle)
+        await asyncio.gather(*(self._wait_handle(h, seconds) for h in handles))
 
     # -------------------------------------------------------------- decide
     async def decide(self, session_id: str, tool_use_id: str, inp: DecideInput) -> DecideResult:

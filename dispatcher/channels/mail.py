@@ -21,6 +21,11 @@ if TYPE_CHECKING:
 MAX_DIFF_CHARS = 20_000
 
 
+#: Said of a client tool's call (the agent's own process runs it).
+CLIENT_RUNS = ("The agent's client runs this tool itself: approving releases exactly these "
+               "arguments to it, once; parkgate records what it reports.")
+
+
 class MailError(Exception):
     """The SMTP server refused the message or could not be reached."""
 
@@ -47,6 +52,8 @@ def body(notice: NotifyInput, approver: str, link: str) -> str:
         f"Call:      {info.tool_use_id}",
         f"Expires:   {expiry}",
     ]
+    if info.client_executed:
+        lines += ["", CLIENT_RUNS]
     if info.approvers:
         lines.append(f"Approvers: {', '.join(info.approvers)} "
                      f"({info.quorum} approval{'s' if info.quorum != 1 else ''} needed)")

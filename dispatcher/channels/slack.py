@@ -96,6 +96,8 @@ def waiting_blocks(
         _facts(info, session_id, expires_at),
         {"type": "section", "text": {"type": "mrkdwn", "text": _code(info)}},
     ]
+    if info.client_executed:
+        blocks.append({"type": "context", "elements": [{"type": "mrkdwn", "text": CLIENT_RUNS}]})
     if info.approvers:
         tally = f"{len(votes or [])} of {info.quorum} approvals"
         if votes:
@@ -123,7 +125,12 @@ _ENDS = {
     "denied": "the call did not run.",
     "expired": "the call did not run.",
     "cancelled": "the call was cancelled.",
+    "outcome_unknown": "the agent's client claimed the call and reported no outcome "
+                       "before its lease ended; outcome unknown.",
 }
+#: Said of a client tool's call wherever a human decides it.
+CLIENT_RUNS = ("The agent's client runs this tool itself: approving releases exactly "
+               "these arguments to it, once; parkgate records what it reports.")
 
 
 def outcome_text(status: str, decision: DecisionRecord | None) -> str:

@@ -159,6 +159,7 @@ _MODULES = (
     "api_cmd",
     "db",
     "keys",
+    "workspaces",
     "calls",
     "remembered",
     "decide",
@@ -166,6 +167,8 @@ _MODULES = (
     "audit",
     "tools",
     "config",
+    "claude_code",
+    "hook",
 )
 
 

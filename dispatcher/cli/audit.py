@@ -19,6 +19,7 @@ from parkgate.cli.common import (
     err_console,
     load_settings,
     open_repository,
+    plural,
     run,
 )
 
@@ -76,7 +77,8 @@ def verify(
         first = report.first
         if first is None:
             console.print(
-                f"OK: {report.events} events in {report.chains} call chains verified",
+                f"OK: {plural(report.events, 'event')} in "
+                f"{plural(report.chains, 'call chain')} verified",
                 soft_wrap=True,
             )
         else:
@@ -94,10 +96,13 @@ def verify(
         if problems:
             code = 1
         else:
-            console.print(f"OK: {meaning.calls} calls say what happened", soft_wrap=True)
+            says = "says" if meaning.calls == 1 else "say"
+            console.print(f"OK: {plural(meaning.calls, 'call')} {says} what happened",
+                          soft_wrap=True)
         if temporal is not None and temporal.ok:
             console.print(
-                f"OK: {temporal.compared} calls match Temporal's histories"
+                f"OK: {plural(temporal.compared, 'call')} "
+                f"{'matches' if temporal.compared == 1 else 'match'} Temporal's histories"
                 f" ({temporal.not_kept} no longer kept by Temporal)",
                 soft_wrap=True,
             )
@@ -193,7 +198,7 @@ def export(
                 ) from None
         count = run(go(out))
     if output is not None:
-        err_console.print(f"exported {count} calls to {output}")
+        err_console.print(f"exported {plural(count, 'call')} to {output}")
 
 
 @app.command("prune")

@@ -14,6 +14,7 @@ import typer
 from rich.table import Table
 
 from parkgate.cli.common import CliError, console, load_settings, open_repository, run
+from parkgate.cli.output import Output, output_option, print_json, print_rows
 
 app = typer.Typer(help="Browse recorded tool calls.", no_args_is_help=True)
 
@@ -77,8 +78,12 @@ def list_calls(
     until: datetime | None = typer.Option(None, "--until", help="Created before (UTC)."),
     limit: int = typer.Option(50, "--limit", "-n", min=1, max=1000, help="Rows per page."),
     after: str | None = typer.Option(None, "--after", help="Cursor printed by a previous page."),
+    output: Output = output_option(),
 ) -> None:
-    """Recent calls, newest first, with the filters of the audit API."""
+    """Recent calls, newest first, with the filters of the audit API.
+
+    A parked call shows its approval request id: `parkgate approve REQUEST_ID`
+    (or `parkgate approve SESSION TOOL_USE_ID`) decides it."""
     from parkgate.store.results import CallFilters
 
     filters = CallFilters(
@@ -102,25 +107,20 @@ def list_calls(
                 raise CliError(f"--after: {exc}", 2) from exc
 
     page = run(fetch())
-    table = Table(title=f"Tool calls ({len(page.items)})", title_justify="left")
-    table.add_column("created (UTC)", no_wrap=True)
-    table.add_column("session", overflow="fold")
-    table.add_column("tool_use_id", overflow="fold")
-    table.add_column("tool", no_wrap=True)
-    table.add_column("status", no_wrap=True)
-    table.add_column("decided by", overflow="fold")
-    table.add_column("time", no_wrap=True, justify="right")
-    for call in page.items:
-        table.add_row(
-            _when(call.created_at, short=True),
-            call.session_id,
-            call.tool_use_id,
-            call.tool_name or "-",
-            _status(call.status),
-            call.decided_by or "-",
-            _duration(call.duration_ms),
-        )
-    console.print(table)
+    if output is Output.json:
+        print_json({"calls": [_call_json(call) for call in page.items],
+                    "next_cursor": page.next_cursor})
+        return
+    print_rows(
+        f"Tool calls ({len(page.items)})",
+        ["created (UTC)", "session", "tool_use_id", "tool", "status", "request id",
+         "decided by", "time"],
+        [[_when(call.created_at, short=True), call.session_id, call.tool_use_id,
+          call.tool_name or "-", _status(call.status),
+          (call.request_id or "-") if _is_parked(call) else "-",
+          call.decided_by or "-", _duration(call.duration_ms)] for call in page.items],
+        right=["time"],
+    )
     if page.next_cursor:
         hint = _next_page_command(
             [
@@ -138,6 +138,22 @@ def list_calls(
         console.print(f"more: {hint}", soft_wrap=True, markup=False, highlight=False)
 
 
+def _is_parked(call: Any) -> bool:
+    return str(getattr(call.status, "value", call.status)) == "parked"
+
+
+def _call_json(call: Any) -> dict[str, Any]:
+    """One listed call for `--output json` (what the table shows, unabridged)."""
+    return {
+        "session_id": call.session_id, "tool_use_id": call.tool_use_id,
+        "turn_id": call.turn_id, "tool_name": call.tool_name,
+        "status": str(getattr(call.status, "value", call.status)),
+        "request_id": call.request_id, "decided_by": call.decided_by,
+        "created_at": call.created_at, "finished_at": call.finished_at,
+        "duration_ms": call.duration_ms,
+    }
+
+
 def _next_page_command(options: list[tuple[str, str | None]], cursor: str) -> str:
     """The command that prints the next page: the same filters, plus `--after`."""
     words = ["parkgate", "calls", "list"]
@@ -151,7 +167,8 @@ def _next_page_command(options: list[tuple[str, str | None]], cursor: str) -> st
 def show_call(
     session: str = typer.Argument(..., help="Session id."),
     tool_use_id: str = typer.Argument(..., help="The call's tool_use id."),
-    as_json: bool = typer.Option(False, "--json", help="Print the call record as JSON."),
+    as_json: bool = typer.Option(False, "--json", help="Same as --output json."),
+    output: Output = output_option(),
 ) -> None:
     """One call: its record, the result the model got, and its timeline."""
     settings = load_settings()
@@ -164,8 +181,8 @@ def show_call(
             return call, await repo.timeline(session, tool_use_id)
 
     call, timeline = run(fetch())
-    if as_json:
-        console.print_json(call.model_dump_json())
+    if as_json or output is Output.json:
+        print_json(call.model_dump(mode="json"))
         return
     info = Table(title=f"Call {session}/{tool_use_id}", title_justify="left", show_header=False)
     info.add_column("field", style="bold")

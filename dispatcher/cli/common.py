@@ -54,6 +54,11 @@ def one_line(text: str) -> str:
     return " ".join(str(text).split())
 
 
+def plural(count: int, word: str, many: str | None = None) -> str:
+    """'1 call', '2 calls' (or `many` for an irregular plural)."""
+    return f"{count} {word if count == 1 else (many or word + 's')}"
+
+
 def describe_validation_error(exc: ValidationError) -> str:
     """The first problem of a pydantic error as `field: message` (+ how many more)."""
     errors = exc.errors()

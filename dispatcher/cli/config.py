@@ -22,6 +22,7 @@ from parkgate.cli.common import (
 from parkgate.models import Session
 from parkgate.policy import ConfirmationPolicy, PolicyError
 from parkgate.settings import Settings
+from parkgate.tool_user import line as tool_user_line
 
 app = typer.Typer(help="Inspect and validate the configuration.", no_args_is_help=True)
 
@@ -94,15 +95,84 @@ def check_settings(settings: Settings) -> list[str]:
             problems.append(
                 f"tool_sandbox: 'required' but the sandbox cannot be set up here: {reason}"
             )
+        else:
+            net_reason = probe(settings.tool_sandbox_unshare, net=True)
+            if net_reason is not None:
+                problems.append(
+                    "tool_sandbox: 'required' but tools cannot get a network namespace here "
+                    f"({net_reason}); opt tools into the host network with "
+                    "tool_network_tools / tool_network_classes, or fix the host"
+                )
+    problems += _tool_user_problems(settings)
     return problems
+
+
+def _tool_user_problems(settings: Settings) -> list[str]:
+    from parkgate.tool_user import ToolUserError, resolve
+
+    try:
+        resolve(settings.tool_user)
+    except ToolUserError as exc:
+        return [str(exc)]
+    return []
+
+
+def _probes(settings: Settings) -> tuple[str | None, str | None]:
+    """(why no sandbox, why no network namespace) on this machine; None = works."""
+    from parkgate.sandbox import probe
+
+    if settings.tool_sandbox == "off":
+        return None, None
+    reason = probe(settings.tool_sandbox_unshare)
+    if reason is not None:
+        return reason, None
+    return None, probe(settings.tool_sandbox_unshare, net=True)
 
 
 def sandbox_line(settings: Settings) -> str:
     """What the tool sandbox does with these settings on this machine."""
-    from parkgate.sandbox import probe, state_line
+    from parkgate.sandbox import state_line
 
-    reason = None if settings.tool_sandbox == "off" else probe(settings.tool_sandbox_unshare)
-    return state_line(settings.tool_sandbox, reason, len(settings.hidden_tool_paths()))
+    reason, net_reason = _probes(settings)
+    return state_line(settings.tool_sandbox, reason, len(settings.hidden_tool_paths()),
+                      net_reason)
+
+
+def network_table(settings: Settings, registry: Any) -> Table:
+    """Which tools' processes can reach the network (and through it the host's
+    loopback services: Temporal, the database, the API)."""
+    from parkgate.sandbox import network_access
+    from parkgate.truncation import Limits
+
+    reason, net_reason = _probes(settings)
+    limits = Limits.from_settings(settings)
+    table = Table(
+        title="Network of tool processes", title_justify="left", caption_justify="left",
+        caption="isolated: a network namespace of its own, no host service reachable. "
+        "Opt in with tool_network_tools / tool_network_classes. MCP servers "
+        "(mcp_servers) are not sandboxed and use the worker's network.",
+    )
+    table.add_column("tool", style="bold")
+    table.add_column("side effects")
+    table.add_column("network")
+    definitions = {d.name: d for d in registry.definitions()}
+
+    def access_of(name: str) -> str:
+        definition = definitions[name]
+        own = network_access(limits, name, definition.side_effects.value, reason, net_reason)
+        for sub in definition.composed_of or []:  # its processes are its sub-tools'
+            if sub in definitions and sub != name and own == "isolated":
+                through = access_of(sub)
+                if through != "isolated":
+                    return f"{through} through {sub}"
+        return own
+
+    for definition in definitions.values():
+        cls = definition.side_effects.value
+        access = access_of(definition.name)
+        colour = "green" if access == "isolated" or access.startswith("none") else "yellow"
+        table.add_row(definition.name, cls.upper(), f"[{colour}]{access}[/{colour}]")
+    return table
 
 
 def settings_table(settings: Settings) -> Table:
@@ -216,7 +286,9 @@ def check(
     registry = load_registry()
     console.print(f"configuration OK (source: {config_source()})")
     console.print(sandbox_line(settings))
+    console.print(tool_user_line(settings.tool_user))
     if show_settings:
         console.print(settings_table(settings))
     console.print(policy_table(policy))
     console.print(effective_table(policy, registry, settings))
+    console.print(network_table(settings, registry))

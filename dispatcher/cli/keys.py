@@ -12,10 +12,10 @@ from datetime import datetime
 from typing import TYPE_CHECKING, TypeVar
 
 import typer
-from rich.table import Table
 
 from parkgate.access import DEFAULT_PROJECT, PROJECT_PATTERN, RoleError, normalize_roles
 from parkgate.cli.common import CliError, console, err_console, load_settings, run
+from parkgate.cli.output import Output, output_option, print_json, print_rows
 
 if TYPE_CHECKING:
     from parkgate.store.repository import Repository
@@ -98,6 +98,7 @@ def create(
 @app.command("list")
 def list_keys(
     all_keys: bool = typer.Option(True, "--all/--active", help="Include revoked keys."),
+    output: Output = output_option(),
 ) -> None:
     """List keys (name, project, roles, prefix, created, last used, state); never the keys."""
 
@@ -105,30 +106,28 @@ def list_keys(
         return await repo.list_api_keys(include_revoked=all_keys)
 
     records = run(_with_repo(action))
+    if output is Output.json:
+        print_json([{"name": r.name, "id": r.id, "project": r.project, "roles": r.roles,
+                     "prefix": r.prefix, "created_at": r.created_at,
+                     "last_used_at": r.last_used_at, "revoked_at": r.revoked_at,
+                     "migrated": r.migrated} for r in records])
+        return
     if not records:
         err_console.print("no API keys; create one with `parkgate keys create --name NAME`")
         return
-    table = Table(title="API keys")
-    for column in ("name", "id", "project", "roles", "prefix", "created", "last used", "state"):
-        table.add_column(column)
     migrated = False
+    rows = []
     for rec in records:
         state = "[green]active[/]" if rec.revoked_at is None else f"revoked {_when(rec.revoked_at)}"
         roles = ",".join(rec.roles)
         if rec.migrated:
             roles += " (migrated*)"
             migrated = True
-        table.add_row(
-            rec.name,
-            rec.id,
-            rec.project,
-            roles,
-            rec.prefix + "…",
-            _when(rec.created_at),
-            _when(rec.last_used_at),
-            state,
-        )
-    console.print(table)
+        rows.append([rec.name, rec.id, rec.project, roles, rec.prefix + "…",
+                     _when(rec.created_at), _when(rec.last_used_at), state])
+    print_rows("API keys",
+               ["name", "id", "project", "roles", "prefix", "created", "last used", "state"],
+               rows)
     if migrated:
         err_console.print(
             "* created before roles existed: given every role in project default. "

@@ -11,9 +11,9 @@ import getpass
 from typing import Any
 
 import typer
-from rich.table import Table
 
 from parkgate.cli.common import CliError, console, load_settings, open_repository, run
+from parkgate.cli.output import Output, output_option, print_json, print_rows
 
 app = typer.Typer(help="List and revoke remembered decisions.", no_args_is_help=True)
 
@@ -28,6 +28,7 @@ def list_rules(
     session: str | None = typer.Option(None, "--session", "-s", help="Only this session."),
     workspace: str | None = typer.Option(None, "--workspace", help="Only this workspace."),
     all_: bool = typer.Option(False, "--all", help="Include revoked and expired rules."),
+    output: Output = output_option(),
 ) -> None:
     """Remembered decisions, oldest first (active ones unless --all)."""
     from parkgate.models import utcnow
@@ -42,22 +43,22 @@ def list_rules(
                                               include_inactive=all_, now=now)
 
     rules = run(fetch())
-    table = Table(title=f"Remembered decisions ({len(rules)})", title_justify="left")
-    for name, kw in (("id", {"no_wrap": True}), ("scope", {"no_wrap": True}),
-                     ("session / workspace", {"overflow": "fold"}), ("tool", {"no_wrap": True}),
-                     ("allows", {"overflow": "fold"}), ("by", {"overflow": "fold"}),
-                     ("expires (UTC)", {"no_wrap": True}), ("state", {"no_wrap": True})):
-        table.add_column(name, **kw)
+    if output is Output.json:
+        print_json([rule.model_dump(mode="json") for rule in rules])
+        return
+    rows = []
     for rule in rules:
         allows = (f"prefix: {rule.command_prefix}" if rule.match == "prefix"
                   else f"input {rule.input_hash[:12]}")
         state = ("[red]revoked[/red]" if rule.revoked_at is not None
                  else "[green]active[/green]" if rule.active(now) else "[magenta]expired[/magenta]")
-        table.add_row(rule.rule_id, rule.scope,
-                      rule.session_id if rule.scope == "session" else rule.workspace_path,
-                      rule.tool_name, allows, rule.created_by or "-", _when(rule.expires_at),
-                      state)
-    console.print(table)
+        rows.append([rule.rule_id, rule.scope,
+                     rule.session_id if rule.scope == "session" else rule.workspace_path,
+                     rule.tool_name, allows, rule.created_by or "-", _when(rule.expires_at),
+                     state])
+    print_rows(f"Remembered decisions ({len(rules)})",
+               ["id", "scope", "session / workspace", "tool", "allows", "by", "expires (UTC)",
+                "state"], rows)
 
 
 @app.command("revoke")

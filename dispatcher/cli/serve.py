@@ -20,6 +20,16 @@ def register(app: typer.Typer) -> None:
     app.command("serve")(serve)
 
 
+def warn_root(tool_user: str | None) -> None:
+    """Say loudly, before anything starts, that tools would run as root."""
+    from parkgate.tool_user import root_warning
+
+    warning = root_warning(tool_user)
+    if warning is not None:
+        err_console.print(Panel(f"WARNING: {warning}", title="tools run as root",
+                                border_style="bold red"), style="bold red")
+
+
 def serve(
     port: int | None = typer.Option(
         None,
@@ -45,7 +55,7 @@ def serve(
     ),
     log_level: str = typer.Option("warning", "--log-level", help="API (uvicorn) log level."),
     key_name: str | None = typer.Option(
-        None, "--key-name", help="Name of the API key created at start (default: serve-<time>)."
+        None, "--key-name", help="Name of the API key created at start (default: serve-<4 hex>)."
     ),
 ) -> None:
     """Start Temporal, a worker and the API on 127.0.0.1; print the URLs and a fresh API key."""
@@ -65,6 +75,7 @@ def serve(
         key_name=key_name,
     )
     err_console.print(f"parkgate: starting (data in {settings.data_dir}) ...")
+    warn_root(settings.tool_user)
 
     def ready(banner: Banner) -> None:
         table = Table.grid(padding=(0, 2))

@@ -2,19 +2,19 @@
 
 from __future__ import annotations
 
-import json
-
 import typer
 from rich.table import Table
 
 from parkgate.cli.common import console, load_settings
+from parkgate.cli.output import Output, output_option, print_json
 
 app = typer.Typer(help="Inspect the registered tools.", no_args_is_help=True)
 
 
 @app.command("list")
 def list_tools(
-    as_json: bool = typer.Option(False, "--json", help="Print the canonical definitions as JSON."),
+    as_json: bool = typer.Option(False, "--json", help="Same as --output json."),
+    output: Output = output_option(),
 ) -> None:
     """List the built-in tools: name, side-effect class, timeout and description."""
     from parkgate.cli.config import load_policy, load_registry
@@ -24,8 +24,8 @@ def list_tools(
     policy = load_policy(settings)
     registry = load_registry()
     definitions = registry.definitions()
-    if as_json:
-        console.print_json(json.dumps([d.model_dump(mode="json") for d in definitions]))
+    if as_json or output is Output.json:
+        print_json([d.model_dump(mode="json") for d in definitions])
         return
     workspace = str(settings.workspace_roots[0]) if settings.workspace_roots else "."
     session = Session(session_id="tools-list", turn_id="t", workspace_path=workspace)

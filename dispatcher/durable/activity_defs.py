@@ -16,6 +16,11 @@ from typing import Any, NoReturn
 
 from temporalio import activity
 
+from parkgate.durable.client_payloads import (
+    ACT_CLIENT_OUTCOME,
+    ClientOutcomeRecord,
+    ClientOutcomeRecorded,
+)
 from parkgate.durable.payloads import (
     ACT_CLASSIFY,
     ACT_CREATE_APPROVAL,
@@ -108,6 +113,13 @@ async def slack_outcome(req: SlackOutcomeInput) -> None:
     _stub(ACT_SLACK_OUTCOME)
 
 
+@activity.defn(name=ACT_CLIENT_OUTCOME)
+async def client_outcome(inp: ClientOutcomeRecord) -> ClientOutcomeRecorded:
+    """Store what a client reported of its run (truncated for the model, whole
+    in the store), with its events and, unless late, the final row."""
+    _stub(ACT_CLIENT_OUTCOME)
+
+
 #: Every declared activity (the worker registers an implementation of each).
 ALL: tuple[Callable[..., Any], ...] = (
     classify,
@@ -120,4 +132,5 @@ ALL: tuple[Callable[..., Any], ...] = (
     notify,
     slack_post,
     slack_outcome,
+    client_outcome,
 )

@@ -18,7 +18,7 @@ from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
-from parkgate.durable.payloads import CallOutcome, DecideResult, DecisionRecord
+from parkgate.durable.payloads import UPDATE_DECIDE, CallOutcome, DecideResult, DecisionRecord
 from parkgate.store.semantics import MeaningProblem
 
 #: Histories fetched at once.
@@ -47,9 +47,19 @@ async def history_facts(client: Client, events: list[HistoryEvent]) -> TemporalF
     """The accepted decision and the final outcome recorded in a call's history."""
     facts = TemporalFacts()
     converter = client.data_converter
+    #: Ids of accepted `decide` updates (a call also takes client `claim` and
+    #: `report_outcome` updates, whose results are other models).
+    decides: set[str] = set()
     for event in events:
-        if event.HasField("workflow_execution_update_completed_event_attributes"):
-            outcome = event.workflow_execution_update_completed_event_attributes.outcome
+        if event.HasField("workflow_execution_update_accepted_event_attributes"):
+            request = event.workflow_execution_update_accepted_event_attributes.accepted_request
+            if request.input.name == UPDATE_DECIDE:
+                decides.add(request.meta.update_id)
+        elif event.HasField("workflow_execution_update_completed_event_attributes"):
+            completed = event.workflow_execution_update_completed_event_attributes
+            outcome = completed.outcome
+            if completed.meta.update_id not in decides:
+                continue
             if outcome.HasField("success") and outcome.success.payloads:
                 [result] = await converter.decode(outcome.success.payloads, [DecideResult])
                 if isinstance(result, DecideResult) and result.accepted and result.winner:

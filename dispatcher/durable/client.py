@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar, Unpack, cast
 
 from temporalio.client import (
@@ -26,6 +27,7 @@ from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
+from parkgate import proof
 from parkgate.decisions import (
     DecideKeywords,
     Rejection,
@@ -54,6 +56,7 @@ from parkgate.durable.payloads import (
     session_call_prefix,
     turn_workflow_id,
 )
+from parkgate.durable.plugin import proof_keys_of
 from parkgate.links import approval_url
 from parkgate.models import Session, ToolDefinition, ToolResultBlock, ToolUseBlock, input_hash
 from parkgate.records import ApprovalRecord, CallStatus
@@ -97,6 +100,29 @@ class IdempotencyConflictError(ValueError):
         )
 
 
+@dataclass(frozen=True)
+class TurnStart:
+    """A batch as `DurableDispatcher.start_turn` started it."""
+
+    #: The turn workflow running the batch's own calls; None when every call
+    #: already existed elsewhere.
+    handle: WorkflowHandle[Any, TurnOutcome] | None
+    #: The calls the turn workflow runs, in input order.
+    calls: list[ToolUseBlock]
+    #: Calls that existed before, submitted alone or in another turn or batch:
+    #: attached, not run again. tool_use_id -> the turn the call belongs to.
+    attached: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class _ExistingCall:
+    """A call workflow found under a submitted id."""
+
+    turn_id: str
+    #: The workflow that started it as a child ("" when started on its own).
+    parent_id: str
+
+
 def turn_key(session: Session, tool_uses: Sequence[ToolUseBlock]) -> str:
     """Stable key of one batch: the turn id plus a hash of its tool_use ids."""
     digest = hashlib.sha256("\x1f".join(t.id for t in tool_uses).encode()).hexdigest()[:16]
@@ -129,14 +155,20 @@ class DurableDispatcher:
 
     # ----------------------------------------------------------- starting
     async def start(
-        self, tool_use: ToolUseBlock, session: Session
+        self, tool_use: ToolUseBlock, session: Session,
+        client_tools: Sequence[ToolDefinition] = (),
     ) -> WorkflowHandle[Any, CallOutcome]:
-        """Start the call's workflow, or attach to it when it already exists."""
+        """Start the call's workflow, or attach to it when it already exists.
+
+        `client_tools`: the session's tools its client runs (one named by the
+        call makes it a client-executed call)."""
         workflow_id = call_workflow_id(session.session_id, tool_use.id)
         try:
             handle: WorkflowHandle[Any, CallOutcome] = await self.client.start_workflow(
                 CALL_WORKFLOW,
-                CallInput(call=tool_use, session=session),
+                CallInput(call=tool_use, session=session,
+                          client_tool=next((t for t in client_tools
+                                            if t.name == tool_use.name), None)),
                 id=workflow_id,
                 task_queue=self.task_queue,
                 result_type=CallOutcome,
@@ -170,23 +202,38 @@ class DurableDispatcher:
         return None
 
     async def start_turn(
-        self, tool_uses: Sequence[ToolUseBlock], session: Session
-    ) -> WorkflowHandle[Any, TurnOutcome]:
+        self, tool_uses: Sequence[ToolUseBlock], session: Session,
+        client_tools: Sequence[ToolDefinition] = (),
+    ) -> TurnStart:
         """Start (or attach to) the batch workflow of one assistant message.
 
         Like `start`, an id already used for another call is refused
         (IdempotencyConflictError), whether that call came alone, in another
-        batch, or in this same batch submitted before with other inputs.
+        batch, or in this same batch submitted before with other inputs. A call
+        that already exists and is not this batch's own (submitted alone, or in
+        another turn or batch) is attached, never started again: the turn
+        workflow runs only the batch's own calls (`TurnStart`).
         """
-        await asyncio.gather(*(self._check_existing_call(session, t) for t in tool_uses))
         workflow_id = turn_workflow_id(session.session_id, turn_key(session, tool_uses))
-        handle = await self._start_turn_workflow(workflow_id, tool_uses, session)
+        existing = await asyncio.gather(*(self._existing_call(session, t) for t in tool_uses))
+        attached = {
+            t.id: found.turn_id
+            for t, found in zip(tool_uses, existing, strict=True)
+            if found is not None and found.parent_id != workflow_id
+        }
+        own = [t for t in tool_uses if t.id not in attached]
+        if not own:
+            return TurnStart(handle=None, calls=[], attached=attached)
+        named = {t.name for t in own}
+        handle = await self._start_turn_workflow(
+            workflow_id, own, session, [t for t in client_tools if t.name in named])
         if not _newly_started(handle):
-            await self._check_same_turn(handle, tool_uses)
-        return handle
+            await self._check_same_turn(handle, own)
+        return TurnStart(handle=handle, calls=own, attached=attached)
 
     async def _start_turn_workflow(
-        self, workflow_id: str, tool_uses: Sequence[ToolUseBlock], session: Session
+        self, workflow_id: str, tool_uses: Sequence[ToolUseBlock], session: Session,
+        client_tools: Sequence[ToolDefinition] = (),
     ) -> WorkflowHandle[Any, TurnOutcome]:
         try:
             return await self.client.start_workflow(
@@ -195,6 +242,7 @@ class DurableDispatcher:
                     calls=list(tool_uses),
                     session=session,
                     concurrency=self.settings.session_concurrency,
+                    client_tools=list(client_tools),
                 ),
                 id=workflow_id,
                 task_queue=self.task_queue,
@@ -206,16 +254,31 @@ class DurableDispatcher:
         except WorkflowAlreadyStartedError:
             return self.client.get_workflow_handle(workflow_id, result_type=TurnOutcome)
 
-    async def _check_existing_call(self, session: Session, tool_use: ToolUseBlock) -> None:
-        """A call under this id that exists already must be this call."""
+    async def _existing_call(
+        self, session: Session, tool_use: ToolUseBlock
+    ) -> _ExistingCall | None:
+        """The call already under this id (it must be this call), or None."""
         handle = self.client.get_workflow_handle(
             call_workflow_id(session.session_id, tool_use.id)
         )
         try:
-            await self._check_same_call(handle, tool_use)
+            async for event in handle.fetch_history_events(page_size=1):
+                attrs = event.workflow_execution_started_event_attributes
+                started = None
+                if attrs.input.payloads:
+                    [started] = await self.client.data_converter.decode(
+                        attrs.input.payloads[:1], [CallInput]
+                    )
+                if isinstance(started, CallInput):
+                    _refuse_other_calls([started.call], [tool_use])
+                    turn = started.session.turn_id
+                else:
+                    turn = session.turn_id
+                return _ExistingCall(turn, attrs.parent_workflow_execution.workflow_id)
         except RPCError as exc:
             if exc.status != RPCStatusCode.NOT_FOUND:
                 raise
+        return None
 
     async def _check_same_turn(
         self, handle: WorkflowHandle[Any, Any], tool_uses: Sequence[ToolUseBlock]
@@ -244,8 +307,14 @@ class DurableDispatcher:
             return []
         if len(tool_uses) == 1:
             return [await self.dispatch(tool_uses[0], session)]
-        handle = await self.start_turn(tool_uses, session)
-        return (await handle.result()).results
+        start = await self.start_turn(tool_uses, session)
+        results: dict[str, ToolResultBlock] = {}
+        if start.handle is not None:
+            outcome = await start.handle.result()
+            results.update(zip((c.id for c in start.calls), outcome.results, strict=True))
+        for tool_use_id in start.attached:  # first submitted elsewhere: its own outcome
+            results[tool_use_id] = (await self.attach(session.session_id, tool_use_id)).result
+        return [results[t.id] for t in tool_uses]
 
     def get_definitions_for_session(self, session: Session) -> list[ToolDefinition]:
         if self.registry is None:
@@ -460,6 +529,11 @@ class DurableDispatcher:
         `principal_id` / `claimed_name` / `approver` say who decides (see
         DecideInput); the caller has authenticated them. Without session_id and
         tool_use_id the call is found from the request id in the store.
+
+        The decision goes out proven (parkgate.proof, kind "decide", bound to
+        the call's workflow id) with this client's proof keys; a client
+        without them sends it unproven, and the workflow refuses it
+        (RejectReason.UNPROVEN).
         """
         request_id = inp.request_id
         if session_id is None or tool_use_id is None:
@@ -468,6 +542,7 @@ class DurableDispatcher:
                 return await self._decide_sub_call(record, inp)
             session_id, tool_use_id = record.session_id, record.tool_use_id
         handle = self.handle(session_id, tool_use_id)
+        inp = self.proven(inp, call_workflow_id(session_id, tool_use_id))
         try:
             if not wait:
                 await handle.signal(SIGNAL_DECIDE, inp)
@@ -497,6 +572,13 @@ class DurableDispatcher:
             # Either no such call, or it already ended (expired, cancelled, ran).
             view = await self.status(session_id, tool_use_id)
             return DecideResult.refused(no_longer_waiting(view.status.value), view.decision)
+
+    def proven(self, inp: DecideInput, workflow_id: str) -> DecideInput:
+        """`inp` with the proof that this API sent it to `workflow_id`."""
+        keys = proof_keys_of(self.client)
+        if keys is None:
+            return inp.model_copy(update={"proof": None})
+        return proof.prove(inp, proof.KIND_DECIDE, workflow_id, keys)
 
 
 #: Temporal could not answer a query or update: unreachable, no worker in time,

@@ -4,8 +4,25 @@ Temporal's history holds tool inputs and outputs, which may contain
 credentials; with this codec the Temporal server (and its database) only sees
 ciphertext. Each encrypted payload names its key in the metadata
 (`encryption-key-id`), so keys rotate: encrypt with the current key, decrypt
-with any configured one. Payloads without the encrypted encoding (histories
-written before the codec) decode unchanged.
+with any configured one.
+
+A payload without the encrypted encoding (or sealed with an unknown key id,
+or altered) was not written by a holder of the keys (a direct Temporal
+client, a tool that reached the frontend) and is refused, unless it is a bare
+scalar that can never be a message (`is_bare_scalar`: null, a short JSON
+string, number or boolean, as the Temporal server writes in a cancellation's
+details). Decoding never raises for it (a codec error fails the whole
+workflow task and would wedge the call in a retry loop): it decodes to a
+payload of the `REFUSED_ENCODING`, which only `RefusedPayloadConverter` reads,
+to fail with the reason. So only that message fails: an update is rejected, a
+signal dropped (the SDK logs it), an activity result or a workflow input
+fails its task and nothing runs. Replayers and the codec server decode
+plaintext as-is (`lenient()`): histories written before the codec keep
+replaying and the Temporal UI shows markers.
+
+The same keys prove messages (parkgate.proof): `proof_keys` derives one proof
+key per payload key id, so the API signs with the current id and workers
+verify with every configured one.
 
 Keys come from settings (`payload_keys`: id -> urlsafe base64 of 32 bytes,
 `payload_key_id`: the current id) or, for the embedded one-machine stack,
@@ -17,6 +34,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import json
 import os
 import secrets
 from collections.abc import Mapping, Sequence
@@ -25,16 +43,19 @@ from typing import TYPE_CHECKING
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from temporalio.api.common.v1 import Payload
-from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.converter import DataConverter, PayloadCodec
+from temporalio.contrib.pydantic import PydanticPayloadConverter, pydantic_data_converter
+from temporalio.converter import DataConverter, EncodingPayloadConverter, PayloadCodec
 
 from parkgate.payload_keys import decode_key
+from parkgate.proof import ProofKeys
 
 if TYPE_CHECKING:
     from parkgate.durable.blobs import BlobStore
     from parkgate.settings import Settings
 
 ENCODING = b"binary/encrypted"
+#: What a refused plaintext payload decodes to: no converter reads it.
+REFUSED_ENCODING = b"binary/parkgate-refused-plaintext"
 KEY_ID_META = "encryption-key-id"
 KEY_FILE = "payload-key"
 _NONCE = 12
@@ -51,11 +72,22 @@ def encode_key(raw: bytes) -> str:
 class EncryptionCodec(PayloadCodec):
     """AES-256-GCM over the whole serialized payload; key id is the associated data."""
 
-    def __init__(self, keys: Mapping[str, bytes], current: str) -> None:
+    def __init__(
+        self, keys: Mapping[str, bytes], current: str, *, accept_plaintext: bool = False
+    ) -> None:
         if current not in keys:
             raise ValueError(f"payload key id {current!r} is not among the configured keys")
+        self._raw = dict(keys)
         self._keys = {kid: AESGCM(raw) for kid, raw in keys.items()}
         self.current = current
+        self.accept_plaintext = accept_plaintext
+        #: The keys that prove messages to workflows (parkgate.proof), same ids.
+        self.proof_keys = ProofKeys.from_secrets(keys, current)
+
+    def lenient(self) -> EncryptionCodec:
+        """This codec, decoding plaintext payloads as they are (replayers of
+        histories written before the codec, the Temporal UI's codec server)."""
+        return EncryptionCodec(self._raw, self.current, accept_plaintext=True)
 
     async def encode(self, payloads: Sequence[Payload]) -> list[Payload]:
         return [self.encrypt(p) for p in payloads]
@@ -72,10 +104,22 @@ class EncryptionCodec(PayloadCodec):
         )
 
     def decrypt(self, payload: Payload) -> Payload:
+        """The clear payload. Strict: anything not sealed by one of our keys
+        (plaintext, unknown key id, tampered) decodes to a refused payload;
+        lenient: plaintext passes as-is, the rest raises CodecError."""
         if payload.metadata.get("encoding") != ENCODING:
-            return payload  # written before encryption: readable as-is
+            if self.accept_plaintext or is_bare_scalar(payload):
+                return payload  # written before encryption, or no message at all
+            encoding = payload.metadata.get("encoding", b"").decode("utf-8", "replace")
+            return refused(f"a {encoding or 'bare'} payload not encrypted with a payload key")
+        try:
+            clear = self.open(payload)
+        except CodecError as exc:
+            if self.accept_plaintext:
+                raise
+            return refused(str(exc))
         out = Payload()
-        out.ParseFromString(self.open(payload))
+        out.ParseFromString(clear)
         return out
 
     def open(self, payload: Payload) -> bytes:
@@ -89,6 +133,95 @@ class EncryptionCodec(PayloadCodec):
         except InvalidTag as exc:
             raise CodecError(f"payload with key id {kid!r} failed authentication") from exc
         return plain
+
+
+#: The longest plaintext scalar a strict codec lets through.
+_SCALAR_BYTES = 256
+
+
+def is_bare_scalar(payload: Payload) -> bool:
+    """A plaintext payload that cannot be a message: null, or a short JSON
+    string/number/boolean. The Temporal server writes such details itself (an
+    activity cancelled before it started carries "ACTIVITY_ID_NOT_STARTED");
+    every parkgate update, signal, input and result is a pydantic model,
+    which a scalar never converts to, so letting these through forges nothing.
+    """
+    encoding = payload.metadata.get("encoding")
+    if encoding == b"binary/null":
+        return not payload.data
+    if encoding != b"json/plain" or len(payload.data) > _SCALAR_BYTES:
+        return False
+    try:
+        value = json.loads(payload.data)
+    except ValueError:
+        return False
+    return not isinstance(value, (dict, list))
+
+
+def refused(why: str) -> Payload:
+    """What a payload a strict codec refuses decodes to: unreadable by any
+    converter, so its message alone fails (never the whole workflow task)."""
+    return Payload(metadata={"encoding": REFUSED_ENCODING},
+                   data=f"payload refused: {why}".encode())
+
+
+class RefusedPayloadError(ValueError):
+    """A payload the codec refused, met by a converter (the message says why)."""
+
+
+class RefusedPayloadConverter(EncodingPayloadConverter):
+    """Reads the `REFUSED_ENCODING` only to fail with the codec's reason (an
+    update's rejection, the dropped signal's log line and a wedged task's
+    diagnosis then say why); never encodes anything."""
+
+    @property
+    def encoding(self) -> str:
+        return REFUSED_ENCODING.decode()
+
+    def to_payload(self, value: object) -> Payload | None:
+        return None
+
+    def from_payload(self, payload: Payload, type_hint: type | None = None) -> object:
+        raise RefusedPayloadError(payload.data.decode("utf-8", errors="replace"))
+
+
+class ParkgatePayloadConverter(PydanticPayloadConverter):
+    """The pydantic converter, plus the refused-payload reader."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._set_converters(*self.converters.values(), RefusedPayloadConverter())
+
+
+#: The pydantic data converter with parkgate's payload converter (no codec yet).
+PARKGATE_CONVERTER = dataclasses.replace(
+    pydantic_data_converter, payload_converter_class=ParkgatePayloadConverter
+)
+
+
+def lenient_codec(codec: PayloadCodec | None) -> PayloadCodec | None:
+    """`codec` with its encryption codec lenient (EncryptionCodec.lenient), in a
+    chain too; anything else unchanged."""
+    from parkgate.durable.blobs import BlobCodec, ChainCodec
+
+    if isinstance(codec, EncryptionCodec):
+        return codec.lenient()
+    if isinstance(codec, ChainCodec):
+        return ChainCodec([lenient_codec(c) or c for c in codec.codecs])
+    if isinstance(codec, BlobCodec):
+        return codec  # its sealer only opens blobs (always encrypted)
+    return codec
+
+
+def encryption_of(codec: PayloadCodec | None) -> EncryptionCodec | None:
+    """The EncryptionCodec of a converter's codec (alone or in a chain)."""
+    from parkgate.durable.blobs import ChainCodec
+
+    if isinstance(codec, EncryptionCodec):
+        return codec
+    if isinstance(codec, ChainCodec):
+        return codec.encryption
+    return None
 
 
 def load_or_create_key_file(data_dir: os.PathLike[str] | str) -> tuple[str, bytes]:
@@ -133,11 +266,11 @@ def converter_with(
     and replaced by a reference (parkgate.durable.blobs), then everything is encrypted.
     """
     if blobs is None:
-        return dataclasses.replace(pydantic_data_converter, payload_codec=codec)
+        return dataclasses.replace(PARKGATE_CONVERTER, payload_codec=codec)
     from parkgate.durable.blobs import BlobCodec, ChainCodec
 
     chain = ChainCodec([BlobCodec(blobs, codec, threshold), codec])
-    return dataclasses.replace(pydantic_data_converter, payload_codec=chain)
+    return dataclasses.replace(PARKGATE_CONVERTER, payload_codec=chain)
 
 
 def data_converter(settings: Settings, blobs: BlobStore | None = None) -> DataConverter:

@@ -21,8 +21,15 @@ from parkgate.decisions import Decision as Decision
 from parkgate.decisions import DecisionRecord as DecisionRecord
 from parkgate.decisions import Rejection
 from parkgate.decisions import RejectReason as RejectReason
+from parkgate.durable.client_payloads import ReleaseView
 from parkgate.events import ToolEvent
-from parkgate.models import Session, ToolErrorClass, ToolResultBlock, ToolUseBlock
+from parkgate.models import (
+    Session,
+    ToolDefinition,
+    ToolErrorClass,
+    ToolResultBlock,
+    ToolUseBlock,
+)
 from parkgate.records import (
     ApprovalRecord,
     CallEnd,
@@ -92,6 +99,9 @@ class CallInput(BaseModel):
 
     call: ToolUseBlock
     session: Session
+    #: The session's declaration of the called tool when its client runs it
+    #: (`client_tools`): the call is released to the client, not executed here.
+    client_tool: ToolDefinition | None = None
 
 
 class CallOutcome(CallEnd):
@@ -110,6 +120,8 @@ class TurnInput(BaseModel):
     session: Session
     #: The session's cap on calls running at once (spec default 4).
     concurrency: int = Field(default=4, ge=1, le=64)
+    #: The session's client tools among the calls (see CallInput.client_tool).
+    client_tools: list[ToolDefinition] = Field(default_factory=list)
 
 
 class TurnOutcome(BaseModel):
@@ -169,6 +181,8 @@ class CallStatusView(BaseModel):
     votes: list[str] = Field(default_factory=list)
     #: The session's worker group (its calls classify and run only there).
     worker_group: str | None = None
+    #: A released client-executed call: its input, hash and claim.
+    release: ReleaseView | None = None
 
 
 # ---------------------------------------------------------------------------
@@ -195,6 +209,8 @@ class ClassifyInput(BaseModel):
     #: When set, an auto-approved local (NONE/READ) call runs right away in the
     #: same activity, which records it as this call of this workflow run.
     ref: CallRef | None = None
+    #: CallInput.client_tool: classified against it, never run here.
+    client_tool: ToolDefinition | None = None
 
 
 VerdictModel = Annotated[Execute | Deny | NeedsApproval, Field(discriminator="kind")]

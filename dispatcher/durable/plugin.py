@@ -7,21 +7,30 @@ pure modules passed through, and the exceptions that fail a workflow run.
 
 A client connected with the plugin hands it on to every Worker built on it;
 a Replayer takes it as `plugins=[...]`.
+
+It also carries the proof keys (parkgate.proof, derived from the payload
+keys): a client signs the messages it sends to workflows with them
+(`proof_keys_of(client)`), and every worker or replayer built with the plugin
+installs them where its workflows verify proofs. A replayer decodes plaintext
+payloads (histories written before the codec); a worker refuses them.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import pkgutil
 from typing import TYPE_CHECKING
 
 from temporalio.converter import DataConverter
 from temporalio.plugin import SimplePlugin
+from temporalio.worker import ReplayerConfig, WorkerConfig
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 if TYPE_CHECKING:
     from temporalio.client import Client
 
     from parkgate.durable.blobs import BlobStore
+    from parkgate.proof import ProofKeys
     from parkgate.settings import Settings
 
 PLUGIN_NAME = "parkgate"
@@ -81,12 +90,41 @@ class ParkgatePlugin(SimplePlugin):
 
             converter = data_converter(settings, blobs)
         self.converter = converter
+        from parkgate.durable.codec import encryption_of
+
+        sealer = encryption_of(converter.payload_codec)
+        #: What this plugin's clients prove messages with (None: no payload keys).
+        self.proof_keys: ProofKeys | None = sealer.proof_keys if sealer else None
         super().__init__(
             PLUGIN_NAME,
             data_converter=converter,
             workflow_runner=workflow_runner(),
             workflow_failure_exception_types=list(WORKFLOW_FAILURE_TYPES),
         )
+
+    def _install_proof_keys(self) -> None:
+        """Workflows of this process verify proofs with these keys (parkgate.proof)."""
+        from parkgate import proof
+
+        if self.proof_keys is not None:
+            proof.install(self.proof_keys)
+
+    def configure_worker(self, config: WorkerConfig) -> WorkerConfig:
+        self._install_proof_keys()
+        return super().configure_worker(config)
+
+    def configure_replayer(self, config: ReplayerConfig) -> ReplayerConfig:
+        """A replayer reads histories as they were written: plaintext ones too."""
+        from parkgate.durable.codec import lenient_codec
+
+        self._install_proof_keys()
+        config = super().configure_replayer(config)
+        converter = config.get("data_converter")
+        if converter is not None:
+            config["data_converter"] = dataclasses.replace(
+                converter, payload_codec=lenient_codec(converter.payload_codec)
+            )
+        return config
 
 
 def plugin_of(client: Client) -> ParkgatePlugin | None:
@@ -95,6 +133,13 @@ def plugin_of(client: Client) -> ParkgatePlugin | None:
         if isinstance(plugin, ParkgatePlugin):
             return plugin
     return None
+
+
+def proof_keys_of(client: Client) -> ProofKeys | None:
+    """The keys `client` proves its messages to workflows with (parkgate.proof);
+    None for a client without the ParkgatePlugin or without payload keys."""
+    plugin = plugin_of(client)
+    return plugin.proof_keys if plugin is not None else None
 
 
 def with_plugin(client: Client, plugin: ParkgatePlugin) -> Client:

@@ -165,6 +165,10 @@ async def diagnose(
         cause = _cause_name(attrs.cause)
         if not heals:
             message = _first_line(attrs.failure.message) or cause
+            inner = attrs.failure.cause.message if attrs.failure.HasField("cause") else ""
+            if message.startswith(_UNCONVERTIBLE) and inner:
+                # The payload the codec refused says why (parkgate.durable.codec).
+                message += f" ({_first_line(inner)})"
     why = _reason_of(last)
     reason = f"the call's workflow cannot proceed: {why}"
     return TaskTrouble(

@@ -13,13 +13,13 @@ import mcp_types as types
 from parkgate.mcp_source.config import McpServer
 from parkgate.mcp_source.connect import open_session
 from parkgate.mcp_source.tool import McpTool
-from parkgate.models import SideEffects, ToolDefinition
+from parkgate.models import TOOL_NAME_PATTERN, SideEffects, ToolDefinition
 from parkgate.registry import Tool
 from parkgate.schema import check_schema_subset
 
 log = logging.getLogger(__name__)
 
-_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]{0,63}$")
+_NAME_RE = re.compile(TOOL_NAME_PATTERN)
 SEPARATOR = "__"
 
 

@@ -15,12 +15,14 @@ from collections.abc import Sequence
 from typing import Any
 
 from parkgate.budget import Budget
+from parkgate.claude_code import file_preview
 from parkgate.diffing import ImpactPreview, generic_preview, summarize_input
 from parkgate.errors import ToolError
 from parkgate.events import EventType, ToolEvent
 from parkgate.hooks import HookHalt, hook_name, maybe_await
 from parkgate.models import (
     Session,
+    SideEffects,
     TextBlock,
     ToolDefinition,
     ToolErrorClass,
@@ -30,6 +32,7 @@ from parkgate.models import (
 )
 from parkgate.policy import ConfirmationPolicy
 from parkgate.registry import ToolRegistry
+from parkgate.sandbox_paths import file_tool_limits
 from parkgate.schema import validate_input
 from parkgate.truncation import Limits
 from parkgate.verdicts import (
@@ -103,10 +106,19 @@ class Classifier:
     limits: Limits
 
     async def classify(
-        self, call: ToolUseBlock, session: Session, *, parent_tool_use_id: str | None = None
+        self,
+        call: ToolUseBlock,
+        session: Session,
+        *,
+        parent_tool_use_id: str | None = None,
+        client_tool: ToolDefinition | None = None,
     ) -> Verdict:
-        """Decide what happens to ``call``: Execute | Deny | NeedsApproval. No side effects."""
-        definition = self.registry.get(call.name)
+        """Decide what happens to ``call``: Execute | Deny | NeedsApproval. No side effects.
+
+        `client_tool`: the session's declaration of a tool its client runs
+        (`parkgate.client_tools`); it stands in for the registry's entry.
+        """
+        definition = client_tool or self.registry.get(call.name)
         if definition is None or not self.registry.visible_to(definition, session):
             available = [d.name for d in self.registry.definitions_for(session)]
             return deny_result(
@@ -215,6 +227,7 @@ class Classifier:
             remind_after_seconds=decision.remind_after_seconds,
             escalate_after_seconds=decision.escalate_after_seconds,
             escalate_to=escalate_only if decision.approvers else decision.escalate_to,
+            client_executed=definition.client_executed,
         )
         return NeedsApproval(prepared=prepared, info=info)
 
@@ -228,7 +241,7 @@ class Classifier:
             max_bytes=self.limits.max_input_bytes,
             max_depth=self.limits.max_input_depth,
         )
-        if not errors:
+        if not errors and not definition.client_executed:
             try:
                 checker = getattr(self.registry.create(call.name), "check_input", None)
                 errors = list(checker(call.input, self.limits)) if checker else []
@@ -257,13 +270,16 @@ class Classifier:
                 rule="workspace",
                 definition=definition,
             )
-        files = WorkspaceFileAPI(root)
+        files = WorkspaceFileAPI(root, **file_tool_limits(self.limits.tool_hidden_paths))
+        writes = definition.side_effects not in (SideEffects.NONE, SideEffects.READ)
         for field in definition.path_fields:
             value = call.input.get(field)
             if value is None:
                 continue
             try:
                 relpaths[field] = files.relative(value)
+                if writes:
+                    files.check_writable(value)
             except ToolError as exc:
                 return deny_result(
                     call.id,
@@ -278,7 +294,13 @@ class Classifier:
         self, definition: ToolDefinition, tool_input: dict[str, Any], session: Session
     ) -> ImpactPreview:
         """Projected impact (and diff) of a call, computed read-only."""
-        files = WorkspaceFileAPI(session.workspace_path)
+        limits = file_tool_limits(self.limits.tool_hidden_paths)
+        if definition.client_executed:  # runs on the client's side
+            # Claude Code's file tools: the diff against the file on disk.
+            shown = file_preview(definition.name, tool_input, session.workspace_path,
+                                 limits["off_limits"])
+            return shown or generic_preview(definition, tool_input, None)
+        files = WorkspaceFileAPI(session.workspace_path, **limits)
         try:
             tool = self.registry.create(definition.name)
             method = getattr(tool, "preview", None)

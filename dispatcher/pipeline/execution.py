@@ -32,6 +32,7 @@ from parkgate.models import (
 )
 from parkgate.pipeline.classification import Classifier
 from parkgate.pipeline.subcall_runner import Approver, SubCallRunner
+from parkgate.sandbox_paths import file_tool_limits
 from parkgate.truncation import truncate_text
 from parkgate.verdicts import PreparedCall, ToolRun
 from parkgate.workspace import WorkspaceFileAPI, resolve_root
@@ -116,9 +117,14 @@ class Executor(Classifier):
                     logging.getLogger(f"parkgate.tools.{definition.name}"),
                     {"tool_use_id": prepared.call.id, "session_id": prepared.session.session_id},
                 ),
-                workspace_files=WorkspaceFileAPI(prepared.session.workspace_path),
+                workspace_files=WorkspaceFileAPI(
+                    prepared.session.workspace_path,
+                    **file_tool_limits(self.limits.tool_hidden_paths),
+                ),
                 limits=self.limits,
                 parent_tool_use_id=prepared.parent_tool_use_id,
+                tool_name=definition.name,
+                side_effects=definition.side_effects.value,
             )
             if definition.composed_of:
                 ctx.registry = SubCallRunner(self, prepared, cancel_event, emit, approver)

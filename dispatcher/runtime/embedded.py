@@ -14,11 +14,11 @@ import contextlib
 import json
 import logging
 import os
+import secrets
 import signal
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
@@ -165,6 +165,27 @@ def _one_line(exc: BaseException | str) -> str:
         if needle in text and "tonic::transport" in text:
             return short
     return text
+
+
+async def _start_keys(repo: Repository, key_name: str | None) -> tuple[str, str, str]:
+    """The agent and approver keys a start creates: (name, agent key, approver key).
+
+    Default names are short (`serve-3f9a`, `serve-3f9a-approver`): they show in
+    `keys list`, the audit and every decision; a taken suffix draws another."""
+    from parkgate.store import ApiKeyNameTakenError
+
+    for attempt in range(8):
+        name = key_name or f"serve-{secrets.token_hex(2)}"
+        try:
+            key, _record = await repo.create_api_key(name, roles=["agent"])
+        except ApiKeyNameTakenError:
+            if key_name is not None or attempt == 7:
+                raise
+            continue
+        approver_key, _record = await repo.create_api_key(
+            f"{name}-approver", roles=["approver", "auditor"])
+        return name, key, approver_key
+    raise AssertionError("unreachable")
 
 
 # ---------------------------------------------------------------------------
@@ -426,15 +447,12 @@ class EmbeddedStack:
             # private too, quietly (the first pass reported what was exposed before).
             secure_data_dir(settings.data_dir, report=False)
             deps = await worker_deps(settings, repo)
-            name = self.key_name or f"serve-{datetime.now().strftime('%Y%m%d-%H%M%S-%f')}"
             try:
-                key, _record = await repo.create_api_key(name, roles=["agent"])
-                approver_key, _record = await repo.create_api_key(
-                    f"{name}-approver", roles=["approver", "auditor"]
-                )
+                name, key, approver_key = await _start_keys(repo, self.key_name)
             except ApiKeyNameTakenError as exc:
                 raise StartupError(
-                    f"an active API key is already named {name!r}: pick another --key-name"
+                    f"an active API key is already named {self.key_name!r}: "
+                    "pick another --key-name"
                 ) from exc
             server = api_server(
                 self.app_factory(

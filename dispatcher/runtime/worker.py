@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import signal
 import sys
 from collections.abc import AsyncIterator, Iterable
@@ -31,6 +32,8 @@ if TYPE_CHECKING:
     from parkgate.registry import ToolFactory, ToolRegistry
 
 __all__ = ["build_worker", "build_workers", "main", "serving"]
+
+log = logging.getLogger("parkgate.worker")
 
 
 def build_worker(client: Client, settings: Settings, deps: Deps, **overrides: object) -> Worker:
@@ -124,6 +127,11 @@ def build_pipeline(settings: Settings, *, extra_tools: Iterable[ToolFactory] = (
         tool_sandbox=settings.tool_sandbox,
         tool_hidden_paths=tuple(str(p) for p in settings.hidden_tool_paths()),
         tool_sandbox_unshare=settings.tool_sandbox_unshare,
+        tool_network_tools=tuple(settings.tool_network_tools),
+        tool_network_classes=tuple(settings.tool_network_classes),
+        tool_workspace_roots=tuple(str(p) for p in settings.tool_workspace_roots()),
+        tool_readonly_paths=tuple(str(p) for p in settings.tool_readonly_paths),
+        tool_user=settings.tool_user,
     )
     return Pipeline(registry, policy, limits=limits)
 
@@ -142,9 +150,13 @@ async def build_deps(settings: Settings, *, store: HistoryStore | None = None) -
 
         extra = (await discover(settings.mcp_servers)).factories
     from parkgate.sandbox import announce
+    from parkgate.tool_user import root_warning
 
     pipeline = build_pipeline(settings, extra_tools=extra)
     await announce(pipeline.limits)
+    warning = root_warning(settings.tool_user)
+    if warning is not None:
+        log.warning("%s", warning)
     return Deps(settings=settings, pipeline=pipeline, store=store)
 
 

@@ -71,6 +71,7 @@ class ApprovalStore(StoreBase):
                     "principal_id": approval.principal_id,
                     "claimed_name": approval.claimed_name,
                     "self_approved": approval.self_approved,
+                    "identity": approval.identity,
                     "votes": approval.votes,
                 },
             )

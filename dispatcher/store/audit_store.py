@@ -16,6 +16,7 @@ from parkgate.store.base import BATCH
 from parkgate.store.blob_store import BlobTables
 from parkgate.store.call_store import CallStore
 from parkgate.store.chain import check_chain
+from parkgate.store.prompt_store import PromptStore
 from parkgate.store.results import CallFilters, MeaningReport, VerifyReport
 from parkgate.store.statements import APPROVALS, CALLS, CHAINS, EVENTS, TERMINAL
 from parkgate.store.types import as_utc
@@ -33,7 +34,7 @@ def _brief(meaning: dict[str, Any]) -> str:
     return ", ".join(parts) or json.dumps(data, sort_keys=True, default=str)[:200]
 
 
-class AuditStore(CallStore, BlobTables):
+class AuditStore(CallStore, BlobTables, PromptStore):
     """Checks, export and retention over calls, events, approvals and blobs."""
 
     async def verify_chain(self, session_id: str | None = None) -> VerifyReport:
@@ -97,6 +98,8 @@ class AuditStore(CallStore, BlobTables):
             CALLS.c.decision,
             CALLS.c.decided_by,
             CALLS.c.status,
+            CALLS.c.principal_id,
+            CALLS.c.identity,
         )
         approval_query = select(
             APPROVALS.c.request_id,
@@ -104,6 +107,8 @@ class AuditStore(CallStore, BlobTables):
             APPROVALS.c.tool_use_id,
             APPROVALS.c.decision,
             APPROVALS.c.decided_by,
+            APPROVALS.c.principal_id,
+            APPROVALS.c.identity,
         )
         if session_id is not None:
             ev_query = ev_query.where(EVENTS.c.session_id == session_id)
@@ -164,7 +169,8 @@ class AuditStore(CallStore, BlobTables):
         Chains are per call, so removing a whole call never breaks another
         chain. Only terminal calls are removed (by finished_at, else updated_at);
         a composed call's sub-call rows go with it, and so do blobs no retained
-        call refers to (`prune_blobs`). Returns the number of `tool_calls` rows
+        call refers to (`prune_blobs`), and turn prompts no call is filed under
+        (`prune_prompts`). Returns the number of `tool_calls` rows
         deleted.
         """
         cutoff = as_utc(now or utcnow()) - older_than
@@ -213,8 +219,10 @@ class AuditStore(CallStore, BlobTables):
                         )
                     )
                     total += int(result.rowcount or 0)
-        # The large payloads of the removed calls (parkgate.durable.blobs) go too.
+        # The large payloads of the removed calls (parkgate.durable.blobs) go
+        # too, and Claude Code turns' prompts no call refers to any more.
         await self.prune_blobs(older_than, now=now)
+        await self.prune_prompts(cutoff)
         return total
 
 

@@ -78,6 +78,8 @@ class ToolCall(Base):
     claimed_name: Mapped[str | None] = mapped_column(CleanString(200))
     #: True when the submitting principal approved under `self_approval: true`.
     self_approved: Mapped[bool | None] = mapped_column(Boolean)
+    #: How the decider was identified (parkgate.identity): OIDC, key, Slack, link.
+    identity: Mapped[dict[str, Any] | None] = mapped_column(JSONColumn)
     error_class: Mapped[str | None] = mapped_column(CleanString(32))
     result: Mapped[dict[str, Any] | None] = mapped_column(JSONColumn)
     full_output: Mapped[dict[str, Any] | None] = mapped_column(JSONColumn)
@@ -198,6 +200,7 @@ class Approval(Base):
     principal_id: Mapped[str | None] = mapped_column(CleanString(240))
     claimed_name: Mapped[str | None] = mapped_column(CleanString(200))
     self_approved: Mapped[bool | None] = mapped_column(Boolean)
+    identity: Mapped[dict[str, Any] | None] = mapped_column(JSONColumn)
     #: Named approvers who allowed (quorum requests), in order.
     votes: Mapped[list[str] | None] = mapped_column(JSONColumn)
 
@@ -216,6 +219,8 @@ class SessionRow(Base):
     registered_by: Mapped[str | None] = mapped_column(CleanString(32))
     #: The worker group whose hosts have the workspace (None: any worker).
     worker_group: Mapped[str | None] = mapped_column(CleanString(64))
+    #: Tools the session's client runs (parkgate.client_tools.ClientToolSpec dumps).
+    client_tools: Mapped[list[dict[str, Any]] | None] = mapped_column(JSONColumn)
 
 
 class CallSubmission(Base):
@@ -321,3 +326,42 @@ class RememberedRuleRow(Base):
     expires_at: Mapped[datetime] = mapped_column(UTCDateTime)
     revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     revoked_by: Mapped[str | None] = mapped_column(CleanString(200))
+
+
+class WorkspaceHoldingRow(Base):
+    """A project's hold on a workspace path (parkgate.ground): `owner` for the
+    project that registered it first, `grant` for projects an admin granted it to."""
+
+    __tablename__ = "workspace_holdings"
+    __table_args__ = (Index("ix_workspace_holdings_project", "project"),)
+
+    #: SHA-256 of `path` (paths are too long for an index on PostgreSQL).
+    path_hash: Mapped[str] = mapped_column(HASH, primary_key=True)
+    project: Mapped[str] = mapped_column(CleanString(100), primary_key=True)
+    #: The resolved absolute path, as sessions store it.
+    path: Mapped[str] = mapped_column(CleanText)
+    kind: Mapped[str] = mapped_column(CleanString(16))
+    #: The API key id that registered it, or who granted it (`admin:<key name>`, `cli`).
+    created_by: Mapped[str | None] = mapped_column(CleanString(240))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
+class SessionPromptRow(Base):
+    """The prompt a turn of a Claude Code session answers (UserPromptSubmit),
+    bounded, and the permission mode it ran in: the audit's context of a call
+    filed under that turn. The first record of a (session, prompt, project) stays."""
+
+    __tablename__ = "session_prompts"
+
+    session_id: Mapped[str] = mapped_column(ID, primary_key=True)
+    prompt_id: Mapped[str] = mapped_column(ID, primary_key=True)
+    #: The project of the key that recorded it: the audit shows the row of the
+    #: session's own project, so another project's key cannot speak for a turn.
+    project: Mapped[str] = mapped_column(CleanString(100), primary_key=True)
+    #: The prompt's first `claude_code_prompt_max_chars` characters (None: not seen).
+    prompt: Mapped[str | None] = mapped_column(CleanText)
+    #: Characters of the whole prompt (more than `prompt` holds: truncated).
+    prompt_chars: Mapped[int | None] = mapped_column(Integer)
+    permission_mode: Mapped[str | None] = mapped_column(CleanString(32))
+    recorded_by: Mapped[str | None] = mapped_column(CleanString(32))
+    recorded_at: Mapped[datetime] = mapped_column(UTCDateTime)

@@ -10,6 +10,8 @@ engine and transactions of `StoreBase` (store/base.py):
 - audit maintenance (verify, export, prune): store/audit_store.py
 - sealed blobs: store/blob_store.py
 - remembered decisions: store/remembered.py
+- projects' workspaces (who holds which path): store/workspace_store.py
+- Claude Code turns' prompts: store/prompt_store.py
 
 Writes (`apply`, `save_approval`, `decide_approval`, ...) are idempotent and
 safe under concurrent callers; event appends for one session are serialized
@@ -33,6 +35,7 @@ from parkgate.store.call_store import CallStore
 from parkgate.store.engine import make_engine
 from parkgate.store.errors import ApprovalNotFoundError
 from parkgate.store.event_store import EventStore
+from parkgate.store.prompt_store import PromptStore
 from parkgate.store.remembered import RememberedRulesStore
 from parkgate.store.session_store import API_KEY_PREFIX, SessionStore
 from parkgate.store.statements import (
@@ -48,6 +51,7 @@ from parkgate.store.statements import (
     SUBMISSIONS,
     TERMINAL,
 )
+from parkgate.store.workspace_store import WorkspaceStore
 
 __all__ = [
     "API_KEYS",
@@ -76,6 +80,8 @@ class Repository(
     ApprovalStore,
     SessionStore,
     RememberedRulesStore,
+    WorkspaceStore,
+    PromptStore,
 ):
     """History, approvals, sessions and API keys over one async engine."""
 
@@ -133,6 +139,7 @@ class Repository(
                 "principal_id": approval.principal_id,
                 "claimed_name": approval.claimed_name,
                 "self_approved": approval.self_approved,
+                "identity": approval.identity,
                 "votes": approval.votes,
             },
         )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -80,6 +80,8 @@ class SessionRecord(BaseModel):
     project: str = "default"
     registered_by: str | None = None
     worker_group: str | None = None
+    #: Tools the session's client runs (parkgate.client_tools).
+    client_tools: list[dict[str, Any]] | None = None
 
     def for_turn(self, turn_id: str) -> Session:
         """The session a call of this turn runs in (what the workflow carries)."""

@@ -15,7 +15,13 @@ from typing import Any
 
 from pydantic import BaseModel
 
-TERMINAL = frozenset({"succeeded", "failed", "denied", "expired", "cancelled"})
+from parkgate import identity as identities
+
+TERMINAL = frozenset({"succeeded", "failed", "denied", "expired", "cancelled",
+                      "outcome_unknown"})
+#: Events of a client-executed call that happen at most once.
+_ONCE = ("tool.released", "tool.claimed", "tool.outcome_reported", "tool.lease_expired",
+         "tool.outcome_late")
 #: Decisions after which the tool must not run.
 STOPPING = frozenset({"deny", "expired", "cancelled", "timeout"})
 
@@ -48,6 +54,7 @@ def check_call(
         found.append(f"tool.called recorded {types['tool.called']} times")
     if types["tool.failed"] and types["tool.completed"]:
         found.append("both tool.failed and tool.completed recorded")
+    found.extend(_client_problems(types, call))
 
     resolved: dict[str, list[Mapping[str, Any]]] = {}
     stopped_by: str | None = None
@@ -58,8 +65,8 @@ def check_call(
             resolved.setdefault(str(event.get("request_id")), []).append(event)
             if data.get("decision") in STOPPING and stopped_by is None:
                 stopped_by = str(data.get("decision"))
-        elif kind == "tool.called" and stopped_by is not None:
-            found.append(f"tool.called after the request was resolved as {stopped_by}")
+        elif kind in ("tool.called", "tool.released") and stopped_by is not None:
+            found.append(f"{kind} after the request was resolved as {stopped_by}")
 
     for request_id, items in resolved.items():
         if len(items) > 1:
@@ -71,6 +78,7 @@ def check_call(
         # Expiry and cancellation are nobody's decision: the approval row may
         # stay undecided (a cancelled sub-call) or say the same.
         by_machine = said[0] in ("expired", "cancelled")
+        found.extend(_identity_problems(request_id, data, approval, call))
         if approval is None or stored is None:
             found.append(f"request {request_id}: resolved but no approval row")
         elif (stored[0] not in (None, said[0])) if by_machine else stored != said:
@@ -96,6 +104,55 @@ def check_call(
     if call is not None and call.get("status") == "succeeded" and stopped_by is not None:
         found.append(f"call row says succeeded after the request was resolved as {stopped_by}")
     return [MeaningProblem(session_id=session_id, tool_use_id=tool_use_id, detail=d) for d in found]
+
+
+def _identity_problems(
+    request_id: str, data: Mapping[str, Any], approval: Mapping[str, Any] | None,
+    call: Mapping[str, Any] | None,
+) -> list[str]:
+    """How the decider was identified: well formed in the event, and the same
+    on the approval row and the call row (rows written before identities were
+    recorded have none and are not compared)."""
+    said = data.get("identity")
+    found = [f"request {request_id}: {p}" for p in identities.problems(
+        said, data.get("principal_id"), data.get("decided_by"))]
+    rows = [("approval row", approval)]
+    if call is not None and call.get("request_id") == request_id:
+        rows.append(("call row", call))
+    for label, row in rows:
+        if row is None or "identity" not in row:
+            continue
+        stored = row.get("identity")
+        if stored is not None and stored != said:
+            found.append(f"request {request_id}: event says the decider was identified by "
+                         f"{identities.describe(said) or 'nothing'}, {label} says "
+                         f"{identities.describe(stored)}")
+        elif stored is None and said is not None and row.get("principal_id") is not None:
+            found.append(f"request {request_id}: {label} lost how the decider was identified")
+    return found
+
+
+def _client_problems(types: Counter[str], call: Mapping[str, Any] | None) -> list[str]:
+    """A client-executed call: released, claimed, reported at most once; an
+    outcome or a lease end only after a claim, never both; outcome_unknown only
+    after a lease end."""
+    found = [f"{kind} recorded {types[kind]} times" for kind in _ONCE if types[kind] > 1]
+    if (types["tool.claimed"] or types["tool.outcome_reported"]) and not types["tool.released"]:
+        found.append("claimed or reported without a release")
+    if (types["tool.outcome_reported"] or types["tool.lease_expired"]) \
+            and not types["tool.claimed"]:
+        found.append("an outcome or a lease end without a claim")
+    if types["tool.outcome_reported"] and types["tool.lease_expired"]:
+        found.append("both an outcome and a lease end recorded (a late report is outcome_late)")
+    if types["tool.outcome_late"] and not types["tool.lease_expired"]:
+        found.append("a late outcome without a lease end")
+    status = call.get("status") if call is not None else None
+    if status == "outcome_unknown" and not types["tool.lease_expired"]:
+        found.append("call row says outcome_unknown but no tool.lease_expired")
+    if types["tool.released"] and status in ("succeeded", "failed") \
+            and not types["tool.outcome_reported"]:
+        found.append(f"call row says {status} but its client reported no outcome")
+    return found
 
 
 def _who(decision: Any, decided_by: Any) -> str:

@@ -50,6 +50,7 @@ class SessionStore(StoreBase):
         registered_by: str | None = None,
         worker_group: str | None = None,
         group_explicit: bool = False,
+        client_tools: list[dict[str, Any]] | None = None,
     ) -> tuple[SessionRecord, bool]:
         """Register a session; re-registering with the same workspace is a no-op.
 
@@ -69,10 +70,20 @@ class SessionStore(StoreBase):
                     project=project,
                     registered_by=registered_by,
                     worker_group=worker_group,
+                    client_tools=client_tools or None,
                 )
                 .on_conflict_do_nothing(index_elements=["session_id"])
             )
             created = bool(result.rowcount)
+            if not created and client_tools:
+                # A known session declares its client tools again (an agent
+                # restarted, perhaps upgraded): the latest declaration stands
+                # for new calls; calls already started keep theirs.
+                await conn.execute(
+                    SESSIONS.update()
+                    .where(SESSIONS.c.session_id == session_id, SESSIONS.c.project == project)
+                    .values(client_tools=client_tools)
+                )
             row = (
                 (await conn.execute(select(SESSIONS).where(SESSIONS.c.session_id == session_id)))
                 .mappings()

@@ -19,7 +19,7 @@ from parkgate.diffing import ImpactPreview, unified_diff
 from parkgate.errors import ToolExecutionError
 from parkgate.models import SideEffects, TextBlock, ToolDefinition, ToolOutput
 from parkgate.tools.base import BaseTool
-from parkgate.tools.shell import shell_guard
+from parkgate.tools.shell import command_notes, shell_guard
 from parkgate.truncation import Limits, truncate_text
 from parkgate.verdicts import ToolRun
 from parkgate.workspace import WorkspaceFileAPI, apply_patch
@@ -71,6 +71,7 @@ class AtomicEditTool(BaseTool):
                 f"will run check `{input['check']}` in the workspace; the edit is rolled "
                 "back if it fails"
             )
+            impact.extend(command_notes(input["check"]))
         return ImpactPreview(
             projected_impact=impact, diff=unified_diff(before, after, rel), files=[rel]
         )

@@ -15,6 +15,7 @@ import contextlib
 import os
 import signal
 import time
+import unicodedata
 from typing import Any
 
 from parkgate.context import ToolContext
@@ -22,9 +23,21 @@ from parkgate.diffing import ImpactPreview
 from parkgate.errors import ToolExecutionError, ToolValidationError
 from parkgate.models import SideEffects, TextBlock, ToolDefinition, ToolOutput
 from parkgate.sandbox import spawn_tool_process
+from parkgate.shellwords import is_control, parse
 from parkgate.tools.base import BaseTool
 from parkgate.truncation import Limits, truncate_text
 from parkgate.workspace import WorkspaceFileAPI
+
+_CHAR_NAMES = {
+    "\r": "carriage return", "\x0b": "vertical tab", "\x0c": "form feed", "\x1b": "escape",
+    "\x7f": "delete", "\x08": "backspace", "\x07": "bell",
+}
+
+
+def describe_char(ch: str) -> str:
+    """``U+000D (carriage return)``: a character the model can find and remove."""
+    name = _CHAR_NAMES.get(ch) or unicodedata.name(ch, "").lower() or "control character"
+    return f"U+{ord(ch):04X} ({name})"
 
 
 def shell_guard(command: Any, max_chars: int) -> list[str]:
@@ -45,11 +58,38 @@ def shell_guard(command: Any, max_chars: int) -> list[str]:
             "(write the script to a file with write_file, then run `sh script.sh`, "
             "or join commands with `&&` on one line)"
         )
+    odd = next(((i, c) for i, c in enumerate(command) if c not in "\x00\n" and is_control(c)),
+               None)
+    if odd is not None:
+        at, ch = odd
+        problems.append(
+            f"$.command: contains the control character {describe_char(ch)} at position {at}; "
+            "only printable characters and tab are allowed, because /bin/sh reads such "
+            "characters differently from the people and rules that approve commands (to "
+            "produce such bytes, use printf escapes such as printf '\\r', or a file)"
+        )
     if len(command) > max_chars:
         problems.append(
             f"$.command: is {len(command)} characters, over the {max_chars}-character limit"
         )
     return problems
+
+
+def command_notes(command: str) -> list[str]:
+    """What the approver should know about how rules read ``command``: programs
+    named by a path (matched by their basename) and why a line cannot be read
+    with certainty (then no allow rule applies to it)."""
+    parsed = parse(command)
+    notes = [
+        f"runs `{c.program}` (rules see it as `{c.name}`)"
+        for c in parsed.commands if c.has_path and not c.nested
+    ]
+    if not parsed.certain:
+        notes.append(
+            "parkgate cannot read this command with certainty ("
+            + ", ".join(parsed.reasons) + "): no allow rule applies to it"
+        )
+    return notes
 
 
 class _Capture:
@@ -103,7 +143,10 @@ class ShellTool(BaseTool):
 
     def preview(self, input: dict[str, Any], files: WorkspaceFileAPI) -> ImpactPreview | None:
         return ImpactPreview(
-            projected_impact=[f"will run `{input['command']}` in {files.workspace_root}"]
+            projected_impact=[
+                f"will run `{input['command']}` in {files.workspace_root}",
+                *command_notes(input["command"]),
+            ]
         )
 
     # ------------------------------------------------------------------ run

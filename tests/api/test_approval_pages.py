@@ -110,6 +110,18 @@ async def test_allow_with_edits_and_form_errors(api: ApiRig) -> None:
     done = await api.http.get(f"/v1/sessions/{sid}/tool-calls/toolu_e", params={"wait": 20})
     assert done.json()["status"] == "succeeded"
     assert (api.workspace / "edited.txt").read_text() == "from the page"
+    # The decided page, right after the edit and opened again later, shows what
+    # ran: the edited arguments, the diff of the edit, who decided when, no expiry.
+    for page in (ok, await api.http.get(link)):
+        text = html.unescape(page.text)
+        assert "Arguments (as edited)" in text and "Changes: the edit of the arguments" in text
+        args = text.split('data-testid="args">')[1].split("</pre>")[0]
+        assert '"path": "edited.txt"' in args and "new.txt" not in args
+        diff = text.split('aria-label="diff"')[1].split("</pre>")[0]
+        assert '>+  "content": "from the page",<' in diff and '>-  "path": "new.txt"<' in diff
+        assert "+world" not in text  # the preview of the original file write is gone
+        assert "decided by Dan (name given on the link, not verified) at " in text
+        assert "expires" not in text.lower()
 
 
 async def test_csrf_and_tampering(api: ApiRig) -> None:

@@ -28,6 +28,9 @@ MATRIX: dict[str, set[str]] = {
     "get_call": set(ROLES),
     "cancel_call": {"agent"},
     "cancel_session": {"agent"},
+    "claim": {"agent"},
+    "outcome": {"agent"},
+    "claude_code_hook": {"agent"},
     "tools": set(ROLES),
     "decide": {"approver"},
     "audit_query": {"auditor"},
@@ -36,6 +39,9 @@ MATRIX: dict[str, set[str]] = {
     "session_events": set(ROLES),
     "list_remembered": set(ROLES),
     "revoke_remembered": {"approver", "admin"},
+    "list_workspaces": {"admin"},
+    "grant_workspace": {"admin"},
+    "revoke_workspace_grant": {"admin"},
 }
 
 
@@ -68,6 +74,15 @@ async def request_for(api: ApiRig, endpoint: str, sid: str, key: str) -> httpx.R
             return await http.post(f"{call}/cancel", headers=h)
         case "cancel_session":
             return await http.post(f"/v1/sessions/{sid}/cancel", headers=h)
+        case "claim":
+            return await http.post(f"{call}/claim", headers=h)
+        case "outcome":
+            return await http.post(f"{call}/outcome", headers=h,
+                                   json={"content": "x", "input_sha256": "0" * 64})
+        case "claude_code_hook":
+            return await http.post("/v1/hooks/claude-code", headers=h, json={
+                "hook_event_name": "PostToolUse", "session_id": sid, "tool_name": "Read",
+                "tool_input": {}, "tool_use_id": "toolu_none", "tool_response": "x"})
         case "tools":
             return await http.get(f"/v1/sessions/{sid}/tools", headers=h)
         case "decide":
@@ -86,6 +101,14 @@ async def request_for(api: ApiRig, endpoint: str, sid: str, key: str) -> httpx.R
             return await http.get("/v1/remembered", headers=h)
         case "revoke_remembered":
             return await http.delete("/v1/remembered/rule_none", headers=h)
+        case "list_workspaces":
+            return await http.get("/v1/workspaces", headers=h)
+        case "grant_workspace":  # a directory of the session's workspace, to another project
+            return await http.post("/v1/workspaces/grants", headers=h, json={
+                "path": str(api.workspace / "shared"), "project": "payments"})
+        case "revoke_workspace_grant":
+            return await http.delete("/v1/workspaces/grants", headers=h, params={
+                "path": str(api.workspace / "shared"), "project": "payments"})
     raise AssertionError(endpoint)
 
 
@@ -116,6 +139,8 @@ async def test_every_role_on_every_endpoint(api: ApiRig) -> None:
                 assert got.status_code != 403 and got.status_code < 500, (endpoint, role, got.text)
                 if endpoint in ("decide", "revoke_remembered"):  # authorized; no such one
                     assert got.status_code == 404, got.text
+                elif endpoint in ("claim", "outcome"):  # authorized; a hosted call, ended
+                    assert got.status_code == 409, got.text
                 else:
                     assert got.status_code in (200, 201, 202), (endpoint, role, got.text)
             seen[(endpoint, role)] = got.status_code

@@ -47,3 +47,11 @@ def test_outcomes_and_status_reasons() -> None:
     assert no_longer_waiting("succeeded").reason == RejectReason.NOT_WAITING
     assert reason_of("edits_invalid") == RejectReason.EDITS_INVALID
     assert reason_of("from_the_future") is None and reason_of(None) is None
+
+
+def test_an_unproven_decision_is_a_server_side_503() -> None:
+    """The worker refused this API's own proof: API and workers do not share the
+    payload keys (issue 28). Not the decider's fault, and never a 500."""
+    got = answer_refused(DecideResult(accepted=False, message="decision refused: ...",
+                                      reason=RejectReason.UNPROVEN))
+    assert (got.status, got.code) == (503, "unproven")

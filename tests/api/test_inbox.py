@@ -87,6 +87,8 @@ async def test_authorization_and_visibility(api: ApiRig) -> None:
     assert r.status_code in (200, 202), r.text
     own = str((await api.wait_parked(sid, "toolu_own"))["request_id"])
     osid = "s-other-proj"
+    # The workspace is the default project's: an admin shares it with "other".
+    await api.repo.grant_workspace(str(api.workspace), "other", by="cli")
     r = await api.http.post("/v1/sessions", headers={"Authorization": f"Bearer {other}"},
                             json={"session_id": osid, "workspace_path": str(api.workspace)})
     assert r.status_code in (200, 201), r.text

@@ -65,7 +65,9 @@ async def test_one_mib_write_file_end_to_end(big: ApiRig) -> None:
     started = history.events[0].workflow_execution_started_event_attributes.input.payloads
     wire = [{"metadata": {k: base64.b64encode(v).decode() for k, v in p.metadata.items()},
              "data": base64.b64encode(p.data).decode()} for p in started]
-    decoded = await big.http.post("/codec/decode", json={"payloads": wire})
+    admin, _ = await big.repo.create_api_key("codec-admin", roles=["admin"])
+    decoded = await big.http.post("/codec/decode", json={"payloads": wire},
+                                  headers={"Authorization": f"Bearer {admin}"})
     assert decoded.status_code == 200, decoded.text[:300]
     [plain] = decoded.json()["payloads"]
     assert json.loads(base64.b64decode(plain["data"]))["call"]["input"]["content"] == content

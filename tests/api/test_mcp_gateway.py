@@ -3,6 +3,7 @@ uvicorn socket (app lifespan on), with the real worker and Temporal dev server."
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -202,3 +203,57 @@ async def test_without_the_lifespan_the_endpoint_says_so(
             async with app.router.lifespan_context(app):
                 assert app.state.mcp.running is True
         assert app.state.mcp.running is False
+
+
+#: How long the next test keeps a call parked: several of a default client's 5 s read timeouts.
+PARK_SECONDS = 20.0
+
+
+async def test_clients_with_default_timeouts_wait_through_a_20_s_park(
+    dev_temporal: Client, sqlite_repo: Repository, tmp_path: Path
+) -> None:
+    """Default settings (progress every `mcp_progress_seconds` = 2 s). One client is
+    httpx's default (5 s read timeout) asking for progress: the notifications keep
+    its stream alive. One asks for no progress, so it hears nothing until the
+    answer: it has the long read timeout the README's snippet sets."""
+    async with served(dev_temporal, sqlite_repo, tmp_path) as (api, base):
+        sid = await api.register()
+        headers = {"Authorization": f"Bearer {api.key}"}
+        ticks: list[str] = []
+
+        async def on_progress(p: float, total: float | None, message: str | None) -> None:
+            ticks.append(message or "")
+
+        async def call(http: httpx2.AsyncClient, tool_use_id: str,
+                       progress: Any) -> types.CallToolResult:
+            async with http, \
+                    streamable_http_client(f"{base}/v1/sessions/{sid}/mcp", http_client=http) as (
+                        read, write), \
+                    ClientSession(read, write) as mcp:
+                await mcp.initialize()
+                return await mcp.call_tool(
+                    "write_file", {"path": f"{tool_use_id}.txt", "content": "late\n"},
+                    meta={"tool_use_id": tool_use_id}, progress_callback=progress)
+
+        async def approve_after_the_park() -> None:
+            parked = [await api.wait_parked(sid, t) for t in ("toolu_p1", "toolu_p2")]
+            await asyncio.sleep(PARK_SECONDS)
+            for resource in parked:
+                r = await api.http.post(
+                    f"/v1/sessions/{sid}/turns/mcp/confirmations/{resource['request_id']}",
+                    json={"decision": "allow"})
+                assert r.status_code == 200, r.text
+
+        plain, quiet, _ = await asyncio.gather(
+            call(httpx2.AsyncClient(headers=headers), "toolu_p1", on_progress),
+            call(httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=300)),
+                 "toolu_p2", None),
+            approve_after_the_park(),
+        )
+        assert not plain.is_error, text_of(plain)
+        assert not quiet.is_error, text_of(quiet)
+        assert (plain.meta or {})["parkgate/status"] == "succeeded"
+        assert len(ticks) >= PARK_SECONDS / 5 and all("parked" in t or "running" in t
+                                                      or "queued" in t for t in ticks)
+        assert (api.workspace / "toolu_p1.txt").read_text() == "late\n"
+        assert (api.workspace / "toolu_p2.txt").read_text() == "late\n"

@@ -209,15 +209,21 @@ async def test_remember_is_validated(api: ApiRig) -> None:
     assert view["status"] == "parked"
 
 
-async def test_concurrent_remembers_make_consistent_rules(api: ApiRig) -> None:
-    await concurrent_remembers(api)
+# Two calls with the same input parked at once: with `attach_same_input` (on by
+# default) the second would attach to the first instead of parking (tested in
+# tests/client_tools); here they must be two requests decided side by side.
+async def test_concurrent_remembers_make_consistent_rules(
+    dev_temporal: Client, sqlite_repo: Repository, tmp_path: Path
+) -> None:
+    async with api_rig(dev_temporal, sqlite_repo, tmp_path, attach_same_input=False) as api:
+        await concurrent_remembers(api)
 
 
 @pytest.mark.postgres
 async def test_concurrent_remembers_on_postgres(
     dev_temporal: Client, pg_repo: Repository, tmp_path: Path
 ) -> None:
-    async with api_rig(dev_temporal, pg_repo, tmp_path) as api:
+    async with api_rig(dev_temporal, pg_repo, tmp_path, attach_same_input=False) as api:
         await concurrent_remembers(api)
 
 

@@ -150,16 +150,18 @@ async def test_history_holds_ciphertext_and_the_codec_endpoint_decodes_it(
         for p in event.workflow_execution_started_event_attributes.input.payloads
     ]
     assert payloads
-    r = await api.http.post("/codec/decode", json={"payloads": payloads})
+    admin, _ = await api.repo.create_api_key("codec-admin", roles=["admin"])
+    h = {"Authorization": f"Bearer {admin}"}
+    r = await api.http.post("/codec/decode", json={"payloads": payloads}, headers=h)
     assert r.status_code == 200, r.text
     decoded = b"".join(base64.b64decode(p["data"]) for p in r.json()["payloads"])
     assert marker.encode() in decoded
     # encode -> decode round-trips through the endpoint, too.
     plain = {"metadata": {"encoding": base64.b64encode(b"json/plain").decode()},
              "data": base64.b64encode(b'"hello"').decode()}
-    enc = await api.http.post("/codec/encode", json={"payloads": [plain]})
+    enc = await api.http.post("/codec/encode", json={"payloads": [plain]}, headers=h)
     assert enc.status_code == 200 and enc.json()["payloads"][0]["data"] != plain["data"]
-    dec = await api.http.post("/codec/decode", json=enc.json())
+    dec = await api.http.post("/codec/decode", json=enc.json(), headers=h)
     assert dec.json()["payloads"] == [plain]
 
 
@@ -179,17 +181,19 @@ async def test_codec_endpoint_needs_auth_and_answers_cors_for_the_ui_origin(
             other = await anon.options("/codec/decode", headers={
                 "Origin": "https://evil.example", "Access-Control-Request-Method": "POST"})
             assert "access-control-allow-origin" not in other.headers
-            # The audit session (what the UI sends with credentials) is accepted.
-            assert (await login(api, anon, api.key)).status_code == 303
+            # An admin's audit session (what the UI sends with credentials) is accepted.
+            admin, _ = await api.repo.create_api_key("ui-admin", roles=["admin", "auditor"])
+            assert (await login(api, anon, admin)).status_code == 303
             ok = await anon.post("/codec/decode", json={"payloads": []},
                                  headers={"Origin": UI_ORIGIN})
             assert ok.status_code == 200 and ok.headers["access-control-allow-origin"] == UI_ORIGIN
-        bad = await api.http.post("/codec/decode", json={"payloads": [
+        h = {"Authorization": f"Bearer {admin}"}
+        bad = await api.http.post("/codec/decode", headers=h, json={"payloads": [
             {"metadata": {"encoding": base64.b64encode(b"binary/encrypted").decode(),
                           "encryption-key-id": base64.b64encode(b"nope").decode()},
              "data": base64.b64encode(b"x" * 40).decode()}]})
         assert bad.status_code == 422 and "unknown key id 'nope'" in bad.text
-        junk = await api.http.post("/codec/decode", content=b"not json")
+        junk = await api.http.post("/codec/decode", content=b"not json", headers=h)
         assert junk.status_code == 400
 
 

@@ -1,4 +1,4 @@
-"""The optional phases (throughput, drain, peers) run for real at smoke size.
+"""The optional phases (throughput, drain, peers, claude_code, client) run for real at smoke size.
 
 Not a timed test: it checks that each phase prints its rows in the table and
 the JSON, that nothing was lost or run twice in the multi-worker drains, and
@@ -13,13 +13,58 @@ from pathlib import Path
 import pytest
 
 from bench.cli import DEFAULT_PHASES, PHASES
+from bench.client_call import CALL_ROW, STEPS
 from bench.peers import missing_extra
 from tests.bench.test_bench_smoke import _bench, _require_postgres
 from tests.fixtures.db import PG_ADMIN_URL
 
 
 def test_optional_phases_are_not_default() -> None:
-    assert set(PHASES) - set(DEFAULT_PHASES) == {"throughput", "drain", "peers"}
+    assert set(PHASES) - set(DEFAULT_PHASES) == {"throughput", "drain", "peers", "claude_code",
+                                                   "client"}
+
+
+@pytest.mark.devserver
+@pytest.mark.timeout(300)
+async def test_claude_code_hook_phase_smoke(tmp_path: Path) -> None:
+    out_json = tmp_path / "smoke.json"
+    code, out, err = await _bench("--smoke", "--phases", "claude_code", "--json", str(out_json))
+    assert code == 0, f"stdout:\n{out}\nstderr:\n{err}"
+    data = json.loads(out_json.read_text())
+    assert data["errors"] == []
+    rows = {r["name"]: r for r in data["rows"] if r["section"] == "claude_code"}
+    allow = rows["PreToolUse (Read, allowed by policy) → allow"]
+    assert allow["n"] == 2 and allow["p50_ms"] <= allow["p95_ms"]
+    assert rows["PostToolUse → outcome recorded"]["n"] == 2
+    # Alone, the phase measures its own serial floor: p50 and p95 beside it.
+    floor = rows["floor: empty workflow, eager start (this phase)"]
+    assert floor["n"] == 2 and floor["p50_ms"] > 0
+    assert allow["x_floor"] == pytest.approx(allow["p50_ms"] / floor["p50_ms"])
+    assert allow["target"] == "p50 ≤ 1x floor" and allow["met"] in (True, False)
+
+
+@pytest.mark.devserver
+@pytest.mark.timeout(300)
+async def test_client_phase_smoke(tmp_path: Path) -> None:
+    """Alone, the client phase measures its own floor; its rows carry the ratio to it."""
+    out_json = tmp_path / "smoke.json"
+    code, out, err = await _bench("--smoke", "--phases", "client", "--json", str(out_json))
+    assert code == 0, f"stdout:\n{out}\nstderr:\n{err}"
+    data = json.loads(out_json.read_text())
+    assert data["errors"] == []
+    table = [line for line in out.splitlines()[2:] if line.startswith("| ")]
+    assert len(table) == len(data["rows"])
+    rows = {r["name"]: r for r in data["rows"] if r["section"] == "client"}
+    floor = rows["floor: empty workflow, eager start (this phase)"]
+    assert floor["n"] == 6 and floor["p50_ms"] > 0
+    call = rows[CALL_ROW]
+    assert call["n"] == 6 and call["p50_ms"] <= call["p95_ms"]
+    assert call["x_floor"] == pytest.approx(call["p50_ms"] / floor["p50_ms"])
+    assert call["target"] == "p50 ≤ 3x floor" and call["met"] in (True, False)
+    assert "requests/call" in call["note"]
+    for method in ("submit", "claim", "report_outcome"):
+        assert rows[f"step: {STEPS[method]}"]["n"] == 6
+    assert any(f"client: {CALL_ROW}" in line for line in table)
 
 
 @pytest.mark.devserver

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 from playwright.async_api import Browser, Page, expect
@@ -20,11 +21,11 @@ PHONE = {"width": 375, "height": 812}
 
 @asynccontextmanager
 async def served(
-    client: Client, repo: Repository, tmp_path: Path
+    client: Client, repo: Repository, tmp_path: Path, **settings: Any
 ) -> AsyncIterator[ApiRig]:
     sock = free_socket()
     base = f"http://127.0.0.1:{sock.getsockname()[1]}"
-    async with api_rig(client, repo, tmp_path, base_url=base) as api, \
+    async with api_rig(client, repo, tmp_path, base_url=base, **settings) as api, \
             live_server(api.app, sock):
         yield api
 

@@ -8,7 +8,6 @@ stops everything (exit 0, no orphan) → start again → the call is still parke
 from __future__ import annotations
 
 import os
-import re
 import signal
 import stat
 import subprocess
@@ -23,90 +22,9 @@ import pytest
 
 from parkgate.runtime.ports import free_port
 from tests.cli.conftest import parkgate_argv
+from tests.fixtures.serve import Serve
 
 pytestmark = [pytest.mark.devserver, pytest.mark.timeout(300)]
-
-START_TIMEOUT = 120.0
-STOP_TIMEOUT = 60.0
-
-
-class Serve:
-    """One `parkgate serve` subprocess and what it printed."""
-
-    def __init__(self, env: dict[str, str], port: int, log: Path) -> None:
-        self.port = port
-        self.log = log
-        self.out = log.open("wb")
-        self.proc = subprocess.Popen(
-            [
-                *parkgate_argv(),
-                "serve",
-                "--port",
-                str(port),
-                "--temporal-port",
-                "0",
-                "--ui-port",
-                "0",
-            ],
-            env=env,
-            stdout=self.out,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-        )
-        self.tree: list[psutil.Process] = []
-
-    def text(self) -> str:
-        return self.log.read_text(errors="replace")
-
-    def wait_ready(self) -> dict[str, str]:
-        deadline = time.monotonic() + START_TIMEOUT
-        while time.monotonic() < deadline:
-            text = self.text()
-            if "PARKGATE_API_KEY=" in text:
-                break
-            if self.proc.poll() is not None:
-                pytest.fail(f"parkgate serve exited {self.proc.returncode}:\n{text}")
-            time.sleep(0.2)
-        else:
-            pytest.fail(f"parkgate serve not ready after {START_TIMEOUT}s:\n{self.text()}")
-        text = self.text()
-        found = {
-            "key": re.search(r"PARKGATE_API_KEY=(\S+)", text),
-            "api": re.search(r"API\s+(http://\S+)", text),
-            "audit": re.search(r"Audit\s+(http://\S+/audit)", text),
-            "ui": re.search(r"Temporal UI\s+(http://\S+)", text),
-        }
-        missing = [k for k, v in found.items() if v is None]
-        assert not missing, f"banner lacks {missing}:\n{text}"
-        self.tree = [
-            psutil.Process(self.proc.pid),
-            *psutil.Process(self.proc.pid).children(recursive=True),
-        ]
-        return {k: v.group(1) for k, v in found.items() if v is not None}
-
-    def interrupt(self) -> int:
-        """Ctrl-C; returns the exit code once the whole tree is gone."""
-        self.proc.send_signal(signal.SIGINT)
-        try:
-            code = self.proc.wait(timeout=STOP_TIMEOUT)
-        except subprocess.TimeoutExpired:
-            self.kill()
-            pytest.fail(f"parkgate serve ignored SIGINT for {STOP_TIMEOUT}s:\n{self.text()}")
-        _gone, alive = psutil.wait_procs(self.tree, timeout=10)
-        assert not alive, f"orphans after shutdown: {[p.cmdline() for p in alive]}"
-        return code
-
-    def kill(self) -> None:
-        for proc in reversed(self.tree):
-            try:
-                proc.kill()
-            except psutil.NoSuchProcess:
-                pass
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(timeout=10)
-        self.out.close()
-
 
 @pytest.fixture
 def serve_env(tmp_path: Path) -> dict[str, str]:

@@ -96,22 +96,25 @@ async def test_a_sandboxed_shell_sees_no_data_dir_and_keeps_its_workspace(
 
 
 @needs_sandbox
-async def test_a_hidden_file_reads_empty_and_a_workspace_holder_is_not_covered(
+async def test_a_hidden_file_reads_empty_and_a_workspace_holder_is_covered_around_it(
     tmp_path: Path,
 ) -> None:
-    # A secret file next to the workspace: its directory holds the workspace, so only
-    # the file itself is covered (with /dev/null), and the workspace stays usable.
+    # A secret file next to the workspace: its directory holds the workspace, so it
+    # is covered with the way to the workspace kept (issue 28; before, it was left
+    # uncovered), the file itself too, and the workspace stays usable.
     home = tmp_path / "home"
     workspace = home / "project"
     workspace.mkdir(parents=True)
     key = home / "tls.key"
     key.write_text("-----BEGIN PRIVATE KEY-----")
+    (home / "sibling.txt").write_text("sibling-of-the-workspace")
     hidden = (str(home), str(key))
     assert paths_to_hide(Limits(tool_hidden_paths=hidden), str(workspace)) == [str(key)]
-    meta = await run(f"cat {key}; echo x > here.txt && cat here.txt", workspace,
-                     tool_hidden_paths=hidden)
-    assert "PRIVATE KEY" not in meta["stdout"]
+    meta = await run(f"cat {key} {home}/sibling.txt; echo x > here.txt && cat here.txt",
+                     workspace, tool_hidden_paths=hidden)
+    assert "PRIVATE KEY" not in meta["stdout"] and "sibling-of" not in meta["stdout"]
     assert meta["stdout"] == "x\n" and meta["exit_code"] == 0
+    assert (workspace / "here.txt").read_text() == "x\n"
 
 
 async def test_required_without_a_sandbox_is_an_error_result_not_a_crash(
@@ -181,7 +184,9 @@ def test_config_check_says_when_required_cannot_work(tmp_path: Path) -> None:
     assert any(p.startswith("tool_sandbox: 'required' but the sandbox cannot be set up")
                for p in problems), problems
     assert "REQUIRED BUT UNAVAILABLE" in state_line("required", "x", 3)
-    assert "network not isolated" in state_line("auto", None, 3)
+    assert "network isolated unless opted in" in state_line("auto", None, 3)
+    assert "network NOT isolated: no netns" in state_line("auto", None, 3, "no netns")
+    assert "NO NETWORK NAMESPACE" in state_line("required", None, 3, "no netns")
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to switch to an unprivileged user")

@@ -47,9 +47,10 @@ async def test_an_unknown_keyword_is_a_type_error() -> None:
 
 def test_the_typed_keywords_are_decide_inputs_fields() -> None:
     """DecideKeywords (what mypy checks at `decide(...)` call sites) names exactly
-    DecideInput's fields beside the request and the decision."""
+    DecideInput's fields beside the request, the decision and the proof (the
+    dispatcher sets the proof when it sends)."""
     from parkgate.decisions import DecideInput, DecideKeywords
 
     assert set(DecideKeywords.__annotations__) == (
-        set(DecideInput.model_fields) - {"request_id", "decision"}
+        set(DecideInput.model_fields) - {"request_id", "decision", "proof"}
     )

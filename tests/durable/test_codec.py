@@ -1,4 +1,5 @@
-"""AES-GCM payload codec: every payload encrypted, key ids for rotation, old payloads as-is."""
+"""AES-GCM payload codec: every payload encrypted, key ids for rotation; payloads not
+sealed by our keys refused (old plaintext ones read as-is by replayers)."""
 
 from __future__ import annotations
 
@@ -12,8 +13,11 @@ from temporalio.api.common.v1 import Payload
 from parkgate.durable.codec import (
     ENCODING,
     KEY_ID_META,
+    PARKGATE_CONVERTER,
+    REFUSED_ENCODING,
     CodecError,
     EncryptionCodec,
+    RefusedPayloadError,
     codec_for,
     data_converter,
     encode_key,
@@ -44,12 +48,45 @@ async def test_rotation_decrypts_old_keys_and_encrypts_with_the_current() -> Non
     [sealed_new] = await rotated.encode([plain("b")])
     assert sealed_new.metadata[KEY_ID_META] == b"k2"
     assert await rotated.decode([sealed_old, sealed_new]) == [plain("a"), plain("b")]
+    [refused] = await old.decode([sealed_new])
+    assert refused.metadata["encoding"] == REFUSED_ENCODING
+    assert b"unknown key id 'k2'" in refused.data
     with pytest.raises(CodecError, match="unknown key id 'k2'"):
-        await old.decode([sealed_new])
+        await old.lenient().decode([sealed_new])
 
 
-async def test_unencrypted_payloads_decode_unchanged() -> None:
+async def test_unencrypted_payloads_are_refused_without_raising() -> None:
+    """A plaintext payload (a direct Temporal client without the keys) decodes to
+    a payload no converter reads: only its message fails, never the workflow task."""
     codec = EncryptionCodec({"k1": K1}, "k1")
+    forged = Payload(metadata={"encoding": b"json/plain"},
+                     data=b'{"request_id": "r", "decision": "allow", "decided_by": "forged"}')
+    [refused] = await codec.decode([forged])
+    assert refused.metadata["encoding"] == REFUSED_ENCODING
+    assert b"forged" not in refused.data
+    with pytest.raises(RefusedPayloadError, match="not encrypted with a payload key"):
+        PARKGATE_CONVERTER.payload_converter.from_payloads([refused], [TextBlock])
+
+
+async def test_bare_scalars_pass_structured_plaintext_does_not() -> None:
+    """The server's own details (a cancellation's "ACTIVITY_ID_NOT_STARTED") are
+    plaintext scalars, which no parkgate message converts from; an object or a
+    list (what a forged message needs) is refused."""
+    codec = EncryptionCodec({"k1": K1}, "k1")
+    scalars = [plain("ACTIVITY_ID_NOT_STARTED"), Payload(metadata={"encoding": b"binary/null"}),
+               Payload(metadata={"encoding": b"json/plain"}, data=b"42")]
+    assert await codec.decode(scalars) == scalars
+    shaped = [Payload(metadata={"encoding": b"json/plain"}, data=b'{"request_id": "r"}'),
+              Payload(metadata={"encoding": b"json/plain"}, data=b"[1]"),
+              Payload(metadata={"encoding": b"json/plain"}, data=b'"' + b"x" * 300 + b'"'),
+              Payload(metadata={"encoding": b"binary/plain"}, data=b"x")]
+    decoded = await codec.decode(shaped)
+    assert [p.metadata["encoding"] for p in decoded] == [REFUSED_ENCODING] * 4
+
+
+async def test_a_lenient_codec_reads_plaintext_as_is() -> None:
+    """Replayers of histories written before the codec, and the codec server."""
+    codec = EncryptionCodec({"k1": K1}, "k1").lenient()
     assert await codec.decode([plain("legacy")]) == [plain("legacy")]
 
 
@@ -57,8 +94,12 @@ async def test_tampered_payload_is_refused() -> None:
     codec = EncryptionCodec({"k1": K1}, "k1")
     [sealed] = await codec.encode([plain("x")])
     sealed.data = sealed.data[:-1] + bytes([sealed.data[-1] ^ 1])
+    [refused] = await codec.decode([sealed])
+    assert refused.metadata["encoding"] == REFUSED_ENCODING
     with pytest.raises(CodecError, match="failed authentication"):
-        await codec.decode([sealed])
+        await codec.lenient().decode([sealed])
+    with pytest.raises(CodecError, match="failed authentication"):
+        codec.open(sealed)  # what blobs are opened with
 
 
 def test_embedded_default_key_is_generated_private_and_stable(tmp_path: Path) -> None:

@@ -45,12 +45,20 @@ DECISION_RECORD = {
     "reason": None, "decided_by": None, "via": None, "approved_hash": None,
     "principal_id": None, "claimed_name": None, "self_approved": False, "votes": [],
     "remember": None,
+    # Added by issue 29 (how the decider was identified): the old release
+    # ignores it, and old records read back with None.
+    "identity": None,
 }
 DECISION_RECORD_KEYS = {"request_id", "decision", "decided_at", *DECISION_RECORD}
 DECIDE_INPUT = {
     "reason": None, "decided_by": None, "via": None, "edited_input": None,
     "principal_id": None, "claimed_name": None, "self_approved": False, "approver": None,
     "remember": None,
+    # Added by issue 28 (parkgate.proof): the old release ignores it, and old
+    # inputs read back with None.
+    "proof": None,
+    # Added by issue 29, as in DECISION_RECORD.
+    "identity": None,
 }
 DECIDE_INPUT_KEYS = {"request_id", "decision", *DECIDE_INPUT}
 DECIDE_RESULT = {"winner": None, "message": "", "reason": None, "votes": [], "quorum": 1}
@@ -59,6 +67,8 @@ APPROVAL = {
     "expires_at": None, "info": {}, "decision": None, "decided_by": None, "via": None,
     "reason": None, "decided_at": None, "principal_id": None, "claimed_name": None,
     "self_approved": None, "votes": None,
+    # Added by issue 29, as in DECISION_RECORD.
+    "identity": None,
 }
 APPROVAL_KEYS = {
     "request_id", "session_id", "turn_id", "tool_use_id", "tool_name", "token_hash",
@@ -224,7 +234,13 @@ OLD_APPROVAL = {
 def test_full_old_json_round_trips_key_for_key(cls: type[BaseModel], sample: dict[str, Any]
                                                ) -> None:
     model = cls.model_validate(sample)
-    assert model.model_dump(mode="json") == sample
+    dump = model.model_dump(mode="json")
+    if cls is DecideInput:
+        assert dump.pop("proof") is None  # added since (issue 28)
+    for inner in (dump, dump.get("winner") or {}):
+        if "request_id" in inner:
+            assert inner.pop("identity") is None  # added since (issue 29)
+    assert dump == sample
     assert cls.model_validate_json(model.model_dump_json()) == model
 
 
@@ -243,7 +259,7 @@ def test_the_api_shows_a_record_as_it_did() -> None:
     out = DecisionOut.of(record).model_dump(mode="json")
     assert out == {k: OLD_RECORD[k] for k in (
         "request_id", "decision", "reason", "decided_by", "via", "decided_at",
-        "principal_id", "claimed_name", "self_approved", "votes")}
+        "principal_id", "claimed_name", "self_approved", "votes")} | {"identity": None}
 
 
 def test_a_stored_approval_reads_back_as_its_decision() -> None:

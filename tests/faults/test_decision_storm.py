@@ -2,6 +2,11 @@
 the approval link, the HTTP API and the CLI, with allow / deny / allow_with_edits
 mixed — once while workers are SIGKILLed, once while the store is down.
 
+A tool that reached the Temporal frontend forges decisions meanwhile (issue
+28): every parked call gets the `decide` update and signal in every shape a
+direct Temporal client can make (plaintext, codec-sealed without a valid
+proof), naming invented deciders; none is accepted and none is recorded.
+
 Invariants (issue 12): exactly one decider per call is told it won (a 200, or a
 retried request whose 409 names that same decider); every loser's 409 names the
 recorded winner; the confirmation_resolved event, the call row and the approval
@@ -28,6 +33,7 @@ import pytest
 from tests.faults.conftest import SOAK, StackFactory, scale
 from tests.faults.harness import summary
 from tests.faults.harness.apiclient import TERMINAL, AgentClient
+from tests.faults.harness.forgery import forge_storm, forged_winners
 from tests.faults.harness.postgres import PrivatePostgres
 from tests.faults.harness.stack import Stack, parse_key
 from tests.faults.harness.storm import (
@@ -143,11 +149,13 @@ async def test_decision_storm(make_stack: StackFactory, private_pg: PrivatePostg
     stop = asyncio.Event()
     chaos = asyncio.create_task(kill_workers_meanwhile(stack, stop, rng))
     try:
-        await storm(stack, client, calls)
+        _, forger = await asyncio.gather(storm(stack, client, calls), forge_storm(stack, calls))
     finally:
         stop.set()
         faults += await chaos
-    verdicts.append(check_storm(calls, await finish(client, calls)))
+    events = await finish(client, calls)
+    verdicts.append(check_storm(calls, events))
+    forged = forged_winners(forger, calls, events)
     all_calls += calls
     print(f"\nround kill: {verdicts[-1].mismatches[:10]}")
 
@@ -183,6 +191,10 @@ async def test_decision_storm(make_stack: StackFactory, private_pg: PrivatePostg
         f"outcome-unknown={sum(v.outcome_unknown for v in verdicts)} "
         f"decided={[c.final.get('decision') if c.final else None for c in all_calls]}"
     )
+    refused = [a for a in forger.attempts if a.kind == "update"]
+    print(f"forged updates refused: {sum(a.answer.startswith('refused') for a in refused)}"
+          f" of {len(refused)}; forged signals: {len(forger.attempts) - len(refused)}")
+    assert not forged, "\n".join(forged[:20])
     assert not mismatches, (
         "\n".join(mismatches[:20]) + f"\naudit verify: {audit.stdout}\n{audit.stderr}\n"
         + stack.logs()

@@ -2,7 +2,8 @@
 (only the named histories when given, e.g. `quorum`; all of them otherwise).
 
 Runs every path of the durable call (auto, approved, denied, expired,
-cancelled, edited, turn, quorum, reminders, grouped) on the time-skipping test server with a worker from
+cancelled, edited, turn, quorum, reminders, grouped, client_released,
+client_lease, client_late) on the time-skipping test server with a worker from
 the production recipe and a throwaway migrated SQLite store, then saves each
 workflow's history as JSON next to this file. Machine-specific paths (the
 temporary workspace) are replaced by WORKSPACE_PLACEHOLDER inside payloads.
@@ -27,10 +28,12 @@ from typing import Any
 from temporalio.client import WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
+from parkgate.durable.payloads import call_workflow_id
 from parkgate.models import ToolUseBlock
 from parkgate.store import Repository
 from parkgate.store.migrate import upgrade_async
 from parkgate.runtime.worker import serving
+from tests.fixtures.forger import Forger
 from tests.fixtures.temporal import TEST_PLUGIN, TEST_SERVER, DurableRig, durable_rig
 
 HERE = Path(__file__).resolve().parent
@@ -130,14 +133,29 @@ async def generate(env: WorkflowEnvironment, store: Repository, tmp: Path) -> No
         await handle.result()
         await save("edited", handle, rig)
 
+        # Decided by a proven `decide` signal after two forged ones (issue 28):
+        # a plaintext one the worker's codec drops, a sealed one without a proof
+        # the handler ignores (patch proven-decisions-v1). A replayer reads the
+        # plaintext one and must ignore it too.
+        handle, rid = await parked("proven_signal", "write_file", {"path": "p.txt", "content": "p"})
+        forger = Forger.on(env.client.service_client, env.client.namespace)
+        wf = call_workflow_id(session.session_id, "proven_signal")
+        for shape, inp in forger.shapes(wf, rid, "allow")[:3:2]:  # plain, sealed
+            await forger.signal(wf, shape, inp)
+        await d.decide(rid, "allow", decided_by="ann", via="api", wait=False)
+        await handle.result()
+        await save("proven_signal", handle, rig)
+
         calls = [
             ToolUseBlock(id="turn-a", name="read_file", input={"path": "README.md"}),
             ToolUseBlock(id="turn-b", name="list_dir", input={"path": "."}),
             ToolUseBlock(id="turn-c", name="no_such_tool", input={}),
         ]
-        turn = await d.start_turn(calls, session)
+        turn = (await d.start_turn(calls, session)).handle
+        assert turn is not None
         await turn.result()
-        await save("turn", turn, rig)
+        # "turn.json" (kept) predates the turn-child-no-rerun patch.
+        await save("turn_no_rerun", turn, rig)
 
     quorum_tmp = tmp / "quorum"
     quorum_tmp.mkdir()
@@ -247,6 +265,85 @@ async def generate(env: WorkflowEnvironment, store: Repository, tmp: Path) -> No
             await save("grouped", handle, rig)
 
 
+CLIENT_PATHS = {"client_released", "client_lease", "client_late"}
+
+
+async def client_paths(env: WorkflowEnvironment, store: Repository, tmp: Path) -> None:
+    """Client-executed calls (issue 24): released, claimed, reported; and a
+    claim whose lease ends with no outcome (outcome_unknown)."""
+    from parkgate import proof
+    from parkgate.client_tools import ClientToolSpec
+    from parkgate.durable.client_payloads import (
+        LATE_OUTCOME_WORKFLOW,
+        UPDATE_CLAIM,
+        UPDATE_OUTCOME,
+        ClaimInput,
+        ClaimResult,
+        LateOutcomeInput,
+        LateOutcomeResult,
+        OutcomeInput,
+        OutcomeResult,
+        late_workflow_id,
+    )
+    from parkgate.durable.payloads import call_workflow_id
+    from parkgate.durable.plugin import proof_keys_of
+    from parkgate.models import TextBlock
+    from parkgate.records import CallRef, CallStatus
+
+    client_tmp = tmp / "client"
+    client_tmp.mkdir()
+    deploy = ClientToolSpec(name="deploy", description="deploy", side_effects="execute",
+                            input_schema={"type": "object"}).definition()
+    keys = proof_keys_of(env.client)
+    assert keys is not None
+    async with durable_rig(env.client, store, client_tmp) as rig:
+        d = rig.dispatcher
+        session = rig.session("s-replay-client")
+
+        async def released(tool_use_id: str) -> Any:
+            handle = await d.start(ToolUseBlock(id=tool_use_id, name="deploy",
+                                                input={"service": tool_use_id}),
+                                   session, [deploy])
+            rid = await rig.wait_parked(session.session_id, tool_use_id)
+            await d.decide(rid, "allow", decided_by="alice", via="link")
+            while (await d.status(session.session_id, tool_use_id)).status != \
+                    CallStatus.RELEASED:
+                await asyncio.sleep(0.05)
+            wid = call_workflow_id(session.session_id, tool_use_id)
+            claim = proof.prove(ClaimInput(claimed_by="key:k1", lease_seconds=300),
+                                proof.KIND_CLAIM, wid, keys)
+            won = await handle.execute_update(UPDATE_CLAIM, claim, result_type=ClaimResult)
+            return handle, wid, won
+
+        handle, wid, won = await released("client_released")
+        report = proof.prove(OutcomeInput(content=[TextBlock(text="done")],
+                                          input_sha256=won.input_sha256,
+                                          reported_by="key:k1"),
+                             proof.KIND_OUTCOME, wid, keys)
+        await handle.execute_update(UPDATE_OUTCOME, report, result_type=OutcomeResult)
+        await handle.result()
+        await save("client_released", handle, rig)
+
+        handle, wid, won = await released("client_lease")
+        await env.sleep(400)
+        await handle.result()
+        await save("client_lease", handle, rig)
+
+        # The claimer reports after its lease: parkgate.LateOutcome records it.
+        late_id = late_workflow_id(session.session_id, "client_lease")
+        late = proof.prove(OutcomeInput(content=[TextBlock(text="it ran")],
+                                        input_sha256=won.input_sha256, reported_by="key:k1"),
+                           proof.KIND_OUTCOME, late_id, keys)
+        ref = CallRef(session_id=session.session_id, tool_use_id="client_lease",
+                      turn_id=session.turn_id, tool_name="deploy")
+        late_handle = await env.client.start_workflow(
+            LATE_OUTCOME_WORKFLOW, LateOutcomeInput(ref=ref, report=late, side_effects="execute"),
+            id=late_id, task_queue=rig.settings.temporal_task_queue,
+            result_type=LateOutcomeResult)
+        await late_handle.result()
+        await save("client_late", late_handle, rig)
+
+
 async def main() -> None:
     with tempfile.TemporaryDirectory() as tmp_dir:
         tmp = Path(tmp_dir)
@@ -258,7 +355,10 @@ async def main() -> None:
             plugins=[TEST_PLUGIN],
         )
         try:
-            await generate(env, store, tmp)
+            if ONLY is None or ONLY - CLIENT_PATHS:
+                await generate(env, store, tmp)
+            if ONLY is None or ONLY & CLIENT_PATHS:
+                await client_paths(env, store, tmp)
         finally:
             await env.shutdown()
             await store.close()

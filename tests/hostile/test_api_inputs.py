@@ -253,8 +253,11 @@ CONTROL = (
 async def test_shell_commands_with_control_characters(
     h: Hostile, sessions: dict[str, str], hostile_stack: Stack
 ) -> None:
-    """Control characters reach the command intact, run once, and come back
-    as data; parked ones render on the approval page without breaking it."""
+    """A command holding control characters (which /bin/sh reads differently
+    from rules and people: issue 28) is refused and runs nothing; the same
+    bytes written as printf escapes run and come back as data; control
+    characters in a parked call's arguments render on the approval page
+    without breaking it."""
     import shlex
 
     command = f"printf '%s' {shlex.quote(CONTROL)} > markers/ctl.out"
@@ -262,12 +265,23 @@ async def test_shell_commands_with_control_characters(
                                              "input": {"command": command}}, wait=30)
     if call["status"] not in TERMINAL:
         call = await h.until(sessions["auto"], "tu_ctl_auto", TERMINAL)
-    assert call["status"] == "succeeded", call
-    out = (hostile_stack.trusted / "markers" / "ctl.out").read_bytes().decode()
-    assert out == CONTROL
+    assert call["status"] == "failed", call
+    text = "".join(b.get("text", "") for b in call["result"]["content"])
+    assert "control character U+0001" in text, text
+    assert not (hostile_stack.trusted / "markers" / "ctl.out").exists()
 
-    parked = await h.submit(sessions["park"], {"id": "tu_ctl_park", "name": "shell",
-                                               "input": {"command": "echo " + CONTROL}})
+    escaped = "printf 'a\\033[31m\\rb\\007' > markers/ctl-escaped.out"
+    call = await h.submit(sessions["auto"], {"id": "tu_ctl_escaped", "name": "shell",
+                                             "input": {"command": escaped}}, wait=30)
+    if call["status"] not in TERMINAL:
+        call = await h.until(sessions["auto"], "tu_ctl_escaped", TERMINAL)
+    assert call["status"] == "succeeded", call
+    out = (hostile_stack.trusted / "markers" / "ctl-escaped.out").read_bytes()
+    assert out == b"a\x1b[31m\rb\x07"
+
+    parked = await h.submit(sessions["park"], {"id": "tu_ctl_park", "name": "write_file",
+                                               "input": {"path": "ctl.txt",
+                                                         "content": CONTROL}})
     parked = await h.until(sessions["park"], "tu_ctl_park", {"parked"})
     assert parked["status"] == "parked", parked
     page = await h.ok("GET", path_of(parked["approval_url"]))

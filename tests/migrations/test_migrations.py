@@ -21,11 +21,13 @@ from parkgate.store.migrate import (
     upgrade_async,
 )
 from parkgate.store.models import Base
+from parkgate.store.statements import SESSIONS
 from tests.fixtures.db import fresh_pg_database, fresh_sqlite_url
 
 TABLES = {
     "tool_calls", "tool_events", "tool_event_chains", "approvals", "sessions", "api_keys",
     "call_submissions", "event_conflicts", "blobs", "blob_refs", "remembered_rules",
+    "workspace_holdings", "session_prompts",
 }
 
 
@@ -100,3 +102,40 @@ def test_sync_upgrade_helper(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'nested' / 'dir' / 'p.db'}"  # plain scheme, missing dir
     upgrade(url)
     assert (tmp_path / "nested" / "dir" / "p.db").exists()
+
+
+async def test_workspace_ground_carries_existing_sessions_over(empty_url: str) -> None:
+    """0018: each workspace path of an existing session belongs to the project
+    that registered it first; later claims are judged against it."""
+    from datetime import UTC, datetime
+
+    await upgrade_async(empty_url, "0017_oidc_identity")
+    engine = make_engine(empty_url)
+    sessions = [  # (session, workspace, project, registered at)
+        ("s1", "/srv/a", "alpha", datetime(2026, 1, 1, tzinfo=UTC)),
+        ("s2", "/srv/a", "beta", datetime(2026, 1, 2, tzinfo=UTC)),  # same path, later
+        ("s3", "/srv/b", "beta", datetime(2026, 1, 3, tzinfo=UTC)),
+        ("s4", "/srv/b", "beta", datetime(2026, 1, 4, tzinfo=UTC)),
+    ]
+    try:
+        async with engine.begin() as conn:
+            await conn.execute(SESSIONS.insert(), [
+                {"session_id": sid, "workspace_path": path, "kind": "main", "created_at": at,
+                 "project": project, "registered_by": "k1"}
+                for sid, path, project, at in sessions
+            ])
+    finally:
+        await engine.dispose()
+    await upgrade_async(empty_url)
+    repo = await Repository.connect(empty_url, check_schema=True)
+    try:
+        held = [(h.path, h.project, h.kind, h.created_by)
+                for h in await repo.workspace_holdings()]
+        assert held == [("/srv/a", "alpha", "owner", "k1"), ("/srv/b", "beta", "owner", "k1")]
+        assert not (await repo.claim_workspace("/srv/a/x", "beta", by="k2")).allowed
+        assert (await repo.claim_workspace("/srv/a/x", "alpha", by="k2")).allowed
+        assert (await repo.claim_workspace("/srv/c", "beta", by="k2")).claim
+    finally:
+        await repo.close()
+    await downgrade_async(empty_url, "0017_oidc_identity")
+    assert "workspace_holdings" not in await _tables(empty_url)

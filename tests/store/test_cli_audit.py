@@ -45,7 +45,7 @@ async def test_verify_ok_then_tampered(
     sid, cid = uid("s"), uid("c")
     await repo.apply(call_events(sid, cid), finished(sid, cid))
     code, out, _ = await cli(monkeypatch, db_url, "audit", "verify")
-    assert code == 0 and "OK: 2 events in 1 call chains" in out
+    assert code == 0 and "OK: 2 events in 1 call chain verified" in out
 
     victim = (await repo.events_after(sid, 0))[1]
     async with repo.engine.begin() as conn:

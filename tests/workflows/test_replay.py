@@ -16,10 +16,15 @@ from tests.fixtures.temporal import replayer
 
 HISTORIES = Path(__file__).resolve().parents[1] / "histories"
 PATHS = [
-    "auto", "approved", "denied", "expired", "cancelled", "edited", "turn", "quorum", "slack",
-    "reminders",
+    "auto", "approved", "denied", "expired", "cancelled", "edited", "turn_no_rerun", "quorum",
+    "slack", "reminders",
     # sessions with a worker group: workspace activities on `<queue>.<group>`
     "grouped", "grouped_auto",
+    # client-executed calls: released, claimed, reported / lease ended (issue 24)
+    "client_released", "client_lease", "client_late",
+    # issue 28: forged decide signals (plaintext, sealed without proof) ignored,
+    # then a proven one decides (patch proven-decisions-v1)
+    "proven_signal",
 ]
 #: Histories recorded before a workflow.patched change (they replay the old
 #: branch). *_pre_patch: before "committed-decision-writes-v1" (issue 12), when
@@ -30,6 +35,9 @@ LEGACY: list[str] = [
     "expired_pre_patch",
     "cancelled_pre_patch",
     "edited_pre_patch",
+    # before "turn-child-no-rerun" (issue 28): children started with the
+    # default id reuse policy
+    "turn",
 ]
 
 

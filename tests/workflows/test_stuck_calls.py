@@ -243,7 +243,8 @@ async def test_a_turn_that_cannot_heal_ends_its_calls(
             ToolUseBlock(id=f"tu_{i}", name="probe", input={"label": f"turn-marker {i}"})
             for i in range(2)
         ]
-        handle = await rig.dispatcher.start_turn(calls, session)
+        handle = (await rig.dispatcher.start_turn(calls, session)).handle
+        assert handle is not None
         async with healing(client, rig.settings, sqlite_repo):
 
             async def ended() -> Any:

@@ -8,8 +8,20 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from parkgate.api.v1 import audit, confirmations, events, sessions, tool_calls, tools
+from parkgate.api.v1 import (
+    audit,
+    client_calls,
+    confirmations,
+    events,
+    hooks,
+    sessions,
+    tool_calls,
+    tools,
+    workspaces,
+)
 
 ROUTERS: tuple[APIRouter, ...] = tuple(
-    resource.router for resource in (sessions, tool_calls, tools, confirmations, audit, events)
+    resource.router
+    for resource in (sessions, tool_calls, client_calls, tools, confirmations, audit, events,
+                     workspaces, hooks)
 )

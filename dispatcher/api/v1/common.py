@@ -23,7 +23,7 @@ from parkgate.api.schemas import (
 )
 from parkgate.api.service import CallService
 from parkgate.models import ToolUseBlock
-from parkgate.records import CallStatus
+from parkgate.records import LIVE_STATUSES, CallStatus
 from parkgate.schema import MAX_INPUT_DEPTH, depth_error
 from parkgate.settings import Settings
 from parkgate.store.repository import Repository
@@ -42,7 +42,7 @@ Wait = Annotated[
 #: Event seqs are 63-bit integers in both databases.
 MAX_SEQ = 2**63 - 1
 
-LIVE = [CallStatus.QUEUED, CallStatus.PARKED, CallStatus.RUNNING]
+LIVE = list(LIVE_STATUSES)
 
 
 def call_service(request: Request) -> CallService:

@@ -7,7 +7,8 @@ from typing import Any
 
 from fastapi import APIRouter, Request, Response
 
-from parkgate.access import approver_for, is_self
+from parkgate import identity
+from parkgate.access import Principal, approver_for, is_self
 from parkgate.api import metrics
 from parkgate.api.approval_links import (
     named_approvers,
@@ -106,6 +107,7 @@ async def confirm(
             self_approved=is_self(key, submitter) and self_approval_of(approval),
             approver=acting_as,
             remember=remember,
+            identity=_identity_of(key, acting_as),
         ),
     )
     metrics.count_decision(body.decision, outcome(result))
@@ -141,3 +143,11 @@ async def confirm(
                 "decided_at": stored.decided_at.isoformat() if stored.decided_at else None,
             }
     raise ApiError(refused.status, refused.code, refused.message, details)
+
+
+def _identity_of(key: Principal, acting_as: str | None) -> dict[str, Any]:
+    """How the API knew the decider: its API key, or the provider's bearer token."""
+    if key.oidc is not None:
+        return identity.oidc(key.oidc["issuer"], key.oidc["subject"], key.oidc.get("email"),
+                             approver=acting_as)
+    return identity.key(key.key_id, key.name)

@@ -9,8 +9,10 @@ from typing import Any
 
 from fastapi import APIRouter, Response
 
+from parkgate.access import Principal
 from parkgate.api.deps import (
     AgentDep,
+    DepsDep,
     ReaderDep,
     RepoDep,
     SettingsDep,
@@ -27,6 +29,7 @@ from parkgate.api.v1.common import (
 )
 from parkgate.settings import Settings
 from parkgate.store.errors import SessionConflictError
+from parkgate.store.repository import Repository
 from parkgate.worker_groups import group_for_workspace, in_group_roots
 
 router = APIRouter(prefix="/v1", tags=["agent"])
@@ -36,7 +39,7 @@ def _in_roots(path: Path, roots: list[Path]) -> bool:
     return any(path == root or path.is_relative_to(root) for root in roots)
 
 
-def _check_workspace(raw_path: str, settings: Settings) -> Path:
+def _check_workspace(raw_path: str, roots: list[Path]) -> Path:
     """The resolved workspace, or a 422 saying why it is not acceptable."""
     if "\x00" in raw_path:
         raise ApiError(422, "invalid_workspace", "workspace_path contains a NUL byte")
@@ -49,12 +52,12 @@ def _check_workspace(raw_path: str, settings: Settings) -> Path:
         raise ApiError(
             422, "invalid_workspace", f"workspace_path cannot be resolved: {exc}"
         ) from exc
-    if not _in_roots(resolved, settings.workspace_roots):
+    if not _in_roots(resolved, roots):
         raise ApiError(
             422,
             "workspace_not_allowed",
             "workspace_path is not under any configured workspace root",
-            {"workspace_roots": [str(r) for r in settings.workspace_roots]},
+            {"workspace_roots": [str(r) for r in roots]},
         )
     if not resolved.is_dir():
         raise ApiError(422, "invalid_workspace", "workspace_path is not an existing directory")
@@ -77,15 +80,20 @@ def _worker_group(body: SessionIn, settings: Settings) -> str | None:
     return group_for_workspace(body.workspace_path, groups)
 
 
-def _check_remote_workspace(raw_path: str, group: str, settings: Settings) -> PurePosixPath:
+def _check_remote_workspace(
+    raw_path: str, group: str, settings: Settings, project: str
+) -> PurePosixPath:
     """A grouped session's workspace, checked without touching this host's disk:
-    absolute, normalized, under the group's roots or the workspace roots."""
+    absolute, normalized, under the group's roots or the workspace roots (the
+    project's own roots only, when it has some)."""
     if "\x00" in raw_path:
         raise ApiError(422, "invalid_workspace", "workspace_path contains a NUL byte")
     if not raw_path.startswith("/"):
         raise ApiError(422, "invalid_workspace", "workspace_path must be an absolute path")
     path = PurePosixPath(posixpath.normpath(raw_path))
-    roots = [*settings.worker_groups.get(group, []), *settings.workspace_roots]
+    own = settings.project_workspace_roots.get(project)
+    roots = own if own is not None else [
+        *settings.worker_groups.get(group, []), *settings.workspace_roots]
     if not in_group_roots(path, roots):
         raise ApiError(
             422,
@@ -97,6 +105,30 @@ def _check_remote_workspace(raw_path: str, group: str, settings: Settings) -> Pu
     return path
 
 
+async def _claim_ground(repo: Repository, session_id: str, path: str, key: Principal) -> None:
+    """403 unless the key's project may hold `path` (parkgate.ground: the project
+    that registered it first, or one an admin granted it to). A session already
+    registered is left to `register_session` (200 when the same, else 409)."""
+    if await repo.get_session(session_id) is not None:
+        return
+    verdict = await repo.claim_workspace(path, key.project, by=key.key_id)
+    if not verdict.allowed:
+        raise ApiError(403, "workspace_taken", f"workspace_path {path!r} is refused: "
+                       f"{verdict.reason}", {"workspace_path": path})
+
+
+def _check_client_tools(body: SessionIn, deps: Any) -> None:
+    """Client tools: distinct names, none a hosted tool's (a call names one tool)."""
+    names = [t.name for t in body.client_tools]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise ApiError(422, "invalid_client_tools", f"client tools named twice: {twice}")
+    hosted = sorted(n for n in names if n in deps.registry)
+    if hosted:
+        raise ApiError(422, "invalid_client_tools",
+                       f"client tools with a hosted tool's name: {hosted}")
+
+
 @router.post(
     "/sessions",
     response_model=SessionOut,
@@ -106,22 +138,27 @@ def _check_remote_workspace(raw_path: str, group: str, settings: Settings) -> Pu
     summary="Register a session and its workspace",
 )
 async def register_session(
-    body: SessionIn, repo: RepoDep, settings: SettingsDep, key: AgentDep, response: Response
+    body: SessionIn, repo: RepoDep, settings: SettingsDep, key: AgentDep, response: Response,
+    deps: DepsDep,
 ) -> SessionOut:
     reject_unencodable(body.workspace_path, ["body", "workspace_path"])
+    _check_client_tools(body, deps)
     group = _worker_group(body, settings)
     resolved: Path | PurePosixPath
     if group is None:
-        resolved = await asyncio.to_thread(_check_workspace, body.workspace_path, settings)
+        resolved = await asyncio.to_thread(
+            _check_workspace, body.workspace_path, settings.workspace_roots_for(key.project))
     else:
         # The workspace lives on the group's hosts, not necessarily here: a
         # lexical check only; the group's worker resolves it when it classifies.
-        resolved = _check_remote_workspace(body.workspace_path, group, settings)
+        resolved = _check_remote_workspace(body.workspace_path, group, settings, key.project)
+    await _claim_ground(repo, body.session_id, str(resolved), key)
     try:
         record, created = await repo.register_session(
             body.session_id, str(resolved), body.kind,
             project=key.project, registered_by=key.key_id,
             worker_group=group, group_explicit=body.worker_group is not None,
+            client_tools=[t.model_dump(mode="json") for t in body.client_tools],
         )
     except SessionConflictError as exc:
         details: dict[str, Any] = {"session_id": exc.session_id}

@@ -7,7 +7,9 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response
 
+from parkgate import client_tools
 from parkgate.api import metrics
+from parkgate.api.attach import same_input_call
 from parkgate.api.deps import (
     AgentDep,
     ReaderDep,
@@ -69,8 +71,13 @@ async def submit_call(
     await repo.record_submission(session_id, [call.id], key.key_id, key.name)
     session = record.for_turn(turn_id)
     service = call_service(request)
+    attached = await same_input_call(repo, settings, record, call)
+    if attached is not None:
+        # A fresh id for the same tool and input as a still-parked call of this
+        # session (e.g. a model retrying through MCP): that call answers.
+        call = call.model_copy(update={"id": attached})
     try:
-        await service.start_call(call, session)
+        await service.start_call(call, session, client_tools.definitions(record.client_tools))
     except IdempotencyConflictError as exc:
         raise _conflict(exc) from None
     metrics.count_submission(call.name)
@@ -137,18 +144,23 @@ async def submit_batch(
     session = record.for_turn(turn_id)
     service = call_service(request)
     try:
-        handle = await service.start_turn(body.calls, session)
+        started = await service.start_turn(body.calls, session,
+                                           client_tools.definitions(record.client_tools))
     except IdempotencyConflictError as exc:
         raise _conflict(exc) from None
     for call in body.calls:
         metrics.count_submission(call.name)
-    await service.wait_turn(handle, wait)
+    await service.wait_turn(session_id, started, wait)
+    # A call submitted before (alone or in another turn) was attached, as the
+    # single-call route attaches: it is answered with the turn it belongs to.
+    turns = [started.attached.get(c.id, turn_id) for c in body.calls]
     resources = await asyncio.gather(
-        *(service.resource(session_id, c.id, turn_id=turn_id) for c in body.calls)
+        *(service.resource(session_id, c.id, turn_id=t) for c, t in zip(body.calls, turns,
+                                                                        strict=True))
     )
     calls = [
-        await for_principal(request, key, r) if r is not None else _queued(session_id, turn_id, c)
-        for r, c in zip(resources, body.calls, strict=True)
+        await for_principal(request, key, r) if r is not None else _queued(session_id, t, c)
+        for r, c, t in zip(resources, body.calls, turns, strict=True)
     ]
     finished = all(c.finished for c in calls)
     response.status_code = 200 if finished else 202

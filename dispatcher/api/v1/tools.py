@@ -6,6 +6,7 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query
 
+from parkgate import client_tools
 from parkgate.api.deps import (
     DepsDep,
     ReaderDep,
@@ -38,7 +39,9 @@ async def list_tools(
 ) -> ToolsOut:
     record = await session_of(repo, session_id, key)
     session = record.for_turn("-")
-    definitions = deps.registry.definitions_for(session)
+    # Hosted tools, then the session's own (client-executed: `client_executed`).
+    definitions = [*deps.registry.definitions_for(session),
+                   *client_tools.definitions(record.client_tools)]
     if format == "openai":
         tools = [d.to_openai() for d in definitions]
     elif format == "anthropic":

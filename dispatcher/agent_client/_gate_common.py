@@ -1,0 +1,157 @@
+"""What the sync and async gates share: what to do next with a call, the claim
+shape, the results parkgate's verdicts become, and the outcome retry timing."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from enum import Enum
+from typing import Any
+
+import httpx
+from pydantic import BaseModel, ConfigDict
+
+from parkgate.agent_client import _common as c
+from parkgate.agent_client.client_tools import ClientToolDefinition
+from parkgate.agent_client.errors import UnavailableError
+from parkgate.api.schemas import CallResource
+from parkgate.models import TextBlock, ToolErrorClass, ToolResultBlock
+
+#: Statuses (by value) in which the client's next move is to claim the call.
+RELEASED = "released"
+#: 409 code of a claim on a call its workflow has not released (yet): retry.
+NOT_RELEASED = "not_released"
+#: Statuses in which a human (or a quorum) has yet to decide.
+UNDECIDED = frozenset({"queued", "parked"})
+
+
+#: How long a non-blocking caller watches a fresh call for policy's verdict.
+PROBE_SECONDS = 10.0
+
+
+def declaration(tools: Mapping[str, ClientToolDefinition]
+                ) -> tuple[list[ClientToolDefinition], str]:
+    """A gate's tools in name order, and the fingerprint the gate compares to
+    register the session again only when its tools changed."""
+    ordered = sorted(tools.values(), key=lambda t: t.name)
+    return ordered, json.dumps([t.wire() for t in ordered], sort_keys=True)
+
+
+def require_tool(tools: Mapping[str, ClientToolDefinition], name: str) -> None:
+    """KeyError unless `name` is one of the gate's client tools (before anything is sent)."""
+    if name not in tools:
+        raise KeyError(f"{name!r} is not a client tool of this gate")
+
+
+class Step(Enum):
+    """The client's next move on a call, from its status."""
+
+    CLAIM = "claim"      # released: claim it and run the function
+    DONE = "done"        # finished: the recorded result is the answer
+    DECIDING = "deciding"  # queued or parked: wait for a decision (or stop: parked)
+    RUNNING = "running"  # claimed (by this or another client): wait for its outcome
+
+
+def step_of(resource: CallResource) -> Step:
+    status = resource.status.value
+    if resource.finished:
+        return Step.DONE
+    if status == RELEASED:
+        return Step.CLAIM
+    if status in UNDECIDED:
+        return Step.DECIDING
+    return Step.RUNNING
+
+
+class Claim(BaseModel):
+    """200 of `POST .../claim`: the input to run, its hash, the lease."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    input: dict[str, Any]
+    input_sha256: str
+    lease_expires_at: datetime | None = None
+
+
+class Outcome(BaseModel):
+    """200 of `POST .../outcome`: the call's status, whether the report came
+    after the lease (`late`), and the result the model gets (truncated as a
+    hosted tool's would be)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    status: str
+    late: bool = False
+    result: ToolResultBlock | None = None
+    message: str = ""
+
+
+@dataclass(frozen=True)
+class Ran:
+    """What a run produced, when an executor knows better than `content_of`
+    (a framework that already turned an exception into an error message)."""
+
+    content: str | list[dict[str, Any]]
+    is_error: bool = False
+
+
+def new_tool_use_id() -> str:
+    """An id for a call the caller did not name (it cannot attach after a restart)."""
+    return f"gate_{uuid.uuid4().hex}"
+
+
+def final_result(resource: CallResource) -> ToolResultBlock:
+    """The recorded result of a finished call; every final status has one
+    (a denial carries the approver's reason, outcome_unknown says so)."""
+    if resource.result is not None:
+        return resource.result
+    text = f"tool call {resource.tool_use_id!r} ended {resource.status.value}"
+    if resource.reason:
+        text += f": {resource.reason}"
+    error_class = None
+    if resource.error_class is not None:
+        try:
+            error_class = ToolErrorClass(resource.error_class)
+        except ValueError:
+            error_class = None
+    return ToolResultBlock(tool_use_id=resource.tool_use_id, content=[TextBlock(text=text)],
+                           is_error=resource.status.value != "succeeded",
+                           error_class=error_class)
+
+
+def outcome_body(content: str | list[dict[str, Any]], is_error: bool,
+                 input_sha256: str) -> dict[str, Any]:
+    return {"content": content, "is_error": is_error, "input_sha256": input_sha256}
+
+
+#: After the lease, an outcome is still recorded (late): keep trying this long.
+LATE_REPORT_SECONDS = 60.0
+#: Sleep between outcome attempts while the server is unreachable.
+REPORT_RETRY_SECONDS = 2.0
+#: An outcome report that failed this way is sent again (until `report_deadline`).
+REPORT_FAILURES = (UnavailableError, *c.RETRY_EXCEPTIONS, httpx.TimeoutException)
+
+
+def report_deadline(claim: Claim) -> datetime:
+    """When to stop resending an outcome: the late-report window after the lease."""
+    lease_end = claim.lease_expires_at or datetime.now(UTC) + timedelta(seconds=300)
+    if lease_end.tzinfo is None:
+        lease_end = lease_end.replace(tzinfo=UTC)
+    return lease_end + timedelta(seconds=LATE_REPORT_SECONDS)
+
+
+def monotonic_deadline(when: datetime) -> float:
+    """`when` as a `time.monotonic()` value: the client's own retries of one
+    report stop there too, so the gate gives up when it says it does."""
+    return time.monotonic() + max(0.0, (when - datetime.now(UTC)).total_seconds())
+
+
+def answer(outcome: Outcome, local: ToolResultBlock) -> ToolResultBlock:
+    """The result the caller gets once its report is recorded: parkgate's (as
+    the model would get it), but what the function did here when the report
+    came late (recorded beside outcome_unknown)."""
+    return outcome.result if outcome.result is not None and not outcome.late else local

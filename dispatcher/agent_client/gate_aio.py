@@ -1,0 +1,244 @@
+"""The asyncio gate: run the agent's own tools behind parkgate, at most once.
+
+One `AsyncToolGate` per (client, session) holds the session's client tools
+and registers them; `call` drives one call through submit -> decision ->
+claim -> run here -> outcome. See docs/CLIENT_TOOLS.md for the contract.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import os
+from collections.abc import Awaitable, Callable, Mapping
+from datetime import UTC, datetime
+from typing import Any, Generic, Literal, ParamSpec, TypeVar
+
+from parkgate.agent_client import _common as c
+from parkgate.agent_client import _gate_common as g
+from parkgate.agent_client.aio import AsyncParkgateClient
+from parkgate.agent_client.client_tools import (
+    ClientToolDefinition,
+    FunctionSignature,
+    content_of,
+    definition,
+    description_of,
+    error_text,
+    local_result,
+)
+from parkgate.agent_client.errors import (
+    CallNotFinishedError,
+    ConflictError,
+    OutcomeNotRecordedError,
+    ParkedError,
+)
+from parkgate.api.schemas import CallResource
+from parkgate.models import SideEffects, ToolResultBlock, ToolUseBlock
+
+P = ParamSpec("P")
+R = TypeVar("R")
+#: Runs a released input here; returns the tool's value (or a `Ran`).
+Executor = Callable[[dict[str, Any]], Awaitable[Any]]
+
+
+class AsyncToolGate:
+    """A session's client tools, and the driver of each of their calls."""
+
+    def __init__(
+        self, client: AsyncParkgateClient, session_id: str, workspace_path: str | None = None,
+        *, turn_id: str | None = None, kind: Literal["main", "worker"] = "main",
+        lease_seconds: float | None = None,
+    ) -> None:
+        self.client = client
+        self.session_id = session_id
+        self.workspace_path = workspace_path
+        self.turn_id = turn_id
+        self.kind: Literal["main", "worker"] = kind
+        self.lease_seconds = lease_seconds
+        self.tools: dict[str, ClientToolDefinition] = {}
+        self._registered: str | None = None  # the declaration last registered
+        self._lock: asyncio.Lock | None = None
+
+    # ------------------------------------------------------------ tools
+    def add(self, tool: ClientToolDefinition) -> ClientToolDefinition:
+        """Declare a client tool (registered with the session before its first call)."""
+        self.tools[tool.name] = tool  # the latest declaration stands, as on the server
+        return tool
+
+    def gate(
+        self, fn: Callable[P, Any] | None = None, /, *, side_effects: SideEffects | str,
+        name: str | None = None, description: str | None = None, wait: float | None = None,
+        lease_seconds: float | None = None,
+    ) -> Any:
+        """Decorator (or call form) gating `fn` in this session: see `gate`."""
+        def wrap(f: Callable[P, Any]) -> AsyncGatedFunction[P]:
+            return AsyncGatedFunction(f, self, side_effects=side_effects, name=name,
+                                      description=description, wait=wait,
+                                      lease_seconds=lease_seconds)
+        return wrap if fn is None else wrap(fn)
+
+    async def register(self) -> None:
+        """POST the session with its client tools; again only when tools were added."""
+        if self._lock is None:
+            self._lock = asyncio.Lock()
+        async with self._lock:
+            tools, current = g.declaration(self.tools)
+            if current == self._registered:
+                return
+            await self.client.register_session(
+                self.session_id, self.workspace_path or os.getcwd(), self.kind,
+                client_tools=tools)
+            self._registered = current
+
+    # ------------------------------------------------------------ calls
+    async def call(
+        self, name: str, tool_input: Mapping[str, Any], execute: Executor, *,
+        tool_use_id: str | None = None, turn_id: str | None = None,
+        wait: float | None = None, lease_seconds: float | None = None,
+    ) -> ToolResultBlock:
+        """Gate one call of the client tool `name`; `execute` runs the released input.
+
+        Returns the call's result block: the function's, or parkgate's verdict
+        (denied, expired, cancelled, outcome_unknown) as an is_error result; the
+        function never runs then. `wait` (None: until decided) bounds the wait
+        for a decision: then ParkedError. A claim lost to another client never
+        runs the function: the call's recorded outcome is the answer. An
+        exception in `execute` is reported as is_error and raised again.
+        """
+        g.require_tool(self.tools, name)
+        await self.register()
+        deadline = c.deadline_after(wait)  # time.monotonic(), as the client's own waits
+        tid = tool_use_id or g.new_tool_use_id()
+        block = ToolUseBlock(id=tid, name=name, input=dict(tool_input))
+        resource = await self.client.submit(block, self.session_id,
+                                            turn_id=turn_id or self.turn_id,
+                                            wait=c.poll_seconds(deadline))
+        # A fresh id with the same tool and input as a still-parked call of the
+        # session may attach to that call (setting attach_same_input): its id.
+        tid = resource.tool_use_id
+        lost_claim = False
+        while True:
+            step = g.step_of(resource)
+            if step is g.Step.DONE:
+                return g.final_result(resource)
+            if step is g.Step.CLAIM and not lost_claim:
+                try:
+                    claim = await self.client.claim(
+                        self.session_id, tid, lease_seconds=lease_seconds or self.lease_seconds)
+                except ConflictError as exc:
+                    # Claimed by someone else (or ended): never here. Not (yet)
+                    # released as the workflow sees it: read again, claim again.
+                    lost_claim = exc.code != g.NOT_RELEASED
+                    if not lost_claim:
+                        await asyncio.sleep(0.5)
+                else:
+                    return await self._run(tid, claim, execute)
+                resource = await self.client.get_call(self.session_id, tid)
+                continue
+            if c.passed(deadline):
+                if step is not g.Step.DECIDING:
+                    raise CallNotFinishedError(resource)
+                resource = await self._classified(resource)  # queued: policy's verdict
+                if g.step_of(resource) is g.Step.DECIDING:
+                    raise ParkedError(resource)
+                continue  # released (or final) meanwhile: go on
+            if step is g.Step.CLAIM:  # lost: do not spin while the row catches up
+                await asyncio.sleep(min(0.5, c.poll_seconds(deadline)))
+            resource = await self.client.get_call(self.session_id, tid,
+                                                  wait=c.poll_seconds(deadline))
+
+    async def submit(
+        self, name: str, tool_input: Mapping[str, Any], *, tool_use_id: str,
+        turn_id: str | None = None,
+    ) -> CallResource:
+        """Submit (or attach to) a call without running it: its status once
+        policy has classified it (parked, released or final). For frameworks
+        that ask "does this need approval?" before they run a tool."""
+        g.require_tool(self.tools, name)
+        await self.register()
+        block = ToolUseBlock(id=tool_use_id, name=name, input=dict(tool_input))
+        return await self._classified(await self.client.submit(
+            block, self.session_id, turn_id=turn_id or self.turn_id))
+
+    async def _classified(self, resource: CallResource) -> CallResource:
+        """A queued call gets policy's verdict in moments: wait for it."""
+        loop = asyncio.get_running_loop()
+        until = loop.time() + g.PROBE_SECONDS
+        while resource.status.value == "queued" and loop.time() < until:
+            await asyncio.sleep(0.05)
+            resource = await self.client.get_call(self.session_id, resource.tool_use_id)
+        return resource
+
+    async def _run(self, tid: str, claim: g.Claim, execute: Executor) -> ToolResultBlock:
+        try:
+            value = await execute(claim.input)
+        except Exception as exc:
+            await self._report(tid, claim, error_text(exc), True)
+            raise
+        ran = value if isinstance(value, g.Ran) else g.Ran(content_of(value))
+        return await self._report(tid, claim, ran.content, ran.is_error)
+
+    async def _report(self, tid: str, claim: g.Claim, content: str | list[dict[str, Any]],
+                      is_error: bool) -> ToolResultBlock:
+        """Report the outcome; resent while parkgate is unreachable, until the
+        late-report window after the lease has passed."""
+        local = local_result(tid, content, is_error)
+        give_up = g.report_deadline(claim)
+        while True:
+            try:
+                outcome = await self.client.report_outcome(
+                    self.session_id, tid, content, is_error=is_error,
+                    input_sha256=claim.input_sha256,
+                    deadline=g.monotonic_deadline(give_up))
+            except g.REPORT_FAILURES as exc:
+                if datetime.now(UTC) >= give_up:
+                    raise OutcomeNotRecordedError(local, exc) from exc
+                await asyncio.sleep(g.REPORT_RETRY_SECONDS)
+                continue
+            return g.answer(outcome, local)
+
+
+class AsyncGatedFunction(Generic[P]):
+    """A plain function behind the gate: calling it returns the call's result block."""
+
+    def __init__(
+        self, fn: Callable[P, Any], tool_gate: AsyncToolGate, *, side_effects: SideEffects | str,
+        name: str | None = None, description: str | None = None, wait: float | None = None,
+        lease_seconds: float | None = None,
+    ) -> None:
+        self.fn = fn
+        self._call: Callable[..., Any] = fn  # called with the released kwargs
+        self.tool_gate = tool_gate
+        self.signature = FunctionSignature(fn)
+        self.definition = tool_gate.add(definition(
+            name or fn.__name__, description or description_of(fn), self.signature.schema(),
+            side_effects))
+        self.wait = wait
+        #: The lease asked for when claiming (None: the gate's, else the server's default).
+        self.lease_seconds = lease_seconds
+        self.__name__ = self.definition.name
+        self.__doc__ = fn.__doc__
+
+    async def __call__(self, *args: P.args, **kwargs: P.kwargs) -> ToolResultBlock:
+        """Gate `fn(*args, **kwargs)` under a fresh tool_use_id."""
+        return await self.call(self.signature.to_input(args, kwargs))
+
+    async def call(
+        self, tool_input: Mapping[str, Any], *, tool_use_id: str | None = None,
+        turn_id: str | None = None, wait: float | None = None,
+    ) -> ToolResultBlock:
+        """Gate one call given as JSON input (e.g. the model's tool_use block).
+
+        Pass the model's `tool_use_id`: an agent that restarts and calls again
+        with it attaches to the call instead of starting another.
+        """
+        return await self.tool_gate.call(
+            self.definition.name, tool_input, self._execute, tool_use_id=tool_use_id,
+            turn_id=turn_id, wait=self.wait if wait is None else wait,
+            lease_seconds=self.lease_seconds)
+
+    async def _execute(self, released: dict[str, Any]) -> Any:
+        kwargs = self.signature.to_kwargs(released)
+        if inspect.iscoroutinefunction(self.fn):
+            return await self._call(**kwargs)
+        return await asyncio.to_thread(self._call, **kwargs)

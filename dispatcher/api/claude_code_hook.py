@@ -1,0 +1,304 @@
+"""Claude Code's hooks, answered on the client-executed call path (issue 25).
+
+A Claude Code session is the parkgate session with its `session_id`, its
+`cwd` the workspace (under `workspace_roots`, else a denial saying why), its
+tools client tools (declared on first use, classed by parkgate.claude_code),
+and `tool_use_id` the call's id, so a retried hook attaches to its call.
+
+PreToolUse submits the call and holds up to `claude_code_wait_seconds`:
+released -> the hook claims it (Claude Code running it is the claim) and
+answers `allow` (with `updatedInput` when an approver edited it); denied,
+expired, cancelled -> `deny` with the reason; still parked -> the fallback
+(`ask`, `deny` with the link and "call again", or `defer`). PostToolUse and
+PostToolUseFailure report the outcome. UserPromptSubmit records the turn's
+prompt (bounded) and permission mode for the audit and answers `{}`, so the
+prompt proceeds. Every answer is Claude Code's hook output JSON; nothing here
+answers a 500 for a call it could not gate.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+from datetime import timedelta
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from parkgate import claude_code, client_tools
+from parkgate.access import Principal
+from parkgate.api import client_calls
+from parkgate.api.attach import same_input_call
+from parkgate.api.errors import ApiError
+from parkgate.api.schemas import CallResource
+from parkgate.api.service import CallService
+from parkgate.api.v1.common import ID_RE
+from parkgate.client_tools import ClientToolSpec
+from parkgate.durable.client import IdempotencyConflictError
+from parkgate.durable.client_payloads import ClaimInput, OutcomeInput
+from parkgate.models import TextBlock, ToolUseBlock, input_hash, input_sha256, utcnow
+from parkgate.records import CallStatus
+from parkgate.settings import Settings
+from parkgate.store.errors import SessionConflictError
+from parkgate.store.repository import Repository
+from parkgate.store.results import CallFilters, SessionRecord
+
+log = logging.getLogger(__name__)
+
+#: The turn a Claude Code call is filed under: the user prompt it answers
+#: (`prompt_id`), so the audit groups a session's calls by prompt; this when
+#: the event carries none.
+TURN_ID = "claude-code"
+#: The API's id syntax (sessions, turns, tool_use ids).
+_ID_RE = re.compile(ID_RE)
+#: Attempts at declaring a new tool while other hooks of the session declare theirs.
+_DECLARE_ATTEMPTS = 5
+
+
+class HookInput(BaseModel):
+    """The fields parkgate reads from a Claude Code hook event (others are kept)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    hook_event_name: str
+    session_id: str = Field(pattern=ID_RE)
+    cwd: str = ""
+    tool_name: str | None = None
+    tool_input: dict[str, Any] | None = None
+    tool_use_id: str | None = Field(default=None, pattern=ID_RE)
+    tool_response: Any = None
+    error: str | None = None
+    permission_mode: str | None = None
+    prompt_id: str | None = None
+    prompt: str | None = None
+
+
+class HookContext:
+    """What one hook request works with."""
+
+    def __init__(self, settings: Settings, repo: Repository, service: CallService,
+                 key: Principal, registry: Any, inbox_url: str) -> None:
+        self.settings, self.repo, self.service, self.key = settings, repo, service, key
+        self.registry, self.inbox_url = registry, inbox_url
+
+
+async def answer(ctx: HookContext, hook: HookInput) -> dict[str, Any]:
+    """The hook output for one event."""
+    if hook.hook_event_name == "PreToolUse":
+        return await pre_tool_use(ctx, hook)
+    if hook.hook_event_name == "UserPromptSubmit":
+        await user_prompt_submit(ctx, hook)
+    if hook.hook_event_name in ("PostToolUse", "PostToolUseFailure"):
+        await post_tool_use(ctx, hook)
+    return {}
+
+
+async def user_prompt_submit(ctx: HookContext, hook: HookInput) -> None:
+    """Record the prompt the turn's calls will answer (never blocks the prompt):
+    nothing for a session of another project."""
+    record = await ctx.repo.get_session(hook.session_id)
+    if record is None or record.project == ctx.key.project:
+        await _record_turn(ctx, hook, hook.prompt or "")
+
+
+async def _record_turn(ctx: HookContext, hook: HookInput, prompt: str | None) -> None:
+    """The turn's prompt and permission mode under the key's project (the
+    session's, checked by the caller); nothing without a usable prompt_id."""
+    turn = turn_of(hook)
+    if turn == TURN_ID or (prompt is None and hook.permission_mode is None):
+        return
+    await ctx.repo.record_prompt(
+        hook.session_id, turn, project=ctx.key.project, prompt=prompt,
+        max_chars=ctx.settings.claude_code_prompt_max_chars,
+        permission_mode=hook.permission_mode, recorded_by=ctx.key.key_id)
+
+
+def turn_of(hook: HookInput) -> str:
+    """The prompt the call answers, as the call's turn."""
+    prompt = hook.prompt_id
+    return prompt if prompt and _ID_RE.match(prompt) else TURN_ID
+
+
+def _deny(reason: str) -> dict[str, Any]:
+    return claude_code.pre_tool_use("deny", f"parkgate: {reason}")
+
+
+def _side_effects(ctx: HookContext, tool_name: str) -> Any:
+    def known(name: str) -> Any:
+        definition = ctx.registry.get(name)
+        return definition.side_effects if definition is not None else None
+    return claude_code.side_effects_for(tool_name, ctx.settings.claude_code_tools, known)
+
+
+async def _session(ctx: HookContext, hook: HookInput, tool_name: str) -> SessionRecord | str:
+    """The session with `tool_name` declared, or why the call cannot be gated."""
+    # The API's one workspace check and its projects' ground (a path belongs to
+    # the project that registered it first), as POST /v1/sessions applies them.
+    from parkgate.api.v1.sessions import _check_workspace, _claim_ground
+
+    project_roots = ctx.settings.workspace_roots_for(ctx.key.project)
+    try:
+        workspace = await asyncio.to_thread(_check_workspace, hook.cwd, project_roots)
+    except ApiError as exc:
+        roots = ", ".join(str(r) for r in project_roots)
+        return f"the working directory {hook.cwd!r} cannot be gated ({exc.message}; " \
+               f"workspace_roots: {roots})"
+    spec = claude_code.client_tool(tool_name, _side_effects(ctx, tool_name))
+    for _ in range(_DECLARE_ATTEMPTS):
+        record = await ctx.repo.get_session(hook.session_id)
+        if record is not None and record.project != ctx.key.project:
+            return "this session id belongs to another project"
+        declared = list(record.client_tools or []) if record is not None else []
+        if any(t.get("name") == tool_name for t in declared):
+            return record  # type: ignore[return-value]
+        # The session keeps the workspace of its first call: Claude Code's cwd
+        # follows a `cd` in Bash, and each cwd is checked against the roots above.
+        path = record.workspace_path if record is not None else str(workspace)
+        if record is None:
+            try:
+                await _claim_ground(ctx.repo, hook.session_id, path, ctx.key)
+            except ApiError as exc:
+                return f"the working directory {hook.cwd!r} cannot be gated ({exc.message})"
+        try:
+            record, _ = await ctx.repo.register_session(
+                hook.session_id, path, "main", project=ctx.key.project,
+                registered_by=ctx.key.key_id,
+                client_tools=[*declared, spec.model_dump(mode="json")],
+            )
+        except SessionConflictError as exc:
+            return f"session {hook.session_id!r} is registered with another workspace ({exc})"
+    return f"could not declare the tool {tool_name!r} for this session"
+
+
+async def pre_tool_use(ctx: HookContext, hook: HookInput) -> dict[str, Any]:
+    """Submit, hold up to the wait, answer allow / deny / the fallback."""
+    if not hook.tool_name or hook.tool_use_id is None:
+        return _deny("the hook event has no tool_name or tool_use_id")
+    if hook.tool_name in ctx.registry:
+        return _deny(f"{hook.tool_name!r} is the name of a parkgate-hosted tool")
+    try:
+        ClientToolSpec(name=hook.tool_name, side_effects="execute")  # type: ignore[arg-type]
+    except ValueError:
+        return _deny(f"the tool name {hook.tool_name!r} cannot be recorded")
+    record = await _session(ctx, hook, hook.tool_name)
+    if isinstance(record, str):
+        return _deny(record)
+    # The turn's permission mode when no UserPromptSubmit hook recorded it.
+    await _record_turn(ctx, hook, None)
+    call = ToolUseBlock(id=hook.tool_use_id, name=hook.tool_name, input=hook.tool_input or {})
+    await ctx.repo.record_submission(hook.session_id, [call.id], ctx.key.key_id, ctx.key.name)
+    attached = await same_input_call(ctx.repo, ctx.settings, record, call) \
+        or await _twin(ctx, hook.session_id, call, CallStatus.RELEASED)
+    if attached is not None:  # the model called again: pick up the parked call
+        call = call.model_copy(update={"id": attached})
+    try:
+        await ctx.service.start_call(call, record.for_turn(turn_of(hook)),
+                                     client_tools.definitions(record.client_tools))
+    except IdempotencyConflictError as exc:
+        return _deny(f"tool_use_id {call.id!r} was used for another call ({exc})")
+    resource = await ctx.service.wait(hook.session_id, call.id,
+                                      ctx.settings.claude_code_wait_seconds)
+    if resource is None:
+        return _fallback(ctx, None)
+    if resource.status == CallStatus.RELEASED:
+        return await _claim(ctx, hook, call, resource)
+    if resource.status == CallStatus.CLAIMED:
+        return _deny("this call was already claimed and run once; it is not released again")
+    if resource.finished:
+        text = resource.result.text if resource.result is not None else resource.status.value
+        return _deny(f"{resource.status.value}: {text}")
+    return _fallback(ctx, resource)
+
+
+async def _claim(ctx: HookContext, hook: HookInput, call: ToolUseBlock,
+                 resource: CallResource) -> dict[str, Any]:
+    """Claim the released call: Claude Code runs it next."""
+    inp = ClaimInput(claimed_by=f"key:{ctx.key.key_id}", claimed_by_name=ctx.key.name,
+                     lease_seconds=claude_code.lease_seconds(
+                         call.name, hook.tool_input or {}, ctx.settings.client_lease_seconds,
+                         ctx.settings.client_lease_max_seconds))
+    try:
+        claimed = await client_calls.claim(ctx.service, hook.session_id, call.id, inp)
+    except ApiError as exc:
+        return _deny(f"the call could not be claimed ({exc.code}: {exc.message})")
+    released = claimed.input
+    edited = input_sha256(released) != input_sha256(hook.tool_input or {})
+    reason = "approved with edits" if edited else "allowed"
+    return claude_code.pre_tool_use("allow", f"parkgate: {reason}",
+                                    updated_input=released if edited else None)
+
+
+def _fallback(ctx: HookContext, resource: CallResource | None) -> dict[str, Any]:
+    """Nobody decided within the wait: the configured answer."""
+    # The inbox, never the signed approval link: the agent must not hold the
+    # link to its own gate (the model reads this reason).
+    link = ctx.inbox_url
+    if resource is not None and resource.request_id:
+        link = f"{link} (request {resource.request_id})"
+    mode = ctx.settings.claude_code_fallback
+    if mode == "ask":
+        return claude_code.pre_tool_use("ask", f"parkgate: waiting for approval at {link}")
+    if mode == "defer":
+        return claude_code.pre_tool_use("defer", f"parkgate: waiting for approval at {link}")
+    return _deny(f"this call is waiting for a human approval ({link}). Call the tool again "
+                 "with the same input to pick up the decision.")
+
+
+async def post_tool_use(ctx: HookContext, hook: HookInput) -> None:
+    """Report what Claude Code's run returned (the call's outcome)."""
+    if hook.tool_use_id is None or hook.tool_name is None:
+        return
+    record = await ctx.repo.get_session(hook.session_id)
+    if record is None or record.project != ctx.key.project:
+        return
+    tool_use_id = await _claimed_id(ctx, hook)
+    if tool_use_id is None:
+        return
+    failed = hook.hook_event_name == "PostToolUseFailure"
+    text = hook.error or "the tool failed" if failed else \
+        claude_code.response_text(hook.tool_response)
+    sha = await _released_sha256(ctx, hook.session_id, tool_use_id) \
+        or input_sha256(hook.tool_input or {})
+    inp = OutcomeInput(content=[TextBlock(text=text)], is_error=failed, input_sha256=sha,
+                       reported_by=f"key:{ctx.key.key_id}", reported_by_name=ctx.key.name)
+    try:
+        await client_calls.report(ctx.service, hook.session_id, tool_use_id, inp)
+    except ApiError as exc:
+        log.warning("claude-code outcome of %s not recorded: %s", tool_use_id, exc.message)
+
+
+async def _released_sha256(ctx: HookContext, session_id: str, tool_use_id: str) -> str | None:
+    """The hash of the input as released (edited or not): what was claimed and run."""
+    try:
+        view = await ctx.service.query(session_id, tool_use_id)
+    except Exception:  # Temporal not answering: the run's own input stands in
+        return None
+    return view.release.input_sha256 if view is not None and view.release else None
+
+
+async def _claimed_id(ctx: HookContext, hook: HookInput) -> str | None:
+    """The call this run was: its own id, or the parked call it attached to."""
+    assert hook.tool_use_id is not None and hook.tool_name is not None
+    row = await ctx.repo.get_call(hook.session_id, hook.tool_use_id)
+    if row is not None:
+        return hook.tool_use_id
+    call = ToolUseBlock(id=hook.tool_use_id, name=hook.tool_name, input=hook.tool_input or {})
+    return await _twin(ctx, hook.session_id, call, CallStatus.CLAIMED)
+
+
+async def _twin(ctx: HookContext, session_id: str, call: ToolUseBlock,
+                status: CallStatus) -> str | None:
+    """A call of the session in `status` with the same tool and input (the model
+    called again with a fresh tool_use_id after "call again"), when `call` is new."""
+    if not ctx.settings.attach_same_input:
+        return None
+    if await ctx.repo.get_call(session_id, call.id) is not None:
+        return None
+    since = utcnow() - timedelta(seconds=ctx.settings.attach_same_input_window_seconds)
+    page = await ctx.repo.list_calls(
+        CallFilters(session_id=session_id, tool_name=call.name, status=status, since=since),
+        limit=50)
+    wanted = input_hash(call.name, call.input)
+    twins = [r for r in page.items if r.input_hash == wanted]
+    return twins[-1].tool_use_id if twins else None

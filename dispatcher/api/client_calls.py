@@ -1,0 +1,245 @@
+"""Client-executed calls on the API side: the released view, claim, outcome.
+
+Claims and outcomes are workflow updates (`claim`, `report_outcome`): the
+API answers only after the workflow accepted them, and after the store write
+the answer speaks of committed (the update handlers await it). A report that
+comes after the call ended `outcome_unknown` is recorded by a
+parkgate.LateOutcome workflow, visibly late. Refusals map to 4xx here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import uuid
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from pydantic import BaseModel
+from temporalio.client import WorkflowFailureError, WorkflowHandle, WorkflowUpdateFailedError
+from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
+from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
+from temporalio.service import RPCError, RPCStatusCode
+
+from parkgate import proof
+from parkgate.api.errors import ApiError
+from parkgate.api.schemas import CallResource
+from parkgate.durable.client import TEMPORAL_NO_ANSWER
+from parkgate.durable.client_payloads import (
+    CLIENT_REJECTED_ERROR_TYPE,
+    LATE_OUTCOME_WORKFLOW,
+    UPDATE_CLAIM,
+    UPDATE_OUTCOME,
+    ClaimInput,
+    ClaimResult,
+    ClientReject,
+    LateOutcomeInput,
+    LateOutcomeResult,
+    OutcomeInput,
+    OutcomeResult,
+    late_workflow_id,
+)
+from parkgate.durable.payloads import call_workflow_id
+from parkgate.durable.plugin import proof_keys_of
+from parkgate.records import CallRef, CallStatus
+
+if TYPE_CHECKING:
+    from parkgate.api.service import CallService
+
+M = TypeVar("M", ClaimInput, OutcomeInput)
+R = TypeVar("R", ClaimResult, OutcomeResult)
+
+#: Temporal statuses of an update worth sending again (load shed, task dropped).
+_RETRIED = (RPCStatusCode.RESOURCE_EXHAUSTED, RPCStatusCode.ABORTED, RPCStatusCode.UNAVAILABLE)
+_RETRY_SECONDS = 20.0
+
+#: A long-poll re-reads a live call this often (a release in another process
+#: wakes nobody here).
+RELEASE_POLL_SECONDS = 2.0
+
+#: HTTP status of each refusal.
+_STATUS = {
+    ClientReject.ALREADY_CLAIMED: 409,
+    ClientReject.REPORT_CONFLICT: 409,
+    ClientReject.NOT_RELEASED: 409,
+    ClientReject.NOT_CLAIMED: 409,
+    ClientReject.ENDED: 409,
+    ClientReject.HASH_MISMATCH: 422,
+    ClientReject.INVALID: 422,
+    ClientReject.UNPROVEN: 503,
+}
+
+
+async def with_release(service: CallService, resource: CallResource) -> CallResource:
+    """A released (or claimed) call's input as released, its hash and its claim:
+    only its workflow knows them (the store keeps the input redacted)."""
+    try:
+        view = await service.query(resource.session_id, resource.tool_use_id)
+    except TEMPORAL_NO_ANSWER:
+        return resource
+    if view is None or view.release is None:
+        return resource
+    release = view.release
+    update: dict[str, Any] = {"input": release.input, "input_sha256": release.input_sha256,
+                              "released_at": release.released_at}
+    if release.claim is not None:
+        update.update(claimed_by=release.claim.claimed_by,
+                      claimed_at=release.claim.claimed_at,
+                      lease_expires_at=release.claim.lease_expires_at)
+    return resource.model_copy(update=update)
+
+
+def lease_for(requested: float | None, default: float, maximum: float) -> float:
+    """The lease a claim gets: asked for (capped by the maximum) or the default."""
+    return min(requested if requested is not None else default, maximum)
+
+
+async def claim(service: CallService, session_id: str, tool_use_id: str,
+                inp: ClaimInput) -> ClaimResult:
+    """Send `claim`; 409 (naming who claimed and when) when another won."""
+    handle = service.handle(session_id, tool_use_id)
+    inp = _proven(service, inp, proof.KIND_CLAIM, call_workflow_id(session_id, tool_use_id))
+    try:
+        return await _update(handle, UPDATE_CLAIM, inp, ClaimResult)
+    except WorkflowUpdateFailedError as exc:
+        raise _refusal(exc) from None
+    except RPCError as exc:
+        raise await _closed(service, session_id, tool_use_id, exc) from None
+
+
+async def report(service: CallService, session_id: str, tool_use_id: str,
+                 inp: OutcomeInput) -> OutcomeResult:
+    """Send `report_outcome`; a call already ended outcome_unknown records it late."""
+    handle = service.handle(session_id, tool_use_id)
+    inp = _proven(service, inp, proof.KIND_OUTCOME, call_workflow_id(session_id, tool_use_id))
+    try:
+        return await _update(handle, UPDATE_OUTCOME, inp, OutcomeResult)
+    except WorkflowUpdateFailedError as exc:
+        refusal = _refusal(exc)
+        if refusal.code != ClientReject.ENDED.value or _status_of(exc) != "outcome_unknown":
+            raise refusal from None
+    except RPCError as exc:
+        error = await _closed(service, session_id, tool_use_id, exc)
+        row = await service.repo.get_call(session_id, tool_use_id)
+        if row is not None and row.status in (CallStatus.SUCCEEDED, CallStatus.FAILED):
+            # Closed with a report: the same report again gets the same answer.
+            view = await service.query(session_id, tool_use_id)
+            stood = view.release.report if view is not None and view.release else None
+            if stood is not None and stood.same_report(inp):
+                return OutcomeResult(status=row.status, result=row.result,
+                                     message="outcome recorded")
+            if stood is not None:
+                raise ApiError(409, ClientReject.REPORT_CONFLICT.value,
+                               "another outcome was reported first") from None
+        if row is None or row.status != CallStatus.OUTCOME_UNKNOWN:
+            raise error from None
+    return await _late(service, session_id, tool_use_id, inp)
+
+
+async def _update(handle: WorkflowHandle[Any, Any], name: str, inp: BaseModel,
+                  result_type: type[R]) -> R:
+    """Send one update; retried under one update id (Temporal answers a repeat of
+    the same id with the first one's outcome) while the server sheds load: a
+    workflow takes a bounded number of updates in flight (many clients claiming
+    at once), and an update whose workflow task was dropped is aborted."""
+    update_id = f"{name}-{uuid.uuid4().hex}"
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + _RETRY_SECONDS
+    delay = 0.05
+    while True:
+        try:
+            return await handle.execute_update(name, inp, id=update_id, result_type=result_type)
+        except RPCError as exc:
+            if exc.status not in _RETRIED or loop.time() + delay > deadline:
+                raise
+        await asyncio.sleep(delay * (0.5 + random.random()))
+        delay = min(delay * 2, 1.0)
+
+
+def _proven(service: CallService, inp: M, kind: str, workflow_id: str) -> M:
+    """`inp` with the proof that this API sent it to `workflow_id` (issue 28);
+    unproven without payload keys (the workflow then refuses it: 503)."""
+    keys = proof_keys_of(service.temporal)
+    if keys is None:
+        return inp
+    return proof.prove(inp, kind, workflow_id, keys)
+
+
+async def _late(service: CallService, session_id: str, tool_use_id: str,
+                inp: OutcomeInput) -> OutcomeResult:
+    """Record a report that came after the lease ended (the first one stands)."""
+    row = await service.repo.get_call(session_id, tool_use_id)
+    if row is None or row.status != CallStatus.OUTCOME_UNKNOWN:
+        raise ApiError(409, ClientReject.ENDED.value, "the call is not outcome_unknown")
+    released = await _released_sha256(service, session_id, tool_use_id)
+    if released is not None and released != inp.input_sha256:
+        raise ApiError(422, ClientReject.HASH_MISMATCH.value,
+                       "the reported input_sha256 is not the released input's",
+                       {"input_sha256": released})
+    ref = CallRef(session_id=session_id, tool_use_id=tool_use_id, turn_id=row.turn_id,
+                  tool_name=row.tool_name)
+    late_id = late_workflow_id(session_id, tool_use_id)
+    inp = _proven(service, inp, proof.KIND_OUTCOME, late_id)
+    try:
+        handle = await service.temporal.start_workflow(
+            LATE_OUTCOME_WORKFLOW,
+            LateOutcomeInput(ref=ref, report=inp, side_effects=row.side_effects),
+            id=late_id, task_queue=service.dispatcher.task_queue,
+            result_type=LateOutcomeResult,
+            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+            # A refused (failed) run leaves the id to a proven report.
+            id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY,
+        )
+    except WorkflowAlreadyStartedError:
+        handle = service.temporal.get_workflow_handle(late_id, result_type=LateOutcomeResult)
+    try:
+        done: LateOutcomeResult = await handle.result()
+    except WorkflowFailureError as exc:  # its report carried no valid proof
+        raise ApiError(503, ClientReject.UNPROVEN.value,
+                       f"the late outcome was refused: {exc.cause}") from None
+    if not done.report.same_report(inp):
+        raise ApiError(409, ClientReject.REPORT_CONFLICT.value,
+                       "another late outcome was reported first")
+    return done.outcome
+
+
+async def _released_sha256(service: CallService, session_id: str,
+                           tool_use_id: str) -> str | None:
+    """The released hash, from the call's (closed) workflow."""
+    try:
+        view = await service.query(session_id, tool_use_id)
+    except TEMPORAL_NO_ANSWER:
+        return None
+    return view.release.input_sha256 if view is not None and view.release else None
+
+
+def _status_of(exc: WorkflowUpdateFailedError) -> str | None:
+    cause = exc.cause
+    if isinstance(cause, ApplicationError) and len(cause.details) > 1:
+        info = cause.details[1]
+        return info.get("status") if isinstance(info, dict) else None
+    return None
+
+
+def _refusal(exc: WorkflowUpdateFailedError) -> ApiError:
+    """The update's refusal as an answer: 409 or 422 with the standing claim."""
+    cause = exc.cause
+    if not isinstance(cause, ApplicationError) or cause.type != CLIENT_REJECTED_ERROR_TYPE:
+        raise ApiError(409, "refused", str(cause or exc))
+    details = list(cause.details)
+    reason = ClientReject(details[0]) if details else ClientReject.INVALID
+    info = details[1] if len(details) > 1 and isinstance(details[1], dict) else {}
+    return ApiError(_STATUS.get(reason, 409), reason.value, cause.message, info)
+
+
+async def _closed(service: CallService, session_id: str, tool_use_id: str,
+                  exc: RPCError) -> ApiError:
+    """An update the workflow could not take: no such call, or it has ended."""
+    if exc.status != RPCStatusCode.NOT_FOUND:
+        raise exc
+    row = await service.repo.get_call(session_id, tool_use_id)
+    if row is None:
+        return ApiError(404, "not_found", f"tool call {tool_use_id!r} not found")
+    if row.status in (CallStatus.RELEASED, CallStatus.CLAIMED):
+        return ApiError(409, ClientReject.NOT_RELEASED.value, "the call is not released")
+    return ApiError(409, ClientReject.ENDED.value,
+                    f"the call has ended ({row.status.value})", {"status": row.status.value})

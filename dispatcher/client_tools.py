@@ -1,0 +1,54 @@
+"""Client tools: tools a session declares that its own client (the agent's
+process) runs. parkgate classifies, parks and releases their calls and records
+what the client reports; it never runs them. Pure domain (no I/O).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from parkgate.models import TOOL_NAME_PATTERN, SideEffects, ToolDefinition
+from parkgate.schema import check_schema_subset
+
+#: How many client tools one session may declare.
+MAX_CLIENT_TOOLS = 128
+#: The longest description a client tool may declare.
+MAX_DESCRIPTION = 4000
+
+
+class ClientToolSpec(BaseModel):
+    """A client tool as declared: `{name, description, input_schema, side_effects}`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(pattern=TOOL_NAME_PATTERN)
+    description: str = Field(default="", max_length=MAX_DESCRIPTION)
+    input_schema: dict[str, Any] = Field(default_factory=lambda: {"type": "object"})
+    side_effects: SideEffects
+
+    @field_validator("input_schema")
+    @classmethod
+    def _subset(cls, schema: dict[str, Any]) -> dict[str, Any]:
+        errors = check_schema_subset(schema)
+        if errors:
+            raise ValueError("; ".join(errors))
+        return schema
+
+    def definition(self) -> ToolDefinition:
+        """The tool as the pipeline classifies it: no workspace, run by the client."""
+        return ToolDefinition(
+            name=self.name, description=self.description, input_schema=self.input_schema,
+            side_effects=self.side_effects, requires_workspace=False, client_executed=True,
+        )
+
+
+def definitions(stored: list[dict[str, Any]] | None) -> list[ToolDefinition]:
+    """The stored declarations of a session as tool definitions."""
+    return [ClientToolSpec.model_validate(s).definition() for s in stored or []]
+
+
+def named(stored: list[dict[str, Any]] | None, name: str) -> ToolDefinition | None:
+    """The session's client tool called `name`, if it declared one."""
+    return next((d for d in definitions(stored) if d.name == name), None)

@@ -1,0 +1,324 @@
+"""The client-executed half of ToolCallWorkflow: release, claim, outcome.
+
+A client tool's call is classified and parked like any other; once approved
+the workflow does not run an activity. It RELEASES the call (the input to
+run and its `input_sha256`) and waits for one CLAIM (the first wins and gets
+a lease on a durable timer) and one OUTCOME. No outcome before the lease
+ends: the call ends `outcome_unknown`, never released again (a late report
+is recorded by parkgate.LateOutcome). Deterministic code only.
+
+Every store write here is a regular activity: scheduled only once the
+workflow task that accepted the claim or report is committed, so the store
+never records what Temporal may still discard.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ApplicationError
+
+with workflow.unsafe.imports_passed_through():
+    from parkgate import proof
+    from parkgate.durable import activity_defs as acts
+    from parkgate.durable.client_payloads import (
+        CLIENT_REJECTED_ERROR_TYPE,
+        UPDATE_CLAIM,
+        UPDATE_OUTCOME,
+        ClaimInput,
+        ClaimRecord,
+        ClaimResult,
+        ClientOutcomeRecord,
+        ClientReject,
+        OutcomeInput,
+        OutcomeResult,
+        ReleaseView,
+    )
+    from parkgate.durable.payloads import CallOutcome, RecordInput
+    from parkgate.events import make_event_id
+    from parkgate.models import ToolErrorClass, input_sha256
+    from parkgate.records import CallFacts, CallStatus
+    from parkgate.verdicts import PreparedCall
+
+if TYPE_CHECKING:
+    from parkgate.durable.payloads import CallInput
+    from parkgate.events import EventType, ToolEvent
+    from parkgate.records import CallOpening, CallRef
+    from parkgate.verdicts import ApprovalInfo
+
+_WRITE_TIMEOUT = timedelta(seconds=10)
+_WRITE_RETRY = RetryPolicy(
+    initial_interval=timedelta(milliseconds=200), maximum_interval=timedelta(seconds=10)
+)
+#: Refused reports (wrong hash) recorded per call; more are refused unrecorded
+#: (the history of one call stays bounded).
+_MAX_RECORDED_REFUSALS = 20
+
+OUTCOME_UNKNOWN_TEXT = (
+    "The client claimed this call but reported no outcome before its lease ended; "
+    "outcome unknown (it may have run). It will not be released again."
+)
+
+
+class ClientExecution:
+    """Mixin of ToolCallWorkflow: the release/claim/outcome path and its updates."""
+
+    # Provided by ToolCallWorkflow.
+    if TYPE_CHECKING:
+        _input: CallInput
+        _status: CallStatus
+        _info: ApprovalInfo | None
+        _outcome: CallOutcome | None
+        _committed_writes: bool | None
+        _unwritten_resolution: RecordInput | None
+
+        def _ref(self) -> CallRef: ...
+        def _opening(self) -> CallOpening | None: ...
+        def _event(self, type_: EventType, **kw: object) -> ToolEvent: ...
+        async def _finish(self, outcome: CallOutcome, *, event: EventType | None,
+                          carried: list[ToolEvent] | None = None) -> CallOutcome: ...
+        def _error(self, error_class: ToolErrorClass, text: str) -> CallOutcome: ...
+
+    def _init_client(self) -> None:
+        self._release: ReleaseView | None = None
+        self._claim: ClaimRecord | None = None
+        self._claim_stored = False
+        self._report: OutcomeInput | None = None
+        self._report_result: OutcomeResult | None = None
+        self._refusals = 0
+
+    def _is_client_call(self, prepared: PreparedCall) -> bool:
+        """A call its client runs (only calls started with a client tool, which no
+        history from before client tools has)."""
+        return self._input.client_tool is not None and prepared.definition.client_executed
+
+    # ---------------------------------------------------------------- path
+    async def _release_call(self, prepared: PreparedCall) -> CallOutcome:
+        """Release the approved call, then wait for its claim and its outcome."""
+        # Every write of this path is a committed (regular) activity.
+        self._committed_writes = True
+        call_input = prepared.call.input
+        release = ReleaseView(input=call_input, input_sha256=input_sha256(call_input),
+                              released_at=workflow.now())
+        event = self._event("tool.released", request_id=self._request_id(), data={
+            "input_sha256": release.input_sha256, "approval_hash": prepared.input_hash,
+        })
+        await self._client_write(
+            [event],
+            CallFacts(ref=self._ref(), status=CallStatus.RELEASED, opening=self._opening(),
+                      request_id=self._request_id(), input=call_input,
+                      input_hash=prepared.input_hash),
+        )
+        self._release = release
+        self._status = CallStatus.RELEASED
+        await workflow.wait_condition(lambda: self._claim_stored)
+        claim = self._claim
+        assert claim is not None
+        left = claim.lease_expires_at - workflow.now()
+        try:
+            await workflow.wait_condition(
+                lambda: self._report is not None,
+                timeout=max(left, timedelta(seconds=1)),
+                timeout_summary="client lease",
+            )
+        except TimeoutError:
+            if self._report is None:
+                return await self._lease_expired(claim)
+        report = self._report
+        assert report is not None
+        return await self._store_outcome(report, claim)
+
+    async def _store_outcome(self, report: OutcomeInput, claim: ClaimRecord) -> CallOutcome:
+        event = self._event("tool.outcome_reported", request_id=self._request_id(), data={
+            "is_error": report.is_error, "input_sha256": report.input_sha256,
+            "reported_by": report.reported_by, "reported_by_name": report.reported_by_name,
+        })
+        now = workflow.now()
+        stored = await workflow.execute_activity(
+            acts.client_outcome,
+            ClientOutcomeRecord(ref=self._ref(), report=report, events=[event],
+                                request_id=self._request_id(), started_at=claim.claimed_at,
+                                finished_at=now),
+            start_to_close_timeout=_WRITE_TIMEOUT,
+            retry_policy=_WRITE_RETRY,
+        )
+        duration = (now - claim.claimed_at).total_seconds() * 1000
+        outcome = CallOutcome(
+            result=stored.result, status=stored.status,
+            error_class=stored.result.error_class,
+            request_id=self._request_id(), decision=getattr(self, "_decision", None),
+            duration_ms=duration,
+        )
+        self._status = outcome.status
+        self._outcome = outcome
+        self._report_result = OutcomeResult(status=outcome.status, result=outcome.result,
+                                            message="outcome recorded")
+        return outcome
+
+    async def _lease_expired(self, claim: ClaimRecord) -> CallOutcome:
+        """No outcome before the lease ended: outcome_unknown (never failed, never
+        released again)."""
+        self._status = CallStatus.OUTCOME_UNKNOWN  # refuses every later claim/report
+        event = self._event("tool.lease_expired", request_id=self._request_id(), data={
+            "claimed_by": claim.claimed_by, "claimed_at": claim.claimed_at.isoformat(),
+            "lease_expires_at": claim.lease_expires_at.isoformat(),
+        })
+        outcome = self._error(ToolErrorClass.EXECUTION_ERROR, OUTCOME_UNKNOWN_TEXT)
+        outcome = outcome.model_copy(update={"status": CallStatus.OUTCOME_UNKNOWN})
+        return await self._finish(outcome, event=None, carried=[event])
+
+    def _release_view(self) -> ReleaseView | None:
+        """The status query's view: the released input, its hash, the claim."""
+        if self._release is None:
+            return None
+        return self._release.model_copy(update={"claim": self._claim, "report": self._report})
+
+    def _request_id(self) -> str | None:
+        return self._info.request_id if self._info else None
+
+    async def _client_write(self, events: list[ToolEvent], facts: CallFacts) -> None:
+        """A committed store write; the decision not yet written goes first."""
+        res = self._unwritten_resolution
+        self._unwritten_resolution = None
+        record = RecordInput(events=events, facts=facts)
+        if res is not None:
+            if res.facts is not None and res.facts.input is not None:
+                facts = facts.model_copy(update={"input": res.facts.input,
+                                                 "input_hash": res.facts.input_hash
+                                                 or facts.input_hash})
+            record = RecordInput(events=[*res.events, *events], facts=facts,
+                                 approval=res.approval,
+                                 approval_decision_only=res.approval_decision_only,
+                                 remember=res.remember)
+        await workflow.execute_activity(
+            acts.record_committed, record,
+            start_to_close_timeout=_WRITE_TIMEOUT, retry_policy=_WRITE_RETRY,
+        )
+
+    def _check_proof(self, inp: ClaimInput | OutcomeInput, kind: str) -> None:
+        """Only parkgate's API may claim or report (issue 28): checked first,
+        before the refusal could tell anything of the call's state."""
+        unproven = proof.problem(inp, kind, workflow.info().workflow_id)
+        if unproven is not None:
+            raise ApplicationError(f"{kind} refused: {unproven}", ClientReject.UNPROVEN.value,
+                                   {}, type=CLIENT_REJECTED_ERROR_TYPE, non_retryable=True)
+
+    # --------------------------------------------------------------- claim
+    def _claim_problem(self) -> tuple[ClientReject, str] | None:
+        if self._claim is not None:
+            return ClientReject.ALREADY_CLAIMED, "the call was already claimed"
+        if self._status == CallStatus.RELEASED and self._release is not None:
+            return None
+        if self._status.terminal:
+            return ClientReject.ENDED, f"the call has ended ({self._status.value})"
+        return ClientReject.NOT_RELEASED, f"the call is not released ({self._status.value})"
+
+    def _rejection(self, reason: ClientReject, message: str) -> ApplicationError:
+        info: dict[str, Any] = {"status": self._status.value}
+        if self._claim is not None:
+            info["claim"] = self._claim.model_dump(mode="json")
+        if self._release is not None:
+            info["input_sha256"] = self._release.input_sha256
+        return ApplicationError(message, reason.value, info,
+                                type=CLIENT_REJECTED_ERROR_TYPE, non_retryable=True)
+
+    @workflow.update(name=UPDATE_CLAIM)
+    async def claim(self, inp: ClaimInput) -> ClaimResult:
+        """The first claim wins a lease; every later one learns who claimed and when."""
+        problem = self._claim_problem()
+        if problem is not None:
+            raise self._rejection(*problem)
+        release = self._release
+        assert release is not None
+        now = workflow.now()
+        claim = ClaimRecord(claimed_by=inp.claimed_by, claimed_by_name=inp.claimed_by_name,
+                            claimed_at=now,
+                            lease_expires_at=now + timedelta(seconds=inp.lease_seconds))
+        self._claim = claim
+        self._status = CallStatus.CLAIMED
+        event = self._event("tool.claimed", request_id=self._request_id(), data={
+            "claimed_by": claim.claimed_by, "claimed_by_name": claim.claimed_by_name,
+            "lease_expires_at": claim.lease_expires_at.isoformat(),
+            "input_sha256": release.input_sha256,
+        })
+        await self._client_write(
+            [event], CallFacts(ref=self._ref(), status=CallStatus.CLAIMED,
+                               request_id=self._request_id(), started_at=now))
+        self._claim_stored = True
+        return ClaimResult(**claim.model_dump(), input=release.input,
+                           input_sha256=release.input_sha256)
+
+    @claim.validator
+    def _validate_claim(self, inp: ClaimInput) -> None:
+        self._check_proof(inp, proof.KIND_CLAIM)
+        problem = self._claim_problem()
+        if problem is not None:
+            raise self._rejection(*problem)
+
+    # ------------------------------------------------------------- outcome
+    def _outcome_problem(self, inp: OutcomeInput) -> tuple[ClientReject, str] | None:
+        if self._report is not None:
+            if self._report.same_report(inp):
+                return None
+            return ClientReject.REPORT_CONFLICT, "another outcome was reported first"
+        if self._status == CallStatus.CLAIMED and self._claim is not None:
+            return None
+        if self._status == CallStatus.OUTCOME_UNKNOWN:
+            return ClientReject.ENDED, "the lease ended: the call is outcome_unknown"
+        if self._status == CallStatus.RELEASED:
+            return ClientReject.NOT_CLAIMED, "claim the call before reporting its outcome"
+        if self._status.terminal:
+            return ClientReject.ENDED, f"the call has ended ({self._status.value})"
+        return ClientReject.NOT_RELEASED, f"the call is not released ({self._status.value})"
+
+    @workflow.update(name=UPDATE_OUTCOME)
+    async def report_outcome(self, inp: OutcomeInput) -> OutcomeResult:
+        """Record the client's outcome: the same report again is answered alike; a
+        hash other than the released one is refused and recorded."""
+        problem = self._outcome_problem(inp)
+        if problem is not None:
+            raise self._rejection(*problem)
+        release = self._release
+        assert release is not None
+        if self._report is None and inp.input_sha256 != release.input_sha256:
+            await self._refuse_hash(inp, release)
+            raise self._rejection(
+                ClientReject.HASH_MISMATCH,
+                "the reported input_sha256 is not the released input's: refused and recorded",
+            )
+        if self._report is None:
+            self._report = inp
+        await workflow.wait_condition(
+            lambda: self._report_result is not None or self._outcome is not None)
+        if self._report_result is None:
+            raise self._rejection(ClientReject.ENDED, "the call ended before its outcome")
+        return self._report_result
+
+    @report_outcome.validator
+    def _validate_outcome(self, inp: OutcomeInput) -> None:
+        self._check_proof(inp, proof.KIND_OUTCOME)
+        problem = self._outcome_problem(inp)
+        if problem is not None:
+            raise self._rejection(*problem)
+
+    async def _refuse_hash(self, inp: OutcomeInput, release: ReleaseView) -> None:
+        """Record a refused report (bounded per call)."""
+        self._refusals += 1
+        if self._refusals > _MAX_RECORDED_REFUSALS:
+            return
+        call, session = self._input.call, self._input.session
+        event = self._event(
+            "tool.outcome_refused", request_id=self._request_id(),
+            event_id=make_event_id(session.session_id, call.id, "tool.outcome_refused",
+                                   self._refusals),
+            message="reported input hash differs from the released input's",
+            data={"reported_sha256": inp.input_sha256, "released_sha256": release.input_sha256,
+                  "reported_by": inp.reported_by, "is_error": inp.is_error},
+        )
+        await workflow.execute_activity(
+            acts.record_committed, RecordInput(events=[event]),
+            start_to_close_timeout=_WRITE_TIMEOUT, retry_policy=_WRITE_RETRY,
+        )
