@@ -113,7 +113,16 @@ class CallService:
         """
         row = await self.repo.get_call(session_id, tool_use_id)
         if row is None:
-            return await self._unstored(session_id, tool_use_id, turn_id)
+            resource = await self._unstored(session_id, tool_use_id, turn_id)
+            if resource is None or resource.status == CallStatus.QUEUED:
+                return resource
+            # The workflow moved on while it was asked (a worker round trip,
+            # slow under load): it reports a state only once that state's row
+            # is committed, so the row is there now and answers instead (a
+            # `parked` read without its row would lack the approval link).
+            row = await self.repo.get_call(session_id, tool_use_id)
+            if row is None:
+                return resource
         if row.status.terminal:
             return CallResource.from_row(row, turn_id=turn_id)
         approval = await self.repo.get_approval(row.request_id) if row.request_id else None
