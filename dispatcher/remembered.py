@@ -33,11 +33,9 @@ COMMAND_FIELD = "command"
 RULE_PREFIX = "remembered:"
 
 
-class RememberedRule(BaseModel):
-    """One stored rule (table `remembered_rules`)."""
+class RememberedFields(BaseModel):
+    """What a remembered rule says, as stored and as the API shows it."""
 
-    rule_id: str
-    project: str = "default"
     scope: Literal["session", "workspace"]
     session_id: str
     workspace_path: str
@@ -55,6 +53,13 @@ class RememberedRule(BaseModel):
     expires_at: datetime
     revoked_at: datetime | None = None
     revoked_by: str | None = None
+
+
+class RememberedRule(RememberedFields):
+    """One stored rule (table `remembered_rules`)."""
+
+    rule_id: str
+    project: str = "default"
 
     @property
     def label(self) -> str:

@@ -13,6 +13,7 @@ from parkgate.decisions import DecisionMade, DecisionRecord
 from parkgate.models import ContentBlock, TextBlock, ToolResultBlock, ToolUseBlock
 from parkgate.records import ApprovalRecord, CallStatus
 from parkgate.remember_spec import MAX_TTL_SECONDS, MIN_TTL_SECONDS
+from parkgate.remembered import RememberedFields
 from parkgate.store.results import CallRecord
 
 _ID = Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9_.:\-]+$")
@@ -220,26 +221,11 @@ class RememberIn(BaseModel):
     )
 
 
-class RememberedOut(BaseModel):
+class RememberedOut(RememberedFields):
     """A remembered decision; `rule` is how calls it approves name it."""
 
     id: str
     rule: str
-    scope: Literal["session", "workspace"]
-    session_id: str
-    workspace_path: str
-    tool_name: str
-    match: Literal["input", "prefix"]
-    input_hash: str
-    command_prefix: str | None = None
-    created_by: str | None = None
-    principal_id: str | None = None
-    approver: str | None = None
-    request_id: str
-    created_at: datetime
-    expires_at: datetime
-    revoked_at: datetime | None = None
-    revoked_by: str | None = None
     active: bool
 
 
