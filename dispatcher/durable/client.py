@@ -13,6 +13,7 @@ import asyncio
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any, Protocol, TypeVar, Unpack, cast
 
 from temporalio.client import (
@@ -543,6 +544,8 @@ class DurableDispatcher:
             session_id, tool_use_id = record.session_id, record.tool_use_id
         handle = self.handle(session_id, tool_use_id)
         inp = self.proven(inp, call_workflow_id(session_id, tool_use_id))
+        if wait:
+            await self._parked_in_history(handle)
         try:
             if not wait:
                 await handle.signal(SIGNAL_DECIDE, inp)
@@ -573,6 +576,34 @@ class DurableDispatcher:
             view = await self.status(session_id, tool_use_id)
             return DecideResult.refused(no_longer_waiting(view.status.value), view.decision)
 
+    async def _parked_in_history(self, handle: WorkflowHandle[Any, Any]) -> None:
+        """Return once the workflow task that parked the call is committed.
+
+        The parked row is stored by `create_approval` before its workflow hears
+        that it finished, so a decision sent at once can reach Temporal in the
+        same workflow task as that result. A worker that does not have the
+        workflow cached then records the update after the park's commands, and
+        any later replay answers it before them: non-determinism, and the call
+        is wedged (docs/FAULTS.md, finding 11; an SDK ordering issue of updates
+        handled on a cold start). A query is answered only once the workflow
+        task in flight is done, so an answer past `queued` means the park is in
+        history and the update lands in a task of its own. Best effort: with no
+        answer within the bound the decision goes out as before.
+        """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + _SETTLE_SECONDS
+        while True:
+            try:
+                view: CallStatusView = await handle.query(
+                    QUERY_STATUS, StatusRequest(), result_type=CallStatusView,
+                    rpc_timeout=timedelta(seconds=_SETTLE_SECONDS),
+                )
+            except TEMPORAL_NO_ANSWER:
+                return
+            if view.status != CallStatus.QUEUED or loop.time() >= deadline:
+                return
+            await asyncio.sleep(_SETTLE_POLL_SECONDS)
+
     def proven(self, inp: DecideInput, workflow_id: str) -> DecideInput:
         """`inp` with the proof that this API sent it to `workflow_id`."""
         keys = proof_keys_of(self.client)
@@ -584,6 +615,10 @@ class DurableDispatcher:
 #: Temporal could not answer a query or update: unreachable, no worker in time,
 #: or the workflow could not answer yet. The call itself is intact.
 TEMPORAL_NO_ANSWER = (RPCError, RPCTimeoutOrCancelledError, WorkflowQueryFailedError)
+#: How long a decision waits for its call's park to be in history (a bound for
+#: a call still storing its request; a parked call answers at once).
+_SETTLE_SECONDS = 10.0
+_SETTLE_POLL_SECONDS = 0.05
 #: A status query that could not be answered (no call, or no answer).
 _NO_ANSWER = (UnknownCallError, *TEMPORAL_NO_ANSWER)
 
