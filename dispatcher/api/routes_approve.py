@@ -32,7 +32,7 @@ from parkgate.api.routes_remembered import remember_spec
 from parkgate.api.service import CallService
 from parkgate.api.views import diff_lines, expires_text, fmt_dt, pretty_json
 from parkgate.diffing import unified_diff
-from parkgate.durable.client import TEMPORAL_NO_ANSWER
+from parkgate.durable.call_errors import TEMPORAL_NO_ANSWER
 from parkgate.durable.payloads import DecideInput
 from parkgate.links import LinkError, token_approver, token_hash, verify_token
 from parkgate.models import utcnow

@@ -45,7 +45,7 @@ from parkgate.api.key_sessions import posted_form, sign_in, signed_in_key
 from parkgate.api.routes_approve import REMEMBER_TTLS
 from parkgate.api.routes_remembered import remember_spec
 from parkgate.api.service import CallService
-from parkgate.durable.client import TEMPORAL_NO_ANSWER
+from parkgate.durable.call_errors import TEMPORAL_NO_ANSWER
 from parkgate.durable.payloads import DecideInput, DecideResult
 from parkgate.links import LinkError, verify_inbox_token
 from parkgate.models import utcnow
