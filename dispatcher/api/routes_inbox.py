@@ -29,6 +29,8 @@ from parkgate import identity
 from parkgate.access import Role
 from parkgate.api import csrf, metrics, oidc_sessions, routes_oidc
 from parkgate.api.approval_links import quorum_of
+from parkgate.api.approve_page import REMEMBER_TTLS
+from parkgate.api.decide_forms import parse_edits
 from parkgate.api.decisions import answer_refused, outcome
 from parkgate.api.deps import principal_of
 from parkgate.api.errors import ApiError
@@ -42,7 +44,6 @@ from parkgate.api.inbox import (
     waiting_for,
 )
 from parkgate.api.key_sessions import posted_form, sign_in, signed_in_key
-from parkgate.api.routes_approve import REMEMBER_TTLS
 from parkgate.api.routes_remembered import remember_spec
 from parkgate.api.service import CallService
 from parkgate.durable.call_errors import TEMPORAL_NO_ANSWER
@@ -51,7 +52,6 @@ from parkgate.links import LinkError, verify_inbox_token
 from parkgate.models import utcnow
 from parkgate.records import ApprovalRecord
 from parkgate.remember_spec import RememberSpec
-from parkgate.schema import depth_error
 from parkgate.settings import Settings
 from parkgate.store.repository import Repository
 
@@ -430,21 +430,6 @@ def _winner_text(approval: ApprovalRecord, result: DecideResult | None) -> str:
     return f"Already decided by {who}: {word} {approval.tool_name} ({approval.tool_use_id})."
 
 
-def _parse_edits(raw: str, max_depth: int) -> dict[str, Any] | str:
-    """The edited arguments as an object, or what is wrong with them."""
-    try:
-        parsed = json.loads(raw)
-    except RecursionError:
-        return "The edited arguments are nested too deeply."
-    except ValueError as exc:
-        return f"The edited arguments are not valid JSON: {exc}"
-    if not isinstance(parsed, dict):
-        return "The edited arguments must be a JSON object."
-    if depth_error(parsed, max_depth) is not None:
-        return f"The edited arguments nest deeper than {max_depth} levels."
-    return parsed
-
-
 async def _checked_form(
     request: Request, viewer: Viewer, max_fields: int
 ) -> dict[str, str] | Response:
@@ -502,7 +487,7 @@ async def _decide(request: Request, viewer: Viewer) -> Response:
     edited: dict[str, Any] | None = None
     raw = fields.get("edited_input", "")
     if decision == "allow_with_edits":
-        parsed = _parse_edits(raw, settings.max_input_depth)
+        parsed = parse_edits(raw, settings.max_input_depth)
         if isinstance(parsed, str):
             return await _form_error(request, viewer, back, request_id, parsed, raw, reason)
         edited = parsed
