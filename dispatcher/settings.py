@@ -15,7 +15,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -23,84 +23,14 @@ from pydantic_settings import (
     YamlConfigSettingsSource,
 )
 
-from parkgate.access import DEFAULT_PROJECT, PROJECT_PATTERN
+from parkgate.access import PROJECT_PATTERN
 from parkgate.mcp_source.config import McpServer
+from parkgate.settings_entries import Approver, GroupGrant, Webhook
+from parkgate.settings_paths import HostPaths, config_file, default_data_dir
 from parkgate.worker_groups import check_group_name
 
 
-def default_data_dir() -> Path:
-    return Path(os.environ.get("PARKGATE_DATA_DIR") or "~/.parkgate").expanduser()
-
-
-def config_file() -> Path | None:
-    """The YAML settings file in use (PARKGATE_CONFIG, else <data_dir>/server.yaml if present)."""
-    explicit = os.environ.get("PARKGATE_CONFIG")
-    if explicit:
-        return Path(explicit).expanduser()
-    candidate = default_data_dir() / "server.yaml"
-    return candidate if candidate.exists() else None
-
-
-class Webhook(BaseModel):
-    """A notification target for parked calls."""
-
-    url: str
-    kind: str = "generic"  # "generic" JSON or "slack"
-    headers: dict[str, str] = Field(default_factory=dict)
-
-
-class Approver(BaseModel):
-    """A named approver: who gets a personal link for requests that name them."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    email: str | None = None
-    #: The API key name that decides as this approver through the API.
-    key: str | None = None
-    #: The Slack member id (U...) whose Approve/Deny clicks decide as this approver.
-    slack_user_id: str | None = None
-    #: The OIDC subject (`sub`) that signs in as this approver; without it a
-    #: signed-in person whose verified email equals `email` does.
-    oidc_subject: str | None = None
-    #: The projects whose requests this approver decides through Slack, personal
-    #: links and personal inbox links (docs/APPROVERS.md); "*" means every project.
-    projects: list[str] = Field(default_factory=lambda: [DEFAULT_PROJECT], min_length=1)
-
-    @field_validator("projects", mode="after")
-    @classmethod
-    def _check_projects(cls, value: list[str]) -> list[str]:
-        for name in value:
-            if name != "*" and not re.fullmatch(PROJECT_PATTERN, name):
-                raise ValueError(f"{name!r} is not a project name (or \"*\" for every project)")
-        return value
-
-    def decides_in(self, project: str) -> bool:
-        """Whether this approver decides requests of `project`."""
-        return "*" in self.projects or project in self.projects
-
-
-class GroupGrant(BaseModel):
-    """What membership of one identity-provider group grants (`oidc_group_roles`)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    #: Human roles only (approver, auditor, admin): a person is never an agent.
-    roles: list[str] = Field(default_factory=list)
-    #: Projects the roles hold in; "*" is every project.
-    projects: list[str] = Field(default_factory=lambda: ["default"])
-
-    @field_validator("roles", mode="after")
-    @classmethod
-    def _human_roles(cls, value: list[str]) -> list[str]:
-        allowed = {"approver", "auditor", "admin"}
-        bad = [r for r in value if r not in allowed]
-        if bad:
-            raise ValueError(f"oidc_group_roles: {bad} (a group grants approver, auditor "
-                             "or admin)")
-        return value
-
-
-class Settings(BaseSettings):
+class Settings(HostPaths, BaseSettings):
     """All parkgate configuration in one place."""
 
     model_config = SettingsConfigDict(env_prefix="PARKGATE_", extra="forbid")
@@ -470,77 +400,6 @@ class Settings(BaseSettings):
             text = value if isinstance(value, str) else json.dumps(value)
             env[f"PARKGATE_{name.upper()}"] = text
         return env
-
-    def hidden_tool_paths(self) -> list[Path]:
-        """What a sandboxed tool must not see (parkgate.sandbox): the data
-        directory, each configured secret file and the directory holding it,
-        then `tool_hidden_paths`. A directory that holds a call's workspace is
-        dropped for that call (parkgate.sandbox.paths_to_hide); the file itself
-        stays covered."""
-        paths: list[Path] = self.data_dirs()
-        files: list[Path] = []
-        if self.temporal_tls_key_path:
-            files.append(Path(self.temporal_tls_key_path).expanduser())
-        config = config_file()
-        if config is not None:
-            files.append(config)
-        url = self.database_url
-        if url.startswith("sqlite") and ":///" in url:
-            db = url.split(":///", 1)[1].split("?", 1)[0]
-            if db and db != ":memory:":
-                files.append(Path(db))
-        for file in files:
-            paths += [file, file.parent]
-        paths += self._database_socket_dirs()
-        paths += [Path(p).expanduser() for p in self.tool_hidden_paths]
-        unique: list[Path] = []
-        for path in paths:
-            resolved = path.resolve()
-            if resolved not in unique:
-                unique.append(resolved)
-        return unique
-
-    def data_dirs(self) -> list[Path]:
-        """Every parkgate data directory this host is known to have: the configured
-        one, PARKGATE_DATA_DIR's, and `~/.parkgate*` of the worker's user (another
-        `serve` with its own link secret is as secret as ours)."""
-        found = [Path(self.data_dir).expanduser(), default_data_dir()]
-        home = Path("~").expanduser()
-        if home.is_dir():
-            try:
-                found += sorted(p for p in home.glob(".parkgate*") if p.is_dir())
-            except OSError:
-                pass
-        else:
-            found.append(home / ".parkgate")
-        return found
-
-    def _database_socket_dirs(self) -> list[Path]:
-        """The PostgreSQL unix-socket directories of a local history database: a
-        socket is reachable by path from any network namespace."""
-        url = self.database_url
-        if not url.startswith("postgres"):
-            return []
-        from urllib.parse import parse_qs, urlsplit
-
-        parts = urlsplit(url)
-        host = parse_qs(parts.query).get("host", [""])[0] or (parts.hostname or "")
-        if host.startswith("/"):
-            return [Path(host)]
-        if host in ("", "localhost", "127.0.0.1", "::1"):
-            return [Path("/run/postgresql"), Path("/var/run/postgresql")]
-        return []
-
-    def tool_workspace_roots(self) -> list[Path]:
-        """Where sessions' workspaces may live (workspace_roots, every project's own
-        roots and the worker groups' roots): a sandboxed tool sees none of them but
-        its own workspace."""
-        roots = [*self.workspace_roots]
-        for project_roots in self.project_workspace_roots.values():
-            roots += project_roots
-        for group_roots in self.worker_groups.values():
-            roots += group_roots
-        return roots
 
     @property
     def email_enabled(self) -> bool:

@@ -27,7 +27,8 @@ with workflow.unsafe.imports_passed_through():
     from parkgate.models import ToolErrorClass, ToolUseBlock
     from parkgate.records import status_for
 
-from parkgate.workflows.call import ToolCallWorkflow, error_result
+from parkgate.workflows.call import ToolCallWorkflow
+from parkgate.workflows.call_record import error_result
 
 #: workflow.patched id: a child call whose workflow already ran to its end (submitted
 #: alone or in another turn) is refused, never started again (its events would

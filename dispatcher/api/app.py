@@ -6,6 +6,7 @@ from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 
 from parkgate.api import (
+    inbox_signin,
     mcp_gateway,
     metrics,
     routes_approve,
@@ -73,6 +74,7 @@ def create_app(settings: Settings, deps: ApiDeps) -> FastAPI:
     app.include_router(routes_approve.router)
     app.include_router(routes_audit.router)
     app.include_router(routes_inbox.router)
+    app.include_router(inbox_signin.router)
     app.include_router(routes_oidc.router)
     app.include_router(routes_codec.router)
     app.include_router(routes_slack.router)

@@ -23,7 +23,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from parkgate import proof
 from parkgate.api.errors import ApiError
 from parkgate.api.schemas import CallResource
-from parkgate.durable.client import TEMPORAL_NO_ANSWER
+from parkgate.durable.call_errors import TEMPORAL_NO_ANSWER
 from parkgate.durable.client_payloads import (
     CLIENT_REJECTED_ERROR_TYPE,
     LATE_OUTCOME_WORKFLOW,

@@ -16,9 +16,11 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from parkgate import identity
 from parkgate.access import Principal, approver_for
+from parkgate.api import oidc_sessions
 from parkgate.api.approval_links import (
     named_approvers,
     quorum_of,
@@ -27,9 +29,14 @@ from parkgate.api.approval_links import (
     submitter_of,
 )
 from parkgate.api.views import diff_lines, expires_text, fmt_dt, fmt_span, pretty_json
+from parkgate.durable.call_errors import TEMPORAL_NO_ANSWER
+from parkgate.durable.payloads import DecideInput
 from parkgate.records import ApprovalRecord, CallStatus
 from parkgate.settings import Settings
 from parkgate.store.repository import Repository
+
+if TYPE_CHECKING:
+    from parkgate.api.service import CallService
 
 SIDE_EFFECTS = ("none", "read", "write", "execute", "network")
 #: At most this many items on one page (newest first); the rest wait their turn.
@@ -195,3 +202,62 @@ async def present(repo: Repository, item: Waiting, now: datetime,
         "used": item.acting_as is not None and item.acting_as in votes,
         "self_approved": item.self_approved,
     }
+
+
+async def votes(service: CallService, item: Waiting) -> list[str]:
+    """Named approvers who allowed so far (the workflow holds them while parked)."""
+    approval = item.approval
+    if not (approval.info or {}).get("approvers"):
+        return []
+    try:
+        view = await service.query(approval.session_id, approval.tool_use_id)
+    except TEMPORAL_NO_ANSWER:
+        return []
+    return list(view.votes) if view is not None else []
+
+
+async def visible(repo: Repository, settings: Settings, viewer: Viewer,
+                  approval: ApprovalRecord, now: datetime) -> Waiting | None:
+    """The request as an inbox item of `viewer`, when it may decide it now."""
+    filters = Filters(session_id=approval.session_id, tool_name=approval.tool_name)
+    for item in await waiting_for(repo, settings, viewer, filters, now):
+        if item.approval.request_id == approval.request_id:
+            return item
+    return None
+
+
+def decide_input(viewer: Viewer, item: Waiting, decision: str, reason: str | None,
+                 edited: dict[str, Any] | None,
+                 person: oidc_sessions.Person | None = None) -> DecideInput:
+    """The decision as `viewer` makes it: who decides, through what, with which identity."""
+    approval = item.approval
+    if viewer.principal is None and person is not None:
+        # A personal link used by its named approver, signed in (link_decisions: signin).
+        who = person.oidc
+        return DecideInput(
+            request_id=approval.request_id, decision=decision, reason=reason,
+            decided_by=viewer.approver, via="inbox", edited_input=edited,
+            principal_id=person.principal.principal_id, approver=viewer.approver,
+            identity=identity.oidc(who["issuer"], who["subject"], who.get("email"),
+                                   link="personal", approver=viewer.approver),
+        )
+    if viewer.principal is not None:
+        key = viewer.principal
+        if key.oidc is not None:
+            who = identity.oidc(key.oidc["issuer"], key.oidc["subject"], key.oidc.get("email"),
+                                approver=item.acting_as)
+        else:
+            who = identity.key(key.key_id, key.name)
+        return DecideInput(
+            request_id=approval.request_id, decision=decision, reason=reason,
+            decided_by=(item.acting_as or key.name) if key.oidc is not None else key.name,
+            via="inbox", edited_input=edited,
+            principal_id=key.principal_id, self_approved=item.self_approved,
+            approver=item.acting_as, identity=who,
+        )
+    return DecideInput(
+        request_id=approval.request_id, decision=decision, reason=reason,
+        decided_by=viewer.approver, via="inbox", edited_input=edited,
+        principal_id=f"approver:{viewer.approver}", approver=viewer.approver,
+        identity=identity.personal_link(str(viewer.approver)),
+    )

@@ -39,7 +39,8 @@ from parkgate.api.deps import ApiDeps, principal_of
 from parkgate.api.ratelimit import RateLimiter
 from parkgate.api.schemas import CallResource
 from parkgate.api.service import CallService
-from parkgate.durable.client import TEMPORAL_NO_ANSWER, IdempotencyConflictError
+from parkgate.durable.call_errors import TEMPORAL_NO_ANSWER
+from parkgate.durable.client import IdempotencyConflictError
 from parkgate.models import ImageBlock, SideEffects, ToolDefinition, ToolUseBlock
 from parkgate.records import CallStatus
 from parkgate.settings import Settings

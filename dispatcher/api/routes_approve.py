@@ -9,8 +9,6 @@ request shows who decided what and when.
 
 from __future__ import annotations
 
-import json
-from datetime import UTC, datetime
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -22,22 +20,24 @@ from parkgate.api.approval_links import (
     named_approvers,
     not_your_project,
     project_of,
-    quorum_of,
-    refusal,
-    submitter_of,
 )
+from parkgate.api.approve_page import (
+    decided_block,
+    is_expired,
+    page_context,
+    person_for,
+    state_of,
+)
+from parkgate.api.decide_forms import parse_edits
 from parkgate.api.decisions import answer_refused, outcome
 from parkgate.api.errors import ApiError
 from parkgate.api.routes_remembered import remember_spec
 from parkgate.api.service import CallService
-from parkgate.api.views import diff_lines, expires_text, fmt_dt, pretty_json
-from parkgate.diffing import unified_diff
-from parkgate.durable.client import TEMPORAL_NO_ANSWER
+from parkgate.api.views import fmt_dt
 from parkgate.durable.payloads import DecideInput
 from parkgate.links import LinkError, token_approver, token_hash, verify_token
 from parkgate.models import utcnow
 from parkgate.records import ApprovalRecord, CallStatus
-from parkgate.schema import depth_error
 from parkgate.settings import Settings
 from parkgate.store.repository import Repository
 
@@ -53,13 +53,6 @@ _SECURITY_HEADERS = {
         "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; "
         "frame-ancestors 'none'; base-uri 'none'"
     ),
-}
-
-_DECISION_WORDS = {
-    "allow": ("Approved", "approved"),
-    "allow_with_edits": ("Approved with edits", "approved with edits"),
-    "deny": ("Denied", "denied"),
-    "expired": ("Expired", "expired"),
 }
 
 
@@ -117,45 +110,6 @@ async def _load(request: Request, token: str) -> tuple[ApprovalRecord, str | Non
     return approval, approver
 
 
-def _who(approval: ApprovalRecord) -> str:
-    """The decider as the audit knows it: the authenticated name, else the claim."""
-    if approval.decided_by:
-        return approval.decided_by
-    if approval.claimed_name:
-        return f"{approval.claimed_name} (name given on the link, not verified)"
-    return "someone"
-
-
-async def _votes(request: Request, approval: ApprovalRecord) -> list[str]:
-    """Named approvers who have allowed so far (from the workflow while parked)."""
-    if approval.votes:
-        return list(approval.votes)
-    if not named_approvers(approval) or approval.decision is not None:
-        return []
-    service: CallService = request.app.state.calls
-    try:
-        view = await service.query(approval.session_id, approval.tool_use_id)
-    except TEMPORAL_NO_ANSWER:  # no worker answers: the page renders without the tally
-        return []
-    return list(view.votes) if view is not None else []
-
-
-def _expired(approval: ApprovalRecord, now: datetime) -> bool:
-    exp = approval.expires_at
-    if exp is None:
-        return False
-    if exp.tzinfo is None:
-        exp = exp.replace(tzinfo=UTC)
-    return now >= exp
-
-
-def _is_expired(approval: ApprovalRecord, now: datetime) -> bool:
-    """Expired without a decision (recorded as such, or past its expiry)."""
-    if approval.decision == "expired":
-        return True
-    return approval.decision is None and _expired(approval, now)
-
-
 def _expired_page(request: Request, approval: ApprovalRecord) -> HTMLResponse:
     return _message(
         request, 410, "This request has expired",
@@ -163,126 +117,6 @@ def _expired_page(request: Request, approval: ApprovalRecord) -> HTMLResponse:
         f"{fmt_dt(approval.expires_at)}; the call did not run.",
         detail=f"Requested {fmt_dt(approval.requested_at)} in session {approval.session_id}.",
     )
-
-
-def _decided_block(approval: ApprovalRecord, *, you: bool = False) -> dict[str, Any] | None:
-    if approval.decision is None:
-        return None
-    title, verb = _DECISION_WORDS.get(approval.decision, (approval.decision, approval.decision))
-    if approval.decision == "expired":
-        text = f"No decision arrived before {fmt_dt(approval.decided_at)}; the call did not run."
-    else:
-        who = "You" if you else _who(approval)
-        via = f" via {approval.via}" if approval.via and not you else ""
-        text = f"{who} {verb} this call{via} at {fmt_dt(approval.decided_at)}."
-    return {"decision": approval.decision, "title": title, "text": text,
-            "reason": approval.reason}
-
-
-#: Durations the approval page offers for "remember this decision".
-REMEMBER_TTLS: tuple[tuple[int, str], ...] = (
-    (3600, "1 hour"), (8 * 3600, "8 hours"), (24 * 3600, "1 day"), (7 * 24 * 3600, "7 days"),
-)
-
-
-def _edit_of(
-    approval: ApprovalRecord, call_input: Any, edited_input: dict[str, Any] | None
-) -> dict[str, Any] | None:
-    """The arguments as an approver edited them, once decided with edits: the
-    decision's own (just posted), else the call row's (which records the edit)."""
-    if edited_input is not None:
-        return edited_input
-    if approval.decision == "allow_with_edits" and isinstance(call_input, dict):
-        return call_input
-    return None
-
-
-def _decided_text(approval: ApprovalRecord) -> str | None:
-    """'decided by alice at ...' for a decided request (None while it waits)."""
-    if approval.decision is None or approval.decision == "expired":
-        return None
-    return f"decided by {_who(approval)} at {fmt_dt(approval.decided_at)}"
-
-
-async def _context(
-    request: Request, approval: ApprovalRecord, approver: str | None = None,
-    edited_input: dict[str, Any] | None = None,
-) -> dict[str, Any]:
-    """What the page shows. After an edit: the edited arguments, the diff of the
-    edit (the original arguments are kept with the request), no expiry."""
-    repo: Repository = request.app.state.deps.repo
-    info = approval.info or {}
-    call = await repo.get_call(approval.session_id, approval.tool_use_id)
-    parent_id = info.get("parent_tool_use_id") or None
-    if call is None and parent_id:
-        # A composed tool's sub-call has no row: it lives and ends with its parent.
-        call = await repo.get_call(approval.session_id, str(parent_id))
-        args_source = info.get("input")
-    else:
-        args_source = call.input if call is not None else None
-    session = await repo.get_session(approval.session_id)
-    person = await _person_for(request, approval, approver)
-    edit = _edit_of(approval, args_source, edited_input)
-    original = info.get("input") if edit is not None else None
-    if edit is not None and original is None and edited_input is not None:
-        original = args_source  # the row before the decision is recorded
-    args: Any = edit if edit is not None else args_source
-    args_pretty = pretty_json(args) if args is not None else str(info.get("input_summary", ""))
-    if edit is None:
-        diff = diff_lines(info.get("diff"))
-    elif original is not None:  # the file preview described the original: show the edit
-        diff = diff_lines(unified_diff(pretty_json(original) + "\n", args_pretty + "\n",
-                                       "arguments"))
-    else:
-        diff = []
-    now = utcnow()
-    return {
-        "a": {
-            "tool_name": approval.tool_name,
-            "tool_use_id": approval.tool_use_id,
-            "session_id": approval.session_id,
-            "side_effects": info.get("side_effects") or (call.side_effects if call else "") or "",
-            "rule": info.get("rule") or (call.rule if call else None),
-            "requested_at_iso": approval.requested_at.isoformat(),
-            "requested_at_text": fmt_dt(approval.requested_at),
-            "expires_text": expires_text(approval.expires_at, now),
-            "decided_text": _decided_text(approval),
-            "edited": edit is not None,
-            "workspace": session.workspace_path if session else None,
-            "impact": list(info.get("projected_impact") or []),
-            "diff_lines": diff,
-            "args_pretty": args_pretty,
-            "sub_tools": list(info.get("sub_tools") or []),
-            "files": list(info.get("files") or []),
-            "parent_tool_use_id": parent_id,
-            "parent_tool_name": call.tool_name if parent_id and call is not None else None,
-            "client_executed": bool(info.get("client_executed")),
-        },
-        "call_status": call.status if call else None,
-        "as_approver": approver,
-        "signed_in_as": person.principal.name if person is not None else None,
-        "named": named_approvers(approval),
-        "quorum": quorum_of(approval),
-        "votes": await _votes(request, approval),
-        # Only an authenticated decider (a personal link) may leave a standing
-        # rule behind; not for quorum requests or a composed tool's sub-calls.
-        "can_remember": approver is not None and quorum_of(approval) == 1 and not parent_id,
-        "remember_ttls": REMEMBER_TTLS,
-    }
-
-
-def _state(
-    approval: ApprovalRecord, call_status: CallStatus | None, now: datetime
-) -> tuple[str, str]:
-    if approval.decision is not None:
-        title, _ = _DECISION_WORDS.get(approval.decision, (approval.decision, ""))
-        return ("allowed" if approval.decision.startswith("allow") else
-                "expired" if approval.decision == "expired" else "denied"), title
-    if _expired(approval, now):
-        return "expired", "Expired"
-    if call_status is not None and call_status != CallStatus.PARKED and call_status.terminal:
-        return "closed", f"No longer waiting (the call is {call_status.value})"
-    return "pending", "Waiting for a decision"
 
 
 def _form_page(
@@ -297,7 +131,7 @@ def _form_page(
     secret: str = request.app.state.secret
     purpose = f"approve:{approval.request_id}"
     nonce, token = csrf.issue(secret, purpose, request.cookies.get(csrf.cookie_name(purpose)))
-    state, state_text = _state(approval, ctx["call_status"], utcnow())
+    state, state_text = state_of(approval, ctx["call_status"], utcnow())
     approver = ctx["as_approver"]
     # A request with named approvers is decided only through their own links;
     # each link counts once.
@@ -318,26 +152,6 @@ def _form_page(
         secure=settings.public_base_url.startswith("https://"), path="/approve",
     )
     return response
-
-
-async def _person_for(
-    request: Request, approval: ApprovalRecord, link_approver: str | None
-) -> oidc_sessions.Person | None:
-    """The signed-in person who decides through this link: the named approver
-    a personal link is for, or for a generic link an approver who may decide
-    this request. Anyone else signed in decides as the link alone would."""
-    person = oidc_sessions.signed_in(request)
-    if person is None:
-        return None
-    if link_approver is not None:
-        return person if person.principal.approver == link_approver else None
-    settings: Settings = request.app.state.settings
-    repo: Repository = request.app.state.deps.repo
-    session = await repo.get_session(approval.session_id)
-    if session is None or not person.principal.sees(session.project):
-        return None  # another project's request: their groups grant nothing there
-    submitter = await submitter_of(repo, approval)
-    return person if refusal(settings, person.principal, approval, submitter) is None else None
 
 
 def _signin_required(request: Request, token: str, link_approver: str | None) -> HTMLResponse:
@@ -361,19 +175,19 @@ async def approval_page(token: str, request: Request) -> Response:
     if isinstance(loaded, Response):
         return loaded
     approval, approver = loaded
-    ctx = await _context(request, approval, approver)
+    ctx = await page_context(request, approval, approver)
     if approval.decision is None and ctx["call_status"] not in (None, CallStatus.PARKED):
         # The call moved on after the request was read: its decision is stored
         # by now (it is written before the call runs or ends); show who decided.
         repo: Repository = request.app.state.deps.repo
         approval = await repo.get_approval(approval.request_id) or approval
     now = utcnow()
-    if _is_expired(approval, now):
+    if is_expired(approval, now):
         return _expired_page(request, approval)
     if approval.decision is not None:
-        state, state_text = _state(approval, ctx["call_status"], now)
+        state, state_text = state_of(approval, ctx["call_status"], now)
         return _page(request, "approve.html", 200, state=state, state_text=state_text,
-                     decided=_decided_block(approval), can_decide=False,
+                     decided=decided_block(approval), can_decide=False,
                      **{k: v for k, v in ctx.items() if k != "call_status"})
     return _form_page(request, ctx, approval)
 
@@ -385,7 +199,7 @@ async def approval_decide(token: str, request: Request) -> Response:
         return loaded
     approval, link_approver = loaded
     settings: Settings = request.app.state.settings
-    if _is_expired(approval, utcnow()):
+    if is_expired(approval, utcnow()):
         return _expired_page(request, approval)
     purpose = f"approve:{approval.request_id}"
     try:
@@ -399,7 +213,7 @@ async def approval_decide(token: str, request: Request) -> Response:
     ):
         return _message(request, 403, "Form expired",
                         "This form could not be verified. Reload the approval page and try again.")
-    ctx = await _context(request, approval, link_approver)
+    ctx = await page_context(request, approval, link_approver)
     if ctx["named"] and link_approver is None:
         return _message(request, 403, "Personal links only",
                         "This request is decided by its named approvers ("
@@ -408,7 +222,7 @@ async def approval_decide(token: str, request: Request) -> Response:
         return _message(request, 409, "Already approved",
                         f"{link_approver} has already approved this call "
                         f"({len(ctx['votes'])} of {ctx['quorum']} approvals).", kind="info")
-    person = await _person_for(request, approval, link_approver)
+    person = await person_for(request, approval, link_approver)
     if settings.link_decisions == "signin" and person is None:
         return _signin_required(request, token, link_approver)
     if person is not None and not oidc_sessions.fresh_enough(request, person):
@@ -430,21 +244,9 @@ async def approval_decide(token: str, request: Request) -> Response:
                           error="Enter your name so the decision can be audited.")
     edited: dict[str, Any] | None = None
     if decision == "allow_with_edits":
-        try:
-            parsed = json.loads(edited_raw)
-        except RecursionError:
-            return _form_page(request, ctx, approval, status=422, form=kept,
-                              error="The edited arguments are nested too deeply.")
-        except ValueError as exc:
-            return _form_page(request, ctx, approval, status=422, form=kept,
-                              error=f"The edited arguments are not valid JSON: {exc}")
-        if not isinstance(parsed, dict):
-            return _form_page(request, ctx, approval, status=422, form=kept,
-                              error="The edited arguments must be a JSON object.")
-        max_depth = request.app.state.settings.max_input_depth
-        if depth_error(parsed, max_depth) is not None:
-            return _form_page(request, ctx, approval, status=422, form=kept,
-                              error=f"The edited arguments nest deeper than {max_depth} levels.")
+        parsed = parse_edits(edited_raw, settings.max_input_depth)
+        if isinstance(parsed, str):
+            return _form_page(request, ctx, approval, status=422, form=kept, error=parsed)
         edited = parsed
     service: CallService = request.app.state.calls
     remember = None
@@ -512,12 +314,12 @@ async def approval_decide(token: str, request: Request) -> Response:
         })
         after = "The call is running now." if decision != "deny" else \
             "The agent has been told, with your reason."
-        block = _decided_block(shown, you=True)
+        block = decided_block(shown, you=True)
         assert block is not None
         block["text"] += " " + after
-        state, state_text = _state(shown, None, utcnow())
-        ctx = await _context(request, shown, link_approver,
-                             edited if decision == "allow_with_edits" else None)
+        state, state_text = state_of(shown, None, utcnow())
+        ctx = await page_context(request, shown, link_approver,
+                                 edited if decision == "allow_with_edits" else None)
         return _page(request, "approve.html", 200, state=state, state_text=state_text,
                      decided=block, can_decide=False,
                      **{k: v for k, v in ctx.items() if k != "call_status"})
@@ -529,11 +331,11 @@ async def approval_decide(token: str, request: Request) -> Response:
             "decided_at": result.winner.decided_at,
             "claimed_name": result.winner.claimed_name,
         })
-        block = _decided_block(shown)
+        block = decided_block(shown)
         assert block is not None
         block["title"] = f"Already decided: {block['title']}"
-        state, state_text = _state(shown, None, utcnow())
-        ctx = await _context(request, shown, link_approver)
+        state, state_text = state_of(shown, None, utcnow())
+        ctx = await page_context(request, shown, link_approver)
         return _page(request, "approve.html", 409, state=state, state_text=state_text,
                      decided=block, can_decide=False,
                      **{k: v for k, v in ctx.items() if k != "call_status"})
@@ -541,9 +343,9 @@ async def approval_decide(token: str, request: Request) -> Response:
         return _form_page(request, ctx, approval, status=refused.status, form=kept,
                           error=refused.message)
     stored = await repo.get_approval(approval.request_id) or approval
-    state, state_text = _state(stored, ctx["call_status"], utcnow())
+    state, state_text = state_of(stored, ctx["call_status"], utcnow())
     return _page(request, "approve.html", refused.status, state=state, state_text=state_text,
-                 decided=_decided_block(stored) or {
+                 decided=decided_block(stored) or {
                      "decision": "expired", "title": "No longer waiting",
                      "text": result.message or "This call is no longer waiting for a decision.",
                      "reason": None},

@@ -40,12 +40,8 @@ from parkgate.api.errors import ApiError
 from parkgate.api.schemas import CallLinks, CallResource
 from parkgate.decisions import RejectReason
 from parkgate.durable import stuck
-from parkgate.durable.client import (
-    TEMPORAL_NO_ANSWER,
-    DurableDispatcher,
-    TurnStart,
-    UnknownCallError,
-)
+from parkgate.durable.call_errors import TEMPORAL_NO_ANSWER, UnknownCallError
+from parkgate.durable.client import DurableDispatcher, TurnStart
 from parkgate.durable.payloads import (
     CallStatusView,
     DecideInput,

@@ -91,7 +91,7 @@ def _default_name() -> str:
 
 async def _decide(ref: CallRef, decision: str, reason: str | None, decided_by: str) -> str:
     """Decide the call; returns what happened, in words."""
-    from parkgate.durable.client import UnknownCallError
+    from parkgate.durable.call_errors import UnknownCallError
 
     settings = load_settings()
     async with durable(settings, ref) as (dispatcher, approval):
@@ -183,7 +183,7 @@ def cancel(
     ),
 ) -> None:
     """Cancel one call, or every parked or running call of a session."""
-    from parkgate.durable.client import UnknownCallError
+    from parkgate.durable.call_errors import UnknownCallError
 
     settings = load_settings()
 

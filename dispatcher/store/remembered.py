@@ -77,6 +77,15 @@ class RememberedRulesStore(StoreBase):
                                     RULES.c.revoked_at.is_(None), RULES.c.expires_at > now)
         return await self._rules(query.order_by(RULES.c.created_at, RULES.c.rule_id))
 
+    async def revocable_remembered(
+        self, *, project: str | None, approver: str | None, now: datetime
+    ) -> list[RememberedRule]:
+        """Active rules an inbox viewer may revoke: its project's (an approver key
+        or a signed-in person: `project`), else those a named approver made."""
+        if project is not None:
+            return await self.list_remembered(project=project, now=now)
+        return await self.list_remembered_by_approver(str(approver), now=now)
+
     async def get_remembered(self, rule_id: str) -> RememberedRule | None:
         rules = await self._rules(select(RULES).where(RULES.c.rule_id == rule_id))
         return rules[0] if rules else None

@@ -23,7 +23,8 @@ from parkgate.diffing import ImpactPreview
 from parkgate.errors import ToolExecutionError, ToolValidationError
 from parkgate.models import SideEffects, TextBlock, ToolDefinition, ToolOutput
 from parkgate.sandbox import spawn_tool_process
-from parkgate.shellwords import is_control, parse
+from parkgate.shell_lex import is_control
+from parkgate.shellwords import parse
 from parkgate.tools.base import BaseTool
 from parkgate.truncation import Limits, truncate_text
 from parkgate.workspace import WorkspaceFileAPI

@@ -23,7 +23,7 @@ from parkgate.models import Session, ToolErrorClass, ToolUseBlock
 from parkgate.pipeline import Pipeline
 from parkgate.policy import ConfirmationPolicy
 from parkgate.registry import ToolRegistry
-from parkgate.shellwords import is_control
+from parkgate.shell_lex import is_control
 from parkgate.tools import builtin_tools
 from parkgate.truncation import Limits
 from parkgate.verdicts import Deny, Execute, NeedsApproval, ToolRun

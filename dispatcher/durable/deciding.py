@@ -1,0 +1,241 @@
+"""The decision half of DurableDispatcher: find a request's call, send it a decision.
+
+A decision goes to the call's workflow as the proven `decide` update (or
+signal); a composed tool's sub-call has no workflow and is decided in the
+store. Refusals come back as data (`DecideResult`), with the standing winner.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any, Protocol, Unpack, cast
+
+from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
+from temporalio.exceptions import ApplicationError
+from temporalio.service import RPCError, RPCStatusCode
+
+from parkgate import proof
+from parkgate.decisions import DecideKeywords, Rejection, RejectReason, no_longer_waiting, reason_of
+from parkgate.durable import subcall_approvals
+from parkgate.durable.call_errors import TEMPORAL_NO_ANSWER, UnknownCallError
+from parkgate.durable.payloads import (
+    QUERY_STATUS,
+    SIGNAL_DECIDE,
+    UPDATE_DECIDE,
+    CallOutcome,
+    CallStatusView,
+    DecideInput,
+    DecideResult,
+    DecisionRecord,
+    StatusRequest,
+    call_workflow_id,
+)
+from parkgate.durable.plugin import proof_keys_of
+from parkgate.records import ApprovalRecord, CallStatus
+
+
+class ApprovalLookup(Protocol):
+    """Finds which call an approval request belongs to (the Repository does)."""
+
+    async def get_approval(self, request_id: str) -> ApprovalRecord | None: ...
+
+
+class DecisionSending:
+    """Mixin of DurableDispatcher: decide approval requests."""
+
+    # Provided by DurableDispatcher.
+    if TYPE_CHECKING:
+        client: Client
+        approvals: ApprovalLookup | None
+
+        def handle(self, session_id: str, tool_use_id: str) -> WorkflowHandle[Any, CallOutcome]: ...
+        async def status(self, session_id: str, tool_use_id: str) -> CallStatusView: ...
+
+    async def locate(self, request_id: str) -> tuple[str, str]:
+        """(session_id, tool_use_id) of an approval request, from the store."""
+        record = await self._approval(request_id)
+        return record.session_id, record.tool_use_id
+
+    async def _approval(self, request_id: str) -> ApprovalRecord:
+        record = await self.approvals.get_approval(request_id) if self.approvals else None
+        if record is None:
+            raise UnknownCallError(f"unknown confirmation request '{request_id}'")
+        return record
+
+    async def _sub_call_approval(self, request_id: str) -> ApprovalRecord | None:
+        """The request when it belongs to a composed tool's sub-call (no workflow of
+        its own), else None."""
+        if self.approvals is None:
+            return None
+        record = await self.approvals.get_approval(request_id)
+        return record if record is not None and subcall_approvals.parent_of(record) else None
+
+    async def _decide_sub_call(self, record: ApprovalRecord, inp: DecideInput) -> DecideResult:
+        """Decide a sub-call's request in the store (first write wins); the execute
+        activity running the composed tool picks it up. Only while the parent call
+        is still running: after that nobody would act on the decision."""
+        parent = subcall_approvals.parent_of(record)
+        assert parent is not None
+        if not subcall_approvals.can_decide(self.approvals):
+            return DecideResult.refused(
+                Rejection(RejectReason.NO_STORE,
+                          "this dispatcher has no store to decide sub-calls in")
+            )
+        status = "unknown"
+        try:
+            desc = await self.handle(record.session_id, parent).describe()
+            status = desc.status.name.lower() if desc.status is not None else status
+        except RPCError as exc:
+            if exc.status != RPCStatusCode.NOT_FOUND:
+                raise
+        if status != "running":
+            return DecideResult.refused(
+                no_longer_waiting(status), record.decision_record()
+            )
+        approvals = cast(subcall_approvals.ApprovalDecisions, self.approvals)
+        return await subcall_approvals.decide(approvals, record, inp)
+
+    async def decide(
+        self,
+        request_id: str,
+        decision: str,
+        *,
+        session_id: str | None = None,
+        tool_use_id: str | None = None,
+        wait: bool = True,
+        **fields: Unpack[DecideKeywords],
+    ) -> DecideResult:
+        """`send_decision` with the decision given as DecideInput's fields
+        (`DecideKeywords`; `via` defaults to "api"). TypeError for others."""
+        unknown = set(fields) - set(DecideInput.model_fields)
+        if unknown:
+            raise TypeError(f"decide() got unexpected keyword arguments {sorted(unknown)}")
+        inp = DecideInput.model_validate(
+            {"via": "api", **fields, "request_id": request_id, "decision": decision}
+        )
+        return await self.send_decision(
+            inp, session_id=session_id, tool_use_id=tool_use_id, wait=wait
+        )
+
+    async def send_decision(
+        self,
+        inp: DecideInput,
+        *,
+        session_id: str | None = None,
+        tool_use_id: str | None = None,
+        wait: bool = True,
+    ) -> DecideResult:
+        """Send a decision as the `decide` update (or signal with wait=False).
+
+        A rejected decision (already decided, unknown request, invalid edit)
+        comes back as accepted=False with the message and the standing winner.
+        `principal_id` / `claimed_name` / `approver` say who decides (see
+        DecideInput); the caller has authenticated them. Without session_id and
+        tool_use_id the call is found from the request id in the store.
+
+        The decision goes out proven (parkgate.proof, kind "decide", bound to
+        the call's workflow id) with this client's proof keys; a client
+        without them sends it unproven, and the workflow refuses it
+        (RejectReason.UNPROVEN).
+        """
+        request_id = inp.request_id
+        if session_id is None or tool_use_id is None:
+            record = await self._approval(request_id)
+            if subcall_approvals.parent_of(record):
+                return await self._decide_sub_call(record, inp)
+            session_id, tool_use_id = record.session_id, record.tool_use_id
+        handle = self.handle(session_id, tool_use_id)
+        inp = self.proven(inp, call_workflow_id(session_id, tool_use_id))
+        if wait:
+            await _parked_in_history(handle)
+        try:
+            if not wait:
+                await handle.signal(SIGNAL_DECIDE, inp)
+                return DecideResult(accepted=False, message="decision sent (signal)")
+            return await handle.execute_update(UPDATE_DECIDE, inp, result_type=DecideResult)
+        except WorkflowUpdateFailedError as exc:
+            cause = exc.cause
+            message = cause.message if isinstance(cause, ApplicationError) else str(cause)
+            reason = _rejected_reason(cause)
+            winner = _rejected_winner(cause)
+            if winner is not None:
+                return DecideResult(accepted=False, winner=winner, message=message, reason=reason)
+            try:
+                winner = (await self.status(session_id, tool_use_id)).decision
+            except _NO_ANSWER:
+                # The winner is a courtesy: without a worker to answer the query
+                # the caller still learns it lost (the store has the winner).
+                pass
+            return DecideResult(accepted=False, winner=winner, message=message, reason=reason)
+        except RPCError as exc:
+            if exc.status != RPCStatusCode.NOT_FOUND:
+                raise
+            # No workflow: a composed tool's sub-call request (decided in the store)?
+            sub = await self._sub_call_approval(request_id)
+            if sub is not None and sub.session_id == session_id:
+                return await self._decide_sub_call(sub, inp)
+            # Either no such call, or it already ended (expired, cancelled, ran).
+            view = await self.status(session_id, tool_use_id)
+            return DecideResult.refused(no_longer_waiting(view.status.value), view.decision)
+
+    def proven(self, inp: DecideInput, workflow_id: str) -> DecideInput:
+        """`inp` with the proof that this API sent it to `workflow_id`."""
+        keys = proof_keys_of(self.client)
+        if keys is None:
+            return inp.model_copy(update={"proof": None})
+        return proof.prove(inp, proof.KIND_DECIDE, workflow_id, keys)
+
+
+#: A status query that could not be answered (no call, or no answer).
+_NO_ANSWER = (UnknownCallError, *TEMPORAL_NO_ANSWER)
+#: How long a decision waits for its call's park to be in history (a bound for
+#: a call still storing its request; a parked call answers at once).
+_SETTLE_SECONDS = 10.0
+_SETTLE_POLL_SECONDS = 0.05
+
+
+async def _parked_in_history(handle: WorkflowHandle[Any, Any]) -> None:
+    """Return once the workflow task that parked the call is committed.
+
+    The parked row is stored by `create_approval` before its workflow hears
+    that it finished, so a decision sent at once can reach Temporal in the
+    same workflow task as that result. A worker that does not have the
+    workflow cached then records the update after the park's commands, and
+    any later replay answers it before them: non-determinism, and the call
+    is wedged (docs/FAULTS.md, finding 11; an SDK ordering issue of updates
+    handled on a cold start). A query is answered only once the workflow
+    task in flight is done, so an answer past `queued` means the park is in
+    history and the update lands in a task of its own. Best effort: with no
+    answer within the bound the decision goes out as before.
+    """
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + _SETTLE_SECONDS
+    while True:
+        try:
+            view: CallStatusView = await handle.query(
+                QUERY_STATUS, StatusRequest(), result_type=CallStatusView,
+                rpc_timeout=timedelta(seconds=_SETTLE_SECONDS),
+            )
+        except TEMPORAL_NO_ANSWER:
+            return
+        if view.status != CallStatus.QUEUED or loop.time() >= deadline:
+            return
+        await asyncio.sleep(_SETTLE_POLL_SECONDS)
+
+
+def _rejected_winner(cause: BaseException | None) -> DecisionRecord | None:
+    """The standing winner the validator sent with its rejection, if any."""
+    if not isinstance(cause, ApplicationError) or not cause.details:
+        return None
+    try:
+        return DecisionRecord.model_validate(cause.details[0])
+    except ValueError:
+        return None
+
+
+def _rejected_reason(cause: BaseException | None) -> RejectReason | None:
+    """Why the validator refused (details[1]); None from workers before reasons."""
+    if not isinstance(cause, ApplicationError) or len(cause.details) < 2:
+        return None
+    return reason_of(cause.details[1])

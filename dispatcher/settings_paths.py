@@ -1,0 +1,110 @@
+"""Where parkgate keeps its data on this host, and what a sandboxed tool must not see.
+
+`default_data_dir` and `config_file` locate the data directory and the YAML
+settings; `HostPaths` (a part of Settings) derives the paths the tool sandbox
+hides (parkgate.sandbox) and the workspace roots it narrows to one.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+
+def default_data_dir() -> Path:
+    return Path(os.environ.get("PARKGATE_DATA_DIR") or "~/.parkgate").expanduser()
+
+
+def config_file() -> Path | None:
+    """The YAML settings file in use (PARKGATE_CONFIG, else <data_dir>/server.yaml if present)."""
+    explicit = os.environ.get("PARKGATE_CONFIG")
+    if explicit:
+        return Path(explicit).expanduser()
+    candidate = default_data_dir() / "server.yaml"
+    return candidate if candidate.exists() else None
+
+
+class HostPaths:
+    """Part of Settings: the host paths its fields imply."""
+
+    # Settings' fields this part reads.
+    if TYPE_CHECKING:
+        data_dir: Path
+        database_url: str
+        temporal_tls_key_path: Path | None
+        tool_hidden_paths: list[Path]
+        workspace_roots: list[Path]
+        project_workspace_roots: dict[str, list[Path]]
+        worker_groups: dict[str, list[Path]]
+
+    def hidden_tool_paths(self) -> list[Path]:
+        """What a sandboxed tool must not see (parkgate.sandbox): the data
+        directory, each configured secret file and the directory holding it,
+        then `tool_hidden_paths`. A directory that holds a call's workspace is
+        dropped for that call (parkgate.sandbox.paths_to_hide); the file itself
+        stays covered."""
+        paths: list[Path] = self.data_dirs()
+        files: list[Path] = []
+        if self.temporal_tls_key_path:
+            files.append(Path(self.temporal_tls_key_path).expanduser())
+        config = config_file()
+        if config is not None:
+            files.append(config)
+        url = self.database_url
+        if url.startswith("sqlite") and ":///" in url:
+            db = url.split(":///", 1)[1].split("?", 1)[0]
+            if db and db != ":memory:":
+                files.append(Path(db))
+        for file in files:
+            paths += [file, file.parent]
+        paths += self._database_socket_dirs()
+        paths += [Path(p).expanduser() for p in self.tool_hidden_paths]
+        unique: list[Path] = []
+        for path in paths:
+            resolved = path.resolve()
+            if resolved not in unique:
+                unique.append(resolved)
+        return unique
+
+    def data_dirs(self) -> list[Path]:
+        """Every parkgate data directory this host is known to have: the configured
+        one, PARKGATE_DATA_DIR's, and `~/.parkgate*` of the worker's user (another
+        `serve` with its own link secret is as secret as ours)."""
+        found = [Path(self.data_dir).expanduser(), default_data_dir()]
+        home = Path("~").expanduser()
+        if home.is_dir():
+            try:
+                found += sorted(p for p in home.glob(".parkgate*") if p.is_dir())
+            except OSError:
+                pass
+        else:
+            found.append(home / ".parkgate")
+        return found
+
+    def _database_socket_dirs(self) -> list[Path]:
+        """The PostgreSQL unix-socket directories of a local history database: a
+        socket is reachable by path from any network namespace."""
+        url = self.database_url
+        if not url.startswith("postgres"):
+            return []
+        from urllib.parse import parse_qs, urlsplit
+
+        parts = urlsplit(url)
+        host = parse_qs(parts.query).get("host", [""])[0] or (parts.hostname or "")
+        if host.startswith("/"):
+            return [Path(host)]
+        if host in ("", "localhost", "127.0.0.1", "::1"):
+            return [Path("/run/postgresql"), Path("/var/run/postgresql")]
+        return []
+
+    def tool_workspace_roots(self) -> list[Path]:
+        """Where sessions' workspaces may live (workspace_roots, every project's own
+        roots and the worker groups' roots): a sandboxed tool sees none of them but
+        its own workspace."""
+        roots = [*self.workspace_roots]
+        for project_roots in self.project_workspace_roots.values():
+            roots += project_roots
+        for group_roots in self.worker_groups.values():
+            roots += group_roots
+        return roots

@@ -1,0 +1,297 @@
+"""Decisions of ToolCallWorkflow: the decide update and signal, quorum votes.
+
+Validators and the pure problem checks run without I/O (validators do not run
+on replay); accepted decisions are applied under a lock (PATCH_COMMITTED_WRITES)
+and may revalidate edited input in an activity. With named approvers a vote
+decides only when the quorum is reached (parkgate.quorum). Deterministic code only.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from typing import Any
+
+from temporalio import workflow
+from temporalio.exceptions import ApplicationError
+
+from parkgate.workflows.call_record import (
+    LOCAL_RETRY,
+    LOCAL_TIMEOUT,
+    PATCH_COMMITTED_WRITES,
+    CallRecording,
+)
+
+with workflow.unsafe.imports_passed_through():
+    from parkgate import proof, quorum
+    from parkgate.decisions import (
+        REJECTED_ERROR_TYPE,
+        Rejection,
+        RejectReason,
+        already_decided,
+        invalid_decision,
+        invalid_edits,
+        no_longer_waiting,
+        unproven,
+    )
+    from parkgate.durable import activity_defs as acts
+    from parkgate.durable.payloads import (
+        DECISIONS,
+        SIGNAL_DECIDE,
+        UPDATE_DECIDE,
+        DecideInput,
+        DecideResult,
+        DecisionRecord,
+        RevalidateInput,
+        RevalidateOutput,
+    )
+    from parkgate.records import CallStatus
+    from parkgate.remember_spec import remember_for
+    from parkgate.schema import validate_input
+    from parkgate.verdicts import PreparedCall
+
+
+def lexical_path_errors(prepared: PreparedCall, new_input: dict[str, object]) -> list[str]:
+    """Pure (no filesystem) scope check of edited paths, for the update validator.
+
+    The full re-scope (symlinks, realpath) runs in the revalidate activity.
+    """
+    root = posixpath.normpath(prepared.session.workspace_path)
+    errors = []
+    for field in prepared.definition.path_fields:
+        value = new_input.get(field)
+        if not isinstance(value, str):
+            continue
+        joined = posixpath.normpath(posixpath.join(root, value))
+        if joined != root and not joined.startswith(root.rstrip("/") + "/"):
+            errors.append(f"{field}: path {value!r} escapes the workspace")
+    return errors
+
+
+class Decisions(CallRecording):
+    """Mixin of ToolCallWorkflow: accept, refuse and count decisions."""
+
+    def _proof_problem(self, inp: DecideInput) -> Rejection | None:
+        """Why this decision is not proven to come from parkgate's API; pure
+        (the worker's installed proof keys, parkgate.proof)."""
+        text = proof.problem(inp, proof.KIND_DECIDE, workflow.info().workflow_id)
+        return unproven(text) if text is not None else None
+
+    def _decide_problem(self, inp: DecideInput) -> Rejection | None:
+        """Why this decision cannot be applied (None when it can); pure."""
+        info = self._info
+        if info is None or inp.request_id != info.request_id:
+            return Rejection(RejectReason.UNKNOWN_REQUEST,
+                             f"unknown request id {inp.request_id!r} for this call")
+        if self._decision is not None:
+            return already_decided(self._decision.decision, self._decision.decided_by)
+        storing = self._status == CallStatus.QUEUED and self._approval is None
+        if self._status != CallStatus.PARKED and not storing:
+            return no_longer_waiting(self._status.value)
+        if inp.decision not in DECISIONS:
+            return invalid_decision(inp.decision)
+        if inp.decision == "allow_with_edits":
+            prepared = self._prepared
+            assert prepared is not None
+            if inp.edited_input is None:
+                return Rejection(
+                    RejectReason.EDITS_MISSING,
+                    "allow_with_edits needs edited_input (the complete replacement input)",
+                )
+            errors = validate_input(prepared.definition.input_schema, inp.edited_input)
+            errors += lexical_path_errors(prepared, inp.edited_input)
+            if errors:
+                return invalid_edits("; ".join(errors))
+        elif inp.edited_input is not None:
+            return Rejection(RejectReason.EDITS_NOT_ALLOWED,
+                             "edited_input is only allowed with allow_with_edits")
+        return self._vote_problem(inp)
+
+    @workflow.update(name=UPDATE_DECIDE)
+    async def decide(self, inp: DecideInput) -> DecideResult:
+        """Apply a decision; the first one wins and every later caller learns it."""
+        return await self._decide_accepted(inp)
+
+    @decide.validator
+    def _validate_decide(self, inp: DecideInput) -> None:
+        # The proof first: an unproven caller learns nothing of the call.
+        unproven_ = self._proof_problem(inp)
+        if unproven_ is not None:
+            raise ApplicationError(
+                unproven_.message, None, unproven_.reason.value,
+                type=REJECTED_ERROR_TYPE, non_retryable=True,
+            )
+        problem = self._decide_problem(inp)
+        if problem is not None:
+            # The standing winner travels with the rejection: the loser learns
+            # it without a status query (which may not be answered in time).
+            # details: (winner, reason); the reason is what interfaces map.
+            won = self._decision.model_dump(mode="json") if self._decision else None
+            raise ApplicationError(
+                problem.message, won, problem.reason.value,
+                type=REJECTED_ERROR_TYPE, non_retryable=True,
+            )
+
+    @workflow.signal(name=SIGNAL_DECIDE)
+    async def decide_signal(self, inp: DecideInput) -> None:
+        """Fire-and-forget decision; invalid or unproven ones are logged and ignored.
+
+        Signal handlers run again on replay: the proof check answers the same
+        as long as the worker keeps the key that proved it (old payload keys
+        stay configured until no history needs them, as for decryption).
+        """
+        if self._proofs_on_signals():
+            unproven_ = self._proof_problem(inp)
+            if unproven_ is not None:
+                workflow.logger.warning("decide signal ignored: %s", unproven_.message)
+                return
+        problem = self._decide_problem(inp)
+        if problem is not None:
+            workflow.logger.warning("decide signal ignored: %s", problem.message)
+            return
+        await self._decide_accepted(inp)
+
+    async def _decide_accepted(self, inp: DecideInput) -> DecideResult:
+        """An accepted decide (update or signal): counted while in flight, so an
+        expiry firing meanwhile waits for it instead of winning against it."""
+        self._pending_decisions += 1
+        try:
+            if workflow.patched(PATCH_COMMITTED_WRITES):
+                async with self._decide_lock:
+                    return await self._apply_decision_locked(inp)
+            return await self._apply_decision(inp)
+        finally:
+            self._pending_decisions -= 1
+
+    async def _apply_decision_locked(self, inp: DecideInput) -> DecideResult:
+        """Apply one decision while holding the decide lock.
+
+        State is re-checked on entry (a rival may have won while we waited for
+        the lock) and again after revalidation (the only await: an expiry or a
+        cancellation may have ended the wait meanwhile).
+        """
+        problem = self._decide_problem(inp)
+        if problem is not None:
+            return self._refused(problem)
+        prepared = self._prepared
+        assert prepared is not None
+        if inp.decision == "allow_with_edits":
+            checked = await self._revalidate(prepared, inp)
+            problem = self._decide_problem(inp)
+            if problem is not None:
+                return self._refused(problem)
+            if checked.prepared is None:
+                return self._refused(invalid_edits(str(checked.error)), winner=False)
+            prepared = checked.prepared
+            self._prepared = prepared
+        self._decision = self._tally(self._decision_record(inp, prepared), inp)
+        if self._decision is None:
+            return self._counted()  # a quorum vote that does not decide yet
+        return DecideResult(accepted=True, winner=self._decision, message="decision applied")
+
+    async def _revalidate(self, prepared: PreparedCall, inp: DecideInput) -> RevalidateOutput:
+        """Full re-scope of edited input (pure: no store writes, safe to discard)."""
+        assert inp.edited_input is not None
+        checked = RevalidateInput(prepared=prepared, new_input=inp.edited_input)
+        queue = self._group_queue()
+        if queue is not None:
+            # Re-scoping (realpath) needs the workspace: on the group's hosts.
+            return await workflow.execute_activity(
+                acts.revalidate,
+                checked,
+                task_queue=queue,
+                start_to_close_timeout=LOCAL_TIMEOUT,
+                retry_policy=LOCAL_RETRY,
+            )
+        return await workflow.execute_local_activity(
+            acts.revalidate,
+            checked,
+            start_to_close_timeout=LOCAL_TIMEOUT,
+            retry_policy=LOCAL_RETRY,
+        )
+
+    def _decision_record(self, inp: DecideInput, prepared: PreparedCall) -> DecisionRecord:
+        """The winning decision as recorded."""
+        info = self._info
+        return inp.record(
+            decided_at=workflow.now(),
+            approved_hash=prepared.input_hash if inp.decision != "deny" else None,
+            # Data only (no command): written as a rule with the committed decision.
+            remember=(
+                remember_for(inp.remember, inp.approver, info)
+                if inp.decision != "deny" else None
+            ),
+        )
+
+    async def _apply_decision(self, inp: DecideInput) -> DecideResult:
+        """Histories from before PATCH_COMMITTED_WRITES (kept as they ran)."""
+        # A rival accepted just before us may still be revalidating its edits.
+        await workflow.wait_condition(lambda: not self._deciding)
+        problem = self._decide_problem(inp)
+        if problem is not None:
+            return self._refused(problem)
+        prepared = self._prepared
+        assert prepared is not None
+        self._deciding = True
+        try:
+            if inp.decision == "allow_with_edits":
+                checked = await self._revalidate(prepared, inp)
+                if checked.prepared is None:
+                    return self._refused(invalid_edits(str(checked.error)), winner=False)
+                prepared = checked.prepared
+                self._prepared = prepared
+            self._decision = self._tally(self._decision_record(inp, prepared), inp)
+            if self._decision is None:
+                return self._counted()
+            return DecideResult(accepted=True, winner=self._decision, message="decision applied")
+        finally:
+            self._deciding = False
+
+    # ------------------------------------------------ named approvers, quorum
+    def _refused(self, problem: Rejection, *, winner: bool = True) -> DecideResult:
+        """A decision refused inside the handler (after the validator let it in)."""
+        return DecideResult.refused(problem, self._decision if winner else None)
+
+    def _vote_problem(self, inp: DecideInput) -> Rejection | None:
+        """Why this vote cannot count on a request with named approvers; pure."""
+        info = self._info
+        if info is None:
+            return None
+        return quorum.vote_problem(
+            info.approvers, info.quorum, self._votes, inp.approver, inp.decision
+        )
+
+    def _tally(self, record: DecisionRecord, inp: DecideInput) -> DecisionRecord | None:
+        """Count a vote: the decision when it decides the request, else None.
+
+        Without named approvers the first decision decides (as always); with
+        them, the quorum's last allow or any deny decides. Votes arrive as
+        updates or signals, so a replay recounts them identically.
+        """
+        info = self._info
+        assert info is not None
+        self._votes = quorum.count(self._votes, inp.approver, inp.decision)
+        if not quorum.decides(info.approvers, info.quorum, self._votes, inp.decision):
+            return None
+        if info.approvers:
+            return record.model_copy(update={"votes": list(self._votes)})
+        return record
+
+    def _counted(self) -> DecideResult:
+        info = self._info
+        assert info is not None
+        return DecideResult(
+            accepted=True,
+            message=f"approval {len(self._votes)} of {info.quorum} recorded; "
+            "the call waits for the others",
+            votes=list(self._votes),
+            quorum=info.quorum,
+        )
+
+    def _principal_fields(self, rec: DecisionRecord | None) -> dict[str, Any]:
+        """Who decided, beside `decided_by`: only the fields that are set (so a
+        call decided without them records exactly what it did before)."""
+        if rec is None:
+            return {"votes": list(self._votes)} if self._votes else {}
+        fields = rec.approval_fields()  # as the approval row holds them
+        who = ("principal_id", "claimed_name", "self_approved", "identity", "votes")
+        return {k: fields[k] for k in who if fields[k] is not None}

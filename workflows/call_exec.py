@@ -1,0 +1,147 @@
+"""Execution of ToolCallWorkflow: run the tool in an activity, conclude.
+
+A read (NONE/READ, not decided) runs as a local activity, anything else as the
+at-most-once execute activity; grouped sessions run on their group's queue.
+The activity usually records the outcome itself; `_conclude` records what it
+could not. Deterministic code only.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, ApplicationError, CancelledError, TimeoutType
+from temporalio.exceptions import TimeoutError as TemporalTimeoutError
+
+from parkgate.workflows.call_record import CallRecording
+
+with workflow.unsafe.imports_passed_through():
+    from parkgate.durable import activity_defs as acts
+    from parkgate.durable.payloads import (
+        WORKER_LOST_TEXT,
+        CallOutcome,
+        ExecPlan,
+        ExecuteInput,
+        ExecuteOutput,
+    )
+    from parkgate.models import ToolErrorClass
+    from parkgate.records import CallStatus, status_for
+    from parkgate.verdicts import PreparedCall
+
+#: Margin added to the tool timeout: the pipeline enforces the tool timeout and
+#: the cancel grace itself; Temporal's start-to-close is the outer backstop.
+_EXECUTE_MARGIN = timedelta(seconds=45)
+
+
+class Execution(CallRecording):
+    """Mixin of ToolCallWorkflow: run an allowed call and conclude its outcome."""
+
+    async def _execute(
+        self,
+        prepared: PreparedCall,
+        approved_hash: str,
+        plan: ExecPlan,
+    ) -> CallOutcome:
+        """Run the tool: local activity for NONE/READ, at-most-once activity otherwise."""
+        self._status = CallStatus.RUNNING
+        # A decided call runs as a regular activity: it is scheduled only when
+        # the workflow task that accepted the decision commits, and it writes
+        # tool.confirmation_resolved before the tool starts (no extra step).
+        decided = self._committed_writes is True and self._info is not None
+        inp = ExecuteInput(
+            prepared=prepared,
+            approved_hash=approved_hash,
+            workflow_id=workflow.info().workflow_id,
+            ref=self._ref(),
+            request_id=self._info.request_id if self._info else None,
+            resolved=self._unwritten_resolution if decided else None,
+        )
+        start_to_close = timedelta(seconds=plan.start_to_close_seconds) + _EXECUTE_MARGIN
+        queue = self._group_queue()
+        try:
+            local = plan.local and not prepared.definition.side_effects.mutates and not decided
+            if local and queue is not None:
+                # A read for a grouped session: idempotent like the local
+                # activity, but on the hosts that have the workspace.
+                out = await workflow.execute_activity(
+                    acts.execute_local,
+                    inp,
+                    task_queue=queue,
+                    start_to_close_timeout=start_to_close,
+                    retry_policy=RetryPolicy(maximum_attempts=2),
+                    cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+                )
+            elif local:
+                out = await workflow.execute_local_activity(
+                    acts.execute_local,
+                    inp,
+                    start_to_close_timeout=start_to_close,
+                    retry_policy=RetryPolicy(maximum_attempts=2),
+                    cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+                )
+            else:
+                out = await workflow.execute_activity(
+                    acts.execute,
+                    inp,
+                    # None: the workflow's own (main) queue, as before groups.
+                    task_queue=queue,
+                    start_to_close_timeout=start_to_close,
+                    heartbeat_timeout=timedelta(seconds=plan.heartbeat_timeout_seconds),
+                    retry_policy=RetryPolicy(maximum_attempts=1),
+                    cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+                )
+        except ActivityError as exc:
+            # The resolution may not be stored: _finish writes it (idempotently).
+            # The lost activity may have finished and recorded its outcome before
+            # it died: that record stands (never both tool.completed and failed).
+            return await self._finish(
+                self._activity_failure(exc), event="tool.failed", unless_finished=True
+            )
+        if out.resolved_recorded:
+            self._unwritten_resolution = None
+        return await self._conclude(out)
+
+    async def _conclude(self, out: ExecuteOutput) -> CallOutcome:
+        """The outcome of a run; recorded here only if the activity could not."""
+        outcome = CallOutcome(
+            result=out.result,
+            status=status_for(out.error_class),
+            error_class=out.error_class,
+            request_id=self._info.request_id if self._info else None,
+            decision=self._decision,
+            duration_ms=out.duration_ms,
+        )
+        if out.recorded:
+            # The activity stored the final row with the final event.
+            self._status = outcome.status
+            self._outcome = outcome
+            return outcome
+        # The activity recorded tool.called/completed/failed and the full
+        # output, or they travel back in `out` (the store was down); the
+        # workflow records them and the final row.
+        return await self._finish(
+            outcome,
+            event=None,
+            started_at=out.started_at,
+            carried=out.pending_events,
+            full_output=out.full_output,
+        )
+
+    def _activity_failure(self, exc: ActivityError) -> CallOutcome:
+        cause = exc.cause
+        if isinstance(cause, CancelledError):
+            return self._error(ToolErrorClass.CANCELLED, "The call was cancelled while running.")
+        if isinstance(cause, TemporalTimeoutError) and cause.type == TimeoutType.HEARTBEAT:
+            return self._error(ToolErrorClass.EXECUTION_ERROR, WORKER_LOST_TEXT)
+        if isinstance(cause, TemporalTimeoutError):
+            return self._error(
+                ToolErrorClass.EXECUTION_ERROR,
+                f"{WORKER_LOST_TEXT} (execution exceeded its time limit: {cause.message})",
+            )
+        detail = cause.message if isinstance(cause, ApplicationError) else str(cause)
+        return self._error(
+            ToolErrorClass.EXECUTION_ERROR,
+            f"execution failed in the worker; outcome unknown ({detail})",
+        )

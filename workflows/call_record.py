@@ -1,0 +1,343 @@
+"""The recording half of ToolCallWorkflow: the call's state, its store writes.
+
+Every write of the call row and its events goes through `_record_raw` (a local
+activity before the call parks, a regular one after: PATCH_COMMITTED_WRITES),
+shielded from cancellation; `_finish` writes the final row. The workflow
+patch ids every part asks live here. Deterministic code only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable
+from datetime import datetime, timedelta
+from typing import Any, TypeVar
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+
+with workflow.unsafe.imports_passed_through():
+    from parkgate.call_rows import opening_of
+    from parkgate.durable import activity_defs as acts
+    from parkgate.durable.payloads import (
+        CallInput,
+        CallOutcome,
+        DecisionRecord,
+        RecordInput,
+        RecordOutput,
+        SlackMessageRef,
+    )
+    from parkgate.events import EventType, ToolEvent
+    from parkgate.models import TextBlock, ToolErrorClass, ToolResultBlock
+    from parkgate.records import (
+        ApprovalRecord,
+        CallEnd,
+        CallFacts,
+        CallOpening,
+        CallRef,
+        CallStatus,
+        status_for,
+    )
+    from parkgate.verdicts import ApprovalInfo, Deny, PreparedCall
+    from parkgate.worker_groups import group_queue
+
+
+#: Local activities (classify, record, revalidate) are fast and idempotent.
+LOCAL_TIMEOUT = timedelta(seconds=30)
+#: classify and revalidate are pure: a few attempts, then the call ends with an error.
+LOCAL_RETRY = RetryPolicy(maximum_attempts=5, initial_interval=timedelta(milliseconds=200))
+#: Store writes retry until the store is back (a history outage delays, never fails, a call).
+_RECORD_RETRY = RetryPolicy(
+    initial_interval=timedelta(milliseconds=200), maximum_interval=timedelta(seconds=10)
+)
+STORE_RETRY = RetryPolicy(maximum_interval=timedelta(seconds=30))
+#: Regular activities that touch the store only: retried until they land.
+STORE_TIMEOUT = timedelta(seconds=10)
+
+T = TypeVar("T")
+#: workflow.patched id: from the first write after a call parks, every
+#: decision-dependent store write goes through a regular activity (scheduled
+#: only when the workflow task that accepted the decision is committed), and
+#: tool.confirmation_resolved travels with the write that follows the decision
+#: (the execute activity, or the final record of a deny/expiry/cancel).
+PATCH_COMMITTED_WRITES = "committed-decision-writes-v1"
+#: workflow.patched id: reminder/escalation timers while parked (asked only
+#: when the deciding rule has them).
+PATCH_REMINDERS = "reminders-v1"
+#: workflow.patched id: decide signals must carry a valid proof that parkgate's
+#: API sent them (parkgate.proof); asked when the approval request is stored
+#: (or at the first decide signal of a call parked before that). The `decide` update's validator
+#: always checks the proof: validators do not run on replay.
+PATCH_PROVEN_DECISIONS = "proven-decisions-v1"
+
+
+def error_result(tool_use_id: str, error_class: ToolErrorClass, text: str) -> ToolResultBlock:
+    return ToolResultBlock(
+        tool_use_id=tool_use_id,
+        content=[TextBlock(text=text)],
+        is_error=True,
+        error_class=error_class,
+    )
+
+
+class CallRecording:
+    """Base of ToolCallWorkflow's parts: its state, patch questions, and store writes."""
+
+    # The call's state, set by ToolCallWorkflow.__init__ (its comments say why).
+    _input: CallInput
+    _status: CallStatus
+    _prepared: PreparedCall | None
+    _info: ApprovalInfo | None
+    _approval: ApprovalRecord | None
+    _approval_url: str | None
+    _decision: DecisionRecord | None
+    _votes: list[str]
+    _deciding: bool
+    _decide_lock: asyncio.Lock
+    _pending_decisions: int
+    _committed_writes: bool | None
+    _unwritten_resolution: RecordInput | None
+    _outcome: CallOutcome | None
+    _background: list[asyncio.Task[None]]
+    _cancel_notify_on_end: bool
+    _slack_message: SlackMessageRef | None
+    _slack: bool
+    _cancel_requested: bool
+    _verdict: str | None
+    _proven_signals: bool | None
+
+    def _uses_committed_writes(self) -> bool:
+        """PATCH_COMMITTED_WRITES, asked once, at the first write after parking."""
+        if self._committed_writes is None:
+            self._committed_writes = workflow.patched(PATCH_COMMITTED_WRITES)
+        return self._committed_writes
+
+    def _proofs_on_signals(self) -> bool:
+        """PATCH_PROVEN_DECISIONS, asked once: decide signals must be proven."""
+        if self._proven_signals is None:
+            self._proven_signals = workflow.patched(PATCH_PROVEN_DECISIONS)
+        return self._proven_signals
+
+    async def _deny(self, deny: Deny) -> CallOutcome:
+        outcome = CallOutcome(
+            result=deny.result,
+            status=status_for(deny.error_class),
+            error_class=deny.error_class,
+        )
+        event = self._event(
+            deny.event_type,
+            error_class=deny.error_class,
+            message=deny.result.text,
+            side_effects=deny.side_effects,
+            data={"rule": deny.rule} if deny.rule else {},
+        )
+        opening = CallOpening(call=self._input.call, verdict="deny", rule=deny.rule,
+                              side_effects=deny.side_effects)
+        await self._record_raw(
+            [event],
+            CallFacts(ref=self._ref(), status=outcome.status, opening=opening,
+                      end=_end_of(outcome), finished_at=workflow.now()),
+        )
+        self._status = outcome.status
+        return outcome
+
+    def _group_queue(self) -> str | None:
+        """The task queue of the session's worker group; None without a group.
+
+        Derived from the workflow's own queue (the main one), so a deployment
+        and its tests agree on it without the workflow reading settings. No
+        schedule-to-start or schedule-to-close timeout is ever set on these
+        activities: with no live worker in the group a call waits, it never
+        fails early and never runs on another group's worker.
+        """
+        group = self._input.session.worker_group
+        return group_queue(workflow.info().task_queue, group) if group else None
+
+    def _error(self, error_class: ToolErrorClass, text: str) -> CallOutcome:
+        return CallOutcome(
+            result=error_result(self._input.call.id, error_class, text),
+            status=status_for(error_class),
+            error_class=error_class,
+            request_id=self._info.request_id if self._info else None,
+            decision=self._decision,
+        )
+
+    def _event(self, type_: EventType, **kw: object) -> ToolEvent:
+        call, session = self._input.call, self._input.session
+        prepared = self._prepared
+        kw.setdefault(
+            "side_effects", prepared.definition.side_effects if prepared else None
+        )
+        return ToolEvent.model_validate(
+            {
+                "type": type_,
+                "session_id": session.session_id,
+                "turn_id": session.turn_id,
+                "tool_use_id": call.id,
+                "tool_name": call.name,
+                "at": workflow.now(),
+                **kw,
+            }
+        )
+
+    def _ref(self) -> CallRef:
+        """Which call (and run) a store write is about: ids, no row."""
+        call, session, info = self._input.call, self._input.session, workflow.info()
+        return CallRef(
+            session_id=session.session_id,
+            tool_use_id=call.id,
+            turn_id=session.turn_id,
+            tool_name=call.name,
+            workflow_id=info.workflow_id,
+            run_id=info.run_id,
+            created_at=info.start_time,
+        )
+
+    def _opening(self) -> CallOpening | None:
+        """What classification said of the call, for a write the store may be the
+        first to see (the call never parked: its row may not exist yet)."""
+        if self._approval is not None:
+            return None  # stored with the approval request
+        if self._prepared is not None:
+            return opening_of(self._prepared, self._verdict or "execute")
+        return CallOpening(call=self._input.call, verdict=self._verdict)
+
+    async def _record_raw(
+        self,
+        events: list[ToolEvent],
+        facts: CallFacts | None,
+        approval: ApprovalRecord | None = None,
+        *,
+        unless_finished: bool = False,
+        approval_decision_only: bool = False,
+    ) -> RecordOutput | None:
+        """Write to the store; a cancellation arriving meanwhile cannot abort the write
+        (it would leave the row behind the outcome) and is acted on afterwards.
+
+        Once a call has parked (PATCH_COMMITTED_WRITES) the write is a regular
+        activity: a local one runs inside the workflow task, before Temporal has
+        committed it, and a discarded task (a speculative update task, a lost
+        worker) would leave a write the committed run may contradict.
+        """
+        record = RecordInput(
+            events=events,
+            facts=facts,
+            approval=approval,
+            unless_finished=unless_finished,
+            approval_decision_only=approval_decision_only,
+        )
+        if self._committed_writes:
+            return await self._shielded(
+                workflow.execute_activity(
+                    acts.record_committed,
+                    record,
+                    start_to_close_timeout=STORE_TIMEOUT,
+                    retry_policy=_RECORD_RETRY,
+                )
+            )
+        return await self._shielded(
+            workflow.execute_local_activity(
+                acts.record,
+                record,
+                start_to_close_timeout=LOCAL_TIMEOUT,
+                retry_policy=_RECORD_RETRY,
+            )
+        )
+
+    async def _shielded(self, store_write: Awaitable[T]) -> T:
+        """Await a store write that a cancellation must not cut short.
+
+        The cancellation is remembered and acted on by `_raise_if_cancelled`.
+        """
+        task = asyncio.ensure_future(store_write)
+        while True:
+            try:
+                return await asyncio.shield(task)
+            except asyncio.CancelledError:
+                if task.done():
+                    raise
+                self._cancel_requested = True
+
+    def _raise_if_cancelled(self) -> None:
+        """Act on a cancellation that arrived during a store write."""
+        if self._cancel_requested:
+            raise asyncio.CancelledError("cancelled while recording")
+
+    async def _finish(
+        self,
+        outcome: CallOutcome,
+        *,
+        event: EventType | None,
+        started_at: object = None,
+        carried: list[ToolEvent] | None = None,
+        full_output: dict[str, Any] | None = None,
+        unless_finished: bool = False,
+    ) -> CallOutcome:
+        """Record the final state of the call row (and the failure event, if any).
+
+        `carried` are events the execute activity could not store (store outage).
+        """
+        events = list(carried or [])
+        if event is not None and outcome.error_class is not None:
+            events.append(
+                self._event(event, error_class=outcome.error_class, message=outcome.result.text)
+            )
+        finished_at = workflow.now()
+        if isinstance(started_at, datetime) and outcome.duration_ms:
+            # A local activity runs inside one workflow task, whose clock does
+            # not move: never record a finish before the run's own start.
+            finished_at = max(finished_at, started_at + timedelta(milliseconds=outcome.duration_ms))
+        facts = CallFacts(
+            ref=self._ref(),
+            status=outcome.status,
+            opening=self._opening(),
+            request_id=outcome.request_id,
+            end=_end_of(outcome),
+            started_at=started_at if isinstance(started_at, datetime) else None,
+            finished_at=finished_at,
+            full_output=full_output,
+        )
+        self._status = outcome.status
+        self._outcome = outcome
+        approval: ApprovalRecord | None = None
+        decision_only = False
+        resolution = self._unwritten_resolution
+        if resolution is not None:
+            # The decision (deny, expiry, or one a cancellation overtook) is
+            # stored in the same committed write as the outcome it led to.
+            events = [*resolution.events, *events]
+            approval = resolution.approval
+            decision_only = resolution.approval_decision_only
+            if resolution.facts is not None:
+                # The edit the decision made stands under the outcome.
+                facts = facts.model_copy(update={
+                    "input": resolution.facts.input,
+                    "input_hash": resolution.facts.input_hash,
+                })
+        recorded = await self._record_raw(
+            events,
+            facts,
+            approval,
+            unless_finished=unless_finished,
+            approval_decision_only=decision_only,
+        )
+        self._unwritten_resolution = None
+        done = recorded.finished if recorded is not None else None
+        if done is not None:
+            outcome = outcome.model_copy(
+                update={
+                    "result": done.result,
+                    "status": done.status,
+                    "error_class": done.error_class,
+                    "duration_ms": done.duration_ms or 0.0,
+                }
+            )
+            self._status = outcome.status
+            self._outcome = outcome
+        return outcome
+
+
+def _end_of(outcome: CallOutcome) -> CallEnd:
+    """The part of an outcome the call row keeps."""
+    return CallEnd(result=outcome.result, status=outcome.status,
+                   error_class=outcome.error_class, duration_ms=outcome.duration_ms)
