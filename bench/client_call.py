@@ -16,18 +16,21 @@ worker, before its calls (`bench.serial_floor`).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections import defaultdict
 from typing import Any
 
 from bench.cpu import CpuMeter
+from bench.profile import Probe
 from bench.progress import Reporter
 from bench.report import Report, Row
 from bench.serial_floor import floor_p50 as run_floor_p50
 from bench.stack import Stack, durable_dispatcher, in_process_worker, serve_api
 from parkgate.agent_client import AsyncParkgateClient, AsyncToolGate
 from parkgate.agent_client.client_tools import definition
+from parkgate.durable.payloads import call_workflow_id
 
 #: Target: a client-executed call's p50 within this multiple of the serial floor.
 CLIENT_TARGET = 3.0
@@ -89,7 +92,8 @@ async def _lookup(released: dict[str, Any]) -> str:
     return f"value of {released['key']}"
 
 
-async def run(stack: Stack, report: Report, ui: Reporter, *, calls: int) -> None:
+async def run(stack: Stack, report: Report, ui: Reporter, *, calls: int,
+              profile: bool = False) -> None:
     settings = stack.settings(stack.task_queue("client"))
     worker, pipeline = in_process_worker(stack, settings)
     dispatcher = durable_dispatcher(stack, settings, pipeline.registry, eager=True)
@@ -117,16 +121,26 @@ async def run(stack: Stack, report: Report, ui: Reporter, *, calls: int) -> None
             for i in range(3):  # warm up (the first also registers the session and tool)
                 await one("warm", i)
             step = ui.step("client-executed calls", calls)
+            probe = Probe(stack.client, stack.store).install() if profile else None
             client.recording = True
             before = meter.read()
             start = time.perf_counter()
             totals: list[float] = []
-            for i in range(calls):
-                totals.append(await one("call", i))
-                step.advance()
+            with probe.measuring() if probe else contextlib.nullcontext() as sampler:
+                for i in range(calls):
+                    totals.append(await one("call", i))
+                    step.advance()
             wall = time.perf_counter() - start
             cpu = "CPU ms/call: " + meter.per_call_ms(before, meter.read(), calls)
             client.recording = False
+            if probe is not None:
+                probe.uninstall()
+                probe.workflow_ids = [call_workflow_id(gate.session_id,
+                                                       f"client-{stack.run}-call-{i}")
+                                      for i in range(calls)]
+                assert sampler is not None
+                report.setup.setdefault("profile", []).append(
+                    await probe.breakdown("client", calls, wall, sampler))
     requests = sum(len(v) for v in client.samples.values())
     row = Row.latency("client", CALL_ROW, totals, concurrency=1, wall_s=wall,
                       note=f"{cpu}; {requests / calls:.1f} requests/call")

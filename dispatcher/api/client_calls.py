@@ -12,6 +12,8 @@ from __future__ import annotations
 import asyncio
 import random
 import uuid
+from collections.abc import Sequence
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel
@@ -23,7 +25,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from parkgate import proof
 from parkgate.api.errors import ApiError
 from parkgate.api.schemas import CallResource
-from parkgate.durable.client import TEMPORAL_NO_ANSWER
+from parkgate.durable.client import TEMPORAL_NO_ANSWER, newly_started
 from parkgate.durable.client_payloads import (
     CLIENT_REJECTED_ERROR_TYPE,
     LATE_OUTCOME_WORKFLOW,
@@ -40,10 +42,13 @@ from parkgate.durable.client_payloads import (
 )
 from parkgate.durable.payloads import call_workflow_id
 from parkgate.durable.plugin import proof_keys_of
+from parkgate.events import make_event_id
+from parkgate.models import Session, ToolDefinition, ToolUseBlock, input_sha256
 from parkgate.records import CallRef, CallStatus
 
 if TYPE_CHECKING:
     from parkgate.api.service import CallService
+    from parkgate.store.results import EventRecord
 
 M = TypeVar("M", ClaimInput, OutcomeInput)
 R = TypeVar("R", ClaimResult, OutcomeResult)
@@ -86,6 +91,65 @@ async def with_release(service: CallService, resource: CallResource) -> CallReso
                       claimed_at=release.claim.claimed_at,
                       lease_expires_at=release.claim.lease_expires_at)
     return resource.model_copy(update=update)
+
+
+async def start_claiming(service: CallService, call: ToolUseBlock, session: Session,
+                         client_tools: Sequence[ToolDefinition], inp: ClaimInput) -> bool:
+    """Start the call carrying its submitter's claim, which the workflow takes in
+    the release's own store write when policy releases the call at once (no
+    claim update, no second write). True when this request started the call:
+    only then can a claim taken at the release be this request's."""
+    workflow_id = call_workflow_id(session.session_id, call.id)
+    keys = proof_keys_of(service.temporal)
+    # Without payload keys nothing is proven: the workflow would ignore it.
+    claim = proof.prove(inp, proof.KIND_CLAIM_AT_RELEASE, workflow_id, keys) \
+        if keys is not None else None
+    handle = await service.start_call(call, session, client_tools, claim=claim)
+    return claim is not None and newly_started(handle)
+
+
+async def claimed_for_submitter(service: CallService, resource: CallResource,
+                                call: ToolUseBlock, inp: ClaimInput, *,
+                                started: bool) -> CallResource:
+    """A claiming submit's answer (`service.wait(..., claiming=True)`): a call
+    claimed at its release for this request, or a released one claimed now
+    (the `claim` update), with the claim and `claim_won`; otherwise as is."""
+    sid, tid = resource.session_id, resource.tool_use_id
+    if resource.status == CallStatus.RELEASED:
+        try:
+            won = await claim(service, sid, tid, inp)
+        except ApiError:
+            return await service.resource(sid, tid, turn_id=resource.turn_id) or resource
+        return resource.model_copy(update={
+            "status": CallStatus.CLAIMED, "input": won.input, "input_sha256": won.input_sha256,
+            "claimed_by": won.claimed_by, "claimed_at": won.claimed_at,
+            "lease_expires_at": won.lease_expires_at, "claim_won": True})
+    if resource.status != CallStatus.CLAIMED:
+        return resource
+    event = await _claimed_at_release(service, sid, tid) if started else None
+    if event is None:
+        return await with_release(service, resource)  # someone else's: as a GET shows it
+    data = event.data or {}
+    sha = input_sha256(call.input)
+    if data.get("input_sha256") != sha:
+        # A before-hook rewrote the input: the workflow has the input as released.
+        return (await with_release(service, resource)).model_copy(update={"claim_won": True})
+    # Released as submitted: the claim's event says all (no status query).
+    return resource.model_copy(update={
+        "input": call.input, "input_sha256": sha, "released_at": event.at,
+        "claimed_by": data.get("claimed_by"), "claimed_at": event.at,
+        "lease_expires_at": datetime.fromisoformat(str(data.get("lease_expires_at"))),
+        "claim_won": True})
+
+
+async def _claimed_at_release(service: CallService, session_id: str,
+                              tool_use_id: str) -> EventRecord | None:
+    """The call's tool.claimed event when its claim was taken at the release
+    (by the request that started it: see start_claiming)."""
+    event = await service.repo.get_event(make_event_id(session_id, tool_use_id, "tool.claimed"))
+    if event is None or not (event.data or {}).get("at_release"):
+        return None
+    return event
 
 
 def lease_for(requested: float | None, default: float, maximum: float) -> float:

@@ -46,6 +46,7 @@ from parkgate.durable.client import (
     TurnStart,
     UnknownCallError,
 )
+from parkgate.durable.client_payloads import ClaimInput
 from parkgate.durable.payloads import (
     CallStatusView,
     DecideInput,
@@ -79,9 +80,11 @@ class CallService:
     # ------------------------------------------------------------ starting
     async def start_call(
         self, call: ToolUseBlock, session: Session, client_tools: Sequence[ToolDefinition] = (),
+        claim: ClaimInput | None = None,
     ) -> WorkflowHandle[Any, Any]:
-        """Start the call workflow, or attach to the one already running or finished."""
-        return await self.dispatcher.start(call, session, client_tools)
+        """Start the call workflow, or attach to the one already running or finished
+        (`claim`: the submitter's, taken at the release; see client_calls)."""
+        return await self.dispatcher.start(call, session, client_tools, claim=claim)
 
     async def start_turn(
         self, calls: list[ToolUseBlock], session: Session,
@@ -269,7 +272,8 @@ class CallService:
         return trouble.describe() if trouble is not None else None
 
     async def wait(
-        self, session_id: str, tool_use_id: str, seconds: float, *, turn_id: str | None = None
+        self, session_id: str, tool_use_id: str, seconds: float, *, turn_id: str | None = None,
+        claiming: bool = False,
     ) -> CallResource | None:
         """Long-poll: return as soon as the call finishes, or after `seconds`.
 
@@ -278,9 +282,13 @@ class CallService:
         and one history round trip before Temporal reports the workflow closed.
         The answer is the same either way: a finished call is answered from its
         row, as a plain GET would answer it.
+
+        `claiming` (a submit that claims, see client_calls): a claimed call is
+        an answer too, and a released or claimed one is answered from its row
+        alone (the caller adds the claim; no status query).
         """
         if seconds <= 0:
-            return await self.resource(session_id, tool_use_id, turn_id=turn_id)
+            return await self._answer(session_id, tool_use_id, turn_id, claiming)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + seconds
         handle = self.handle(session_id, tool_use_id)
@@ -302,13 +310,26 @@ class CallService:
                 )
                 # Not woken, and back before its step: the workflow ended (or a drain).
                 early = not woken and loop.time() - started < step * 0.9
-                resource = await self.resource(session_id, tool_use_id, turn_id=turn_id)
-                if resource is not None and resource.status.answerable:
+                resource = await self._answer(session_id, tool_use_id, turn_id, claiming)
+                if resource is not None and (
+                    resource.status.answerable
+                    or (claiming and resource.status == CallStatus.CLAIMED)
+                ):
                     break
                 if not woken and (early or left <= step or self.draining.is_set()):
                     break
                 committed.clear()  # a hint only: the row is not final, wait on
         return resource
+
+    async def _answer(self, session_id: str, tool_use_id: str, turn_id: str | None,
+                      claiming: bool) -> CallResource | None:
+        """The long-poll's look at the call: `resource`, or for a claiming submit
+        a released or claimed call's row as it is."""
+        if claiming:
+            row = await self.repo.get_call(session_id, tool_use_id)
+            if row is not None and row.status in (CallStatus.RELEASED, CallStatus.CLAIMED):
+                return CallResource.from_row(row, turn_id=turn_id)
+        return await self.resource(session_id, tool_use_id, turn_id=turn_id)
 
     async def _wait_handle(
         self, handle: WorkflowHandle[Any, Any], seconds: float,

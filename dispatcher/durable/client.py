@@ -36,6 +36,7 @@ from parkgate.decisions import (
     reason_of,
 )
 from parkgate.durable import stuck, subcall_approvals
+from parkgate.durable.client_payloads import ClaimInput
 from parkgate.durable.payloads import (
     CALL_WORKFLOW,
     DECISIONS,
@@ -156,19 +157,20 @@ class DurableDispatcher:
     # ----------------------------------------------------------- starting
     async def start(
         self, tool_use: ToolUseBlock, session: Session,
-        client_tools: Sequence[ToolDefinition] = (),
+        client_tools: Sequence[ToolDefinition] = (), claim: ClaimInput | None = None,
     ) -> WorkflowHandle[Any, CallOutcome]:
         """Start the call's workflow, or attach to it when it already exists.
 
         `client_tools`: the session's tools its client runs (one named by the
-        call makes it a client-executed call)."""
+        call makes it a client-executed call); `claim`: its submitter's claim,
+        taken at the release (CallInput.claim)."""
         workflow_id = call_workflow_id(session.session_id, tool_use.id)
         try:
             handle: WorkflowHandle[Any, CallOutcome] = await self.client.start_workflow(
                 CALL_WORKFLOW,
                 CallInput(call=tool_use, session=session,
                           client_tool=next((t for t in client_tools
-                                            if t.name == tool_use.name), None)),
+                                            if t.name == tool_use.name), None), claim=claim),
                 id=workflow_id,
                 task_queue=self.task_queue,
                 result_type=CallOutcome,
@@ -618,10 +620,13 @@ def _refuse_other_calls(
             raise IdempotencyConflictError(tool_use.id, held, now)
 
 
-def _newly_started(handle: WorkflowHandle[Any, Any]) -> bool:
+def newly_started(handle: WorkflowHandle[Any, Any]) -> bool:
     """True when start_workflow created the run (not attached to an existing one)."""
     resp = getattr(handle, "_start_workflow_response", None)
     return bool(getattr(resp, "started", False))
+
+
+_newly_started = newly_started
 
 
 def _running_in_session(session_id: str) -> str:

@@ -72,7 +72,9 @@ class CallStore(EventStore):
     def _committed(self, update: CallUpdate | None) -> None:
         """Wake this process's long-polls once a final row is committed (a stored
         final row that this write left alone counts too: the call has ended)."""
-        if update is not None and update.status is not None and update.status.answerable:
+        if update is not None and update.status is not None and (
+            update.status.answerable or update.status == CallStatus.CLAIMED
+        ):  # claimed: a submit that claims at the release answers on it
             self.final_rows.committed(update.session_id, update.tool_use_id)
 
     def _record_unless_finished_in(
