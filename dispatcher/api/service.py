@@ -273,7 +273,7 @@ class CallService:
 
     async def wait(
         self, session_id: str, tool_use_id: str, seconds: float, *, turn_id: str | None = None,
-        claiming: bool = False,
+        claiming: bool = False, classified: bool = False,
     ) -> CallResource | None:
         """Long-poll: return as soon as the call finishes, or after `seconds`.
 
@@ -285,7 +285,8 @@ class CallService:
 
         `claiming` (a submit that claims, see client_calls): a claimed call is
         an answer too, and a released or claimed one is answered from its row
-        alone (the caller adds the claim; no status query).
+        alone (the caller adds the claim; no status query). `classified`: any
+        status but queued is an answer (policy's verdict, parked included).
         """
         if seconds <= 0:
             return await self._answer(session_id, tool_use_id, turn_id, claiming)
@@ -314,6 +315,7 @@ class CallService:
                 if resource is not None and (
                     resource.status.answerable
                     or (claiming and resource.status == CallStatus.CLAIMED)
+                    or (classified and resource.status != CallStatus.QUEUED)
                 ):
                     break
                 if not woken and (early or left <= step or self.draining.is_set()):

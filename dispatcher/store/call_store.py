@@ -71,10 +71,13 @@ class CallStore(EventStore):
 
     def _committed(self, update: CallUpdate | None) -> None:
         """Wake this process's long-polls once a final row is committed (a stored
-        final row that this write left alone counts too: the call has ended)."""
+        final row that this write left alone counts too: the call has ended), or
+        a row a claiming submit answers on (a hint: waiters read the row again)."""
         if update is not None and update.status is not None and (
-            update.status.answerable or update.status == CallStatus.CLAIMED
-        ):  # claimed: a submit that claims at the release answers on it
+            update.status.answerable
+            # A submit that claims answers on these too (api/client_calls.py).
+            or update.status in (CallStatus.CLAIMED, CallStatus.PARKED)
+        ):
             self.final_rows.committed(update.session_id, update.tool_use_id)
 
     def _record_unless_finished_in(

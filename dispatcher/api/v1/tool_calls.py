@@ -45,6 +45,8 @@ from parkgate.records import CallStatus
 from parkgate.store.results import CallFilters
 
 router = APIRouter(prefix="/v1", tags=["agent"])
+#: A submit with claim=true and no wait still waits this long for policy's verdict.
+CLAIM_VERDICT_SECONDS = 10.0
 
 
 @router.post(
@@ -69,7 +71,8 @@ async def submit_call(
     claim: Annotated[bool, Query(
         description="A client tool's call: claim it for this request when it is released "
         "(policy releases it at once: the claim is taken with the release, no claim "
-        "request). The answer says `claim_won: true` with the input to run.")] = False,
+        "request). The answer says `claim_won: true` with the input to run. Without "
+        "`wait` it still waits for policy's verdict (a few seconds at most).")] = False,
     lease_seconds: Annotated[float | None, Query(
         gt=0, description="With claim=true: the lease asked for (capped by the server's "
         "client_lease_max_seconds).")] = None,
@@ -98,8 +101,14 @@ async def submit_call(
     except IdempotencyConflictError as exc:
         raise _conflict(exc) from None
     metrics.count_submission(call.name)
-    resource = await service.wait(session_id, call.id, wait, turn_id=turn_id,
-                                  claiming=inp is not None)
+    if started and wait == 0:
+        # A claim taken at the release is this request's only: wait for policy's
+        # verdict (released and claimed, parked, denied), not for a human.
+        resource = await service.wait(session_id, call.id, CLAIM_VERDICT_SECONDS,
+                                      turn_id=turn_id, claiming=True, classified=True)
+    else:
+        resource = await service.wait(session_id, call.id, wait, turn_id=turn_id,
+                                      claiming=inp is not None)
     if resource is None:
         resource = _queued(session_id, turn_id, call)
     elif inp is not None:
