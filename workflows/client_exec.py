@@ -189,6 +189,8 @@ class ClientExecution:
         event = self._event("tool.outcome_reported", request_id=self._request_id(), data={
             "is_error": report.is_error, "input_sha256": report.input_sha256,
             "reported_by": report.reported_by, "reported_by_name": report.reported_by_name,
+            # The API answers its reporter from the stored row when this matches.
+            "report_sha256": report.report_sha256(),
         })
         now = workflow.now()
         stored = await workflow.execute_activity(

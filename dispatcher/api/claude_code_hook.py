@@ -314,12 +314,10 @@ async def _twin(ctx: HookContext, session_id: str, call: ToolUseBlock,
     called again with a fresh tool_use_id after "call again"), when `call` is new."""
     if not ctx.settings.attach_same_input:
         return None
-    if await ctx.repo.get_call(session_id, call.id) is not None:
-        return None
     since = utcnow() - timedelta(seconds=ctx.settings.attach_same_input_window_seconds)
-    page = await ctx.repo.list_calls(
+    twin = await ctx.repo.oldest_with_input(
         CallFilters(session_id=session_id, tool_name=call.name, status=status, since=since),
-        limit=50)
-    wanted = input_hash(call.name, call.input)
-    twins = [r for r in page.items if r.input_hash == wanted]
-    return twins[-1].tool_use_id if twins else None
+        input_hash(call.name, call.input))
+    if twin is None or twin == call.id:
+        return None
+    return twin if await ctx.repo.get_call(session_id, call.id) is None else None

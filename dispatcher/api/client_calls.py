@@ -176,7 +176,7 @@ async def report(service: CallService, session_id: str, tool_use_id: str,
     handle = service.handle(session_id, tool_use_id)
     inp = _proven(service, inp, proof.KIND_OUTCOME, call_workflow_id(session_id, tool_use_id))
     try:
-        return await _update(handle, UPDATE_OUTCOME, inp, OutcomeResult)
+        return await _reported(service, handle, session_id, tool_use_id, inp)
     except WorkflowUpdateFailedError as exc:
         refusal = _refusal(exc)
         if refusal.code != ClientReject.ENDED.value or _status_of(exc) != "outcome_unknown":
@@ -197,6 +197,52 @@ async def report(service: CallService, session_id: str, tool_use_id: str,
         if row is None or row.status != CallStatus.OUTCOME_UNKNOWN:
             raise error from None
     return await _late(service, session_id, tool_use_id, inp)
+
+
+async def _reported(service: CallService, handle: WorkflowHandle[Any, Any], session_id: str,
+                    tool_use_id: str, inp: OutcomeInput) -> OutcomeResult:
+    """The `report_outcome` update's answer, or sooner the same answer from the
+    store: when a worker in this process commits the call's final row for this
+    very report (its `report_sha256` on tool.outcome_reported), the report is
+    accepted (the write runs only once the workflow task that accepted it is
+    committed) and recorded; the update completes on its own a workflow task
+    later."""
+    with service.repo.final_rows.watch(session_id, tool_use_id) as committed:
+        update = asyncio.ensure_future(_update(handle, UPDATE_OUTCOME, inp, OutcomeResult))
+        try:
+            while True:
+                woken = asyncio.ensure_future(committed.wait())
+                await asyncio.wait({update, woken}, return_when=asyncio.FIRST_COMPLETED)
+                woken.cancel()
+                if update.done():
+                    return update.result()
+                committed.clear()
+                stored = await _stored_report(service, session_id, tool_use_id, inp)
+                if stored is not None:
+                    return stored
+        finally:
+            if not update.done():
+                update.add_done_callback(_retrieved)
+
+
+def _retrieved(task: asyncio.Future[Any]) -> None:
+    """An update answered from the store finishes unobserved: take its outcome."""
+    if not task.cancelled():
+        task.exception()
+
+
+async def _stored_report(service: CallService, session_id: str, tool_use_id: str,
+                         inp: OutcomeInput) -> OutcomeResult | None:
+    """The answer to `inp` from the store, when its final row holds this report."""
+    row = await service.repo.get_call(session_id, tool_use_id)
+    if row is None or row.status not in (CallStatus.SUCCEEDED, CallStatus.FAILED) \
+            or row.result is None:
+        return None
+    event = await service.repo.get_event(
+        make_event_id(session_id, tool_use_id, "tool.outcome_reported"))
+    if event is None or (event.data or {}).get("report_sha256") != inp.report_sha256():
+        return None
+    return OutcomeResult(status=row.status, result=row.result, message="outcome recorded")
 
 
 async def _update(handle: WorkflowHandle[Any, Any], name: str, inp: BaseModel,

@@ -208,6 +208,18 @@ class CallStore(EventStore):
         except (ValueError, TypeError, binascii.Error, UnicodeDecodeError) as exc:
             raise InvalidCursorError(f"invalid cursor {cursor[:40]!r}") from exc
 
+    async def oldest_with_input(self, filters: CallFilters, input_hash: str) -> str | None:
+        """The tool_use_id of the oldest call matching `filters` whose input has
+        this hash (tool and canonical input), or None: one indexed one-row read
+        where a page of calls filtered here would cost a whole read."""
+        row = await self._first(
+            select(CALLS.c.tool_use_id)
+            .where(*self._filter_clauses(filters), CALLS.c.input_hash == input_hash)
+            .order_by(CALLS.c.created_at, CALLS.c.id)
+            .limit(1)
+        )
+        return row["tool_use_id"] if row is not None else None
+
     async def list_calls(
         self,
         filters: CallFilters | None = None,
