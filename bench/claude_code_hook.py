@@ -71,7 +71,11 @@ async def run(stack: Stack, report: Report, ui: Reporter, *, samples: int,
         start = time.perf_counter()
         with probe.measuring() if probe else contextlib.nullcontext() as sampler:
             for _ in range(samples):
+                if probe is not None:
+                    probe.next_call()
                 pre, post = await one_call(api, sid, str(stack.workspace), str(target), ids)
+                if probe is not None:
+                    probe.note("HTTP PostToolUse (ended)", post)
                 pres.append(pre)
                 posts.append(post)
                 step.advance()

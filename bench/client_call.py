@@ -53,10 +53,14 @@ class TimedClient(AsyncParkgateClient):
         super().__init__(*args, **kwargs)
         self.samples: dict[str, list[float]] = defaultdict(list)
         self.recording = False
+        self.probe: Probe | None = None
 
     def _record(self, step: str, t0: float) -> None:
         if self.recording:
-            self.samples[step].append((time.perf_counter() - t0) * 1000)
+            ms = (time.perf_counter() - t0) * 1000
+            self.samples[step].append(ms)
+            if self.probe is not None:
+                self.probe.note(f"agent HTTP: {STEPS[step]}", ms)
 
     async def submit(self, *args: Any, **kwargs: Any) -> Any:
         t0 = time.perf_counter()
@@ -122,12 +126,15 @@ async def run(stack: Stack, report: Report, ui: Reporter, *, calls: int,
                 await one("warm", i)
             step = ui.step("client-executed calls", calls)
             probe = Probe(stack.client, stack.store).install() if profile else None
+            client.probe = probe
             client.recording = True
             before = meter.read()
             start = time.perf_counter()
             totals: list[float] = []
             with probe.measuring() if probe else contextlib.nullcontext() as sampler:
                 for i in range(calls):
+                    if probe is not None:
+                        probe.next_call()
                     totals.append(await one("call", i))
                     step.advance()
             wall = time.perf_counter() - start

@@ -40,6 +40,7 @@ import tempfile
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator
+from datetime import UTC
 from pathlib import Path
 from typing import Any
 
@@ -95,6 +96,9 @@ class Probe:
         self.store_methods, self.transactions = Tally(), Tally()
         self.codec, self.converter, self.rpcs = Tally(), Tally(), Tally()
         self.workflow_ids: list[str] = []
+        #: (wall start, ms, what) of every counted step of the current call.
+        self.trace: list[tuple[float, float, str]] = []
+        self._call_start = 0.0
         self._undo: list[Callable[[], None]] = []
 
     # ---------------------------------------------------------- installing
@@ -124,11 +128,26 @@ class Probe:
                 return await original(rpc, *args, **kwargs)
             finally:
                 if self.on:
-                    self.rpcs.add(rpc, (time.perf_counter() - t0) * 1000)
+                    ms = (time.perf_counter() - t0) * 1000
+                    self.rpcs.add(rpc, ms)
+                    self._traced(f"RPC {rpc}", t0, ms)
 
         service._rpc_call = rpc  # type: ignore[method-assign]
         self._undo.append(lambda: setattr(service, "_rpc_call", original))
         return self
+
+    def next_call(self) -> None:
+        """A measured call starts: the trace keeps this one only."""
+        self.trace.clear()
+        self._call_start = time.time()
+
+    def note(self, label: str, ms: float) -> None:
+        """A step that just ended, `ms` long (e.g. an HTTP request of the agent)."""
+        if self.on:
+            self.trace.append((time.time() - ms / 1000, ms, label))
+
+    def _traced(self, label: str, t0: float, ms: float) -> None:
+        self.trace.append((time.time() - ms / 1000, ms, label))
 
     def uninstall(self) -> None:
         for undo in reversed(self._undo):
@@ -151,7 +170,10 @@ class Probe:
                     _inside.reset(token)
                 if self.on:
                     n = len(args[0]) if payloads and args else 1
-                    tally.add(label, (time.perf_counter() - t0) * 1000, n)
+                    ms = (time.perf_counter() - t0) * 1000
+                    tally.add(label, ms, n)
+                    if outer_only:
+                        self._traced(f"store {label}", t0, ms)
 
         setattr(obj, name, wrapped)
         self._undo.append(lambda: _restore(obj, name, original))
@@ -203,7 +225,9 @@ class Probe:
                         sampler: Sampler) -> dict[str, Any]:
         """The whole picture of `calls` measured calls, as JSON-able data."""
         steps = await durable_steps(self.client, self.workflow_ids)
+        timeline = await self._timeline()
         return {
+            "timeline": timeline,
             "section": section, "calls": calls, "wall_ms_per_call": wall_s * 1000 / calls,
             "store_methods": self.store_methods.rows(calls),
             "store_transactions": self.transactions.rows(calls),
@@ -213,6 +237,21 @@ class Probe:
             "durable": steps,
             "cpu": sampler.summary(calls),
         }
+
+
+    async def _timeline(self) -> list[dict[str, Any]]:
+        """The last measured call, step by step: this process's store calls and
+        Temporal RPCs merged with its workflow's history events (one clock)."""
+        if not self.workflow_ids:
+            return []
+        rows = [(t, ms, what) for t, ms, what in self.trace]
+        history = await self.client.get_workflow_handle(self.workflow_ids[-1]).fetch_history()
+        for ev in history.events:
+            rows.append((ev.event_time.ToDatetime(tzinfo=UTC).timestamp(), 0.0,
+                         f"history: {_name(ev)}"))
+        rows.sort()
+        return [{"at_ms": (t - self._call_start) * 1000, "ms": ms, "what": what}
+                for t, ms, what in rows]
 
 
 def _restore(obj: Any, name: str, original: Any) -> None:
@@ -300,7 +339,7 @@ class Sampler:
             self.problem = "py-spy is not installed (pip install 'parkgate[dev]')"
             return
         self.proc = subprocess.Popen(
-            [self.exe, "record", "--pid", str(os.getpid()), "--rate", str(RATE),
+            [self.exe, "record", "--pid", str(os.getpid()), "--rate", str(RATE), "--gil",
              "--format", "raw", "--nonblocking", "-o", str(self.out)],
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         time.sleep(0.5)  # attached before the first measured call
@@ -335,7 +374,11 @@ class Sampler:
             total += n
             by_category[_category(stack)] += n
             leaves[_short(stack.rsplit(";", 1)[-1])] += n
-        self.out.unlink(missing_ok=True)
+        keep = os.environ.get("PARKGATE_BENCH_SPY_RAW")  # keep the raw stacks (a path prefix)
+        if keep:
+            shutil.move(str(self.out), f"{keep}-{os.getpid()}-{int(time.time())}.txt")
+        else:
+            self.out.unlink(missing_ok=True)
         per_sample_ms = 1000 / RATE
         return {
             "rate": RATE, "samples": total, "seconds": self.seconds,
@@ -385,6 +428,12 @@ def markdown(profile: dict[str, Any]) -> str:
                        ("Temporal RPC", "temporal_rpcs")):
         out += [f"| {title}: {r['name']} | {r['per_call']:.2f} | {r['ms_per_call']:.2f} |"
                 for r in profile[key]]
+    if profile.get("timeline"):
+        out += ["", "One call (the last measured), on one clock: this process's store calls "
+                "and Temporal RPCs (start, duration) and its workflow's history events.", "",
+                "| at ms | took ms | step |", "|---:|---:|---|"]
+        out += [f"| {r['at_ms']:.1f} | {r['ms']:.1f} | {r['what']} |"
+                for r in profile["timeline"]]
     cpu = profile["cpu"]
     out.append("")
     if "problem" in cpu:

@@ -61,6 +61,10 @@ from parkgate.store.repository import Repository
 from parkgate.store.results import CallRecord
 from parkgate.worker_groups import WORKSPACE_ACTIVITIES
 
+#: A claiming long-poll waits this long for this process's worker to wake it
+#: before it also asks Temporal for the workflow's end.
+IN_PROCESS_GRACE_SECONDS = 0.5
+
 
 class CallService:
     """Everything the routers do with calls, in one place (over DurableDispatcher)."""
@@ -307,7 +311,11 @@ class CallService:
                 step = min(left, RELEASE_POLL_SECONDS)
                 started = loop.time()
                 woken = committed.is_set() or await self._wait_handle(
-                    handle, step, also=committed
+                    handle, step, also=committed,
+                    # A worker in this process (eager start) writes the rows a
+                    # claiming submit answers on: it wakes us first, mostly.
+                    defer=IN_PROCESS_GRACE_SECONDS if claiming and self.dispatcher.eager_start
+                    else 0.0,
                 )
                 # Not woken, and back before its step: the workflow ended (or a drain).
                 early = not woken and loop.time() - started < step * 0.9
@@ -335,12 +343,20 @@ class CallService:
 
     async def _wait_handle(
         self, handle: WorkflowHandle[Any, Any], seconds: float,
-        *, also: asyncio.Event | None = None,
+        *, also: asyncio.Event | None = None, defer: float = 0.0,
     ) -> bool:
         """Wait for the workflow's result, a drain, or `also`; True when `also`
-        alone ended the wait."""
+        alone ended the wait. `defer`: wait that long for `also` alone before
+        asking Temporal (a history long-poll per wait costs both sides CPU)."""
         if self.draining.is_set():
             return False
+        if also is not None and defer > 0:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(also.wait(), min(defer, seconds))
+                return True
+            seconds -= min(defer, seconds)
+            if seconds <= 0 or self.draining.is_set():
+                return False
         result = asyncio.ensure_future(handle.result(follow_runs=True))
         drained = asyncio.ensure_future(self.draining.wait())
         waits = {result, drained}
