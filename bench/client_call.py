@@ -3,8 +3,10 @@
 A session declares a client tool (side effects `read`: the bench policy
 auto-approves it); the agent's own gate (`parkgate.agent_client.AsyncToolGate`
 over the real API in uvicorn, API key) drives each call as an agent does:
-`POST .../tool-calls?wait=` until `released`, `POST .../claim`, run the tool
-here (a no-op coroutine), `POST .../outcome` until the outcome is recorded.
+`POST .../tool-calls?wait=&claim=true` until released (the claim travels
+with the release: `claim_won`; a `POST .../claim` only when it did not), run
+the tool here (a no-op coroutine), `POST .../outcome` until the outcome is
+recorded.
 Measured: the whole `gate.call(...)`, one call after another, and each of
 its requests on the way (the same calls, timed by the client). The worker
 runs in the API's process (as `parkgate serve` runs them), eager start on.
@@ -38,8 +40,8 @@ CLIENT_TARGET = 3.0
 TOOL = "bench_lookup"
 #: Row names, by the client method that sent the request.
 STEPS = {
-    "submit": "POST tool-calls ?wait= → released",
-    "claim": "POST claim → lease (200)",
+    "submit": "POST tool-calls ?wait=&claim=true → released, claimed",
+    "claim": "POST claim → lease (200; only when the claim did not travel with the release)",
     "report_outcome": "POST outcome → recorded (200)",
     "get_call": "GET tool-call (re-read while not released)",
 }
