@@ -6,10 +6,14 @@ Real worker, Temporal dev server, Postgres, the API over HTTP.
 
 from __future__ import annotations
 
+import asyncio
 from datetime import datetime
+
+from sqlalchemy import func, select
 
 from parkgate.events import make_event_id
 from parkgate.models import input_sha256
+from parkgate.store.base import _lock_key
 from tests.api.rig import ApiRig
 from tests.client_tools.test_client_calls import decide, register, released, verified
 
@@ -89,3 +93,35 @@ async def test_a_parked_call_is_released_unclaimed_after_its_decision(api_pg: Ap
     claim = await api.http.post(_path(sid, "toolu_c3", "/claim"), json={})
     assert claim.status_code == 200, claim.text
     assert claim.json()["input"] == {"service": "web"}
+
+
+async def test_a_claim_that_outruns_the_release_write_waits_for_it(api_pg: ApiRig) -> None:
+    """The API may read `released` (or a client claim) before the workflow has
+    seen its release write complete: the claim is accepted and waits for the
+    write, never refused as `not_released` (Claude Code got `deny` for a call
+    policy allowed)."""
+    api = api_pg
+    sid = await register(api)
+    async with api.repo.engine.connect() as blocker:
+        # The store is slow: the session's write lock is held elsewhere.
+        await blocker.begin()
+        await blocker.execute(select(func.pg_advisory_xact_lock(_lock_key(sid))))
+        r = await api.submit(sid, "lookup", {"q": "z"}, call_id="toolu_c4")
+        assert r.status_code == 202, r.text
+        for _ in range(200):  # the workflow has released it; its write is held
+            view = await api.rig.dispatcher.status(sid, "toolu_c4")
+            if view.release is not None:
+                break
+            await asyncio.sleep(0.05)
+        assert view.release is not None and view.status.value == "queued"
+        claim = asyncio.ensure_future(
+            api.http.post(_path(sid, "toolu_c4", "/claim"), json={}))
+        await asyncio.sleep(1.0)
+        assert not claim.done()  # accepted, waiting for the release write
+        await blocker.rollback()
+    won = await claim
+    assert won.status_code == 200, won.text
+    assert won.json()["input"] == {"q": "z"}
+    events = await api.http.get(_path(sid, "toolu_c4", "/events"))
+    types = [e["type"] for e in events.json()["events"]]
+    assert types.index("tool.released") < types.index("tool.claimed"), types
