@@ -25,7 +25,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from parkgate import proof
 from parkgate.api.errors import ApiError
 from parkgate.api.schemas import CallResource
-from parkgate.durable.client import TEMPORAL_NO_ANSWER, newly_started
+from parkgate.durable.client import TEMPORAL_NO_ANSWER
 from parkgate.durable.client_payloads import (
     CLIENT_REJECTED_ERROR_TYPE,
     LATE_OUTCOME_WORKFLOW,
@@ -105,7 +105,14 @@ async def start_claiming(service: CallService, call: ToolUseBlock, session: Sess
     claim = proof.prove(inp, proof.KIND_CLAIM_AT_RELEASE, workflow_id, keys) \
         if keys is not None else None
     handle = await service.start_call(call, session, client_tools, claim=claim)
-    return claim is not None and newly_started(handle)
+    return claim is not None and _newly_started(handle)
+
+
+def _newly_started(handle: WorkflowHandle[Any, Any]) -> bool:
+    """The start created the run (the SDK keeps the start's answer on the handle;
+    an attach to a running or closed call says `started: false`)."""
+    resp = getattr(handle, "_start_workflow_response", None)
+    return bool(getattr(resp, "started", False))
 
 
 async def claimed_for_submitter(service: CallService, resource: CallResource,

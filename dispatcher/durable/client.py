@@ -620,13 +620,10 @@ def _refuse_other_calls(
             raise IdempotencyConflictError(tool_use.id, held, now)
 
 
-def newly_started(handle: WorkflowHandle[Any, Any]) -> bool:
+def _newly_started(handle: WorkflowHandle[Any, Any]) -> bool:
     """True when start_workflow created the run (not attached to an existing one)."""
     resp = getattr(handle, "_start_workflow_response", None)
     return bool(getattr(resp, "started", False))
-
-
-_newly_started = newly_started
 
 
 def _running_in_session(session_id: str) -> str:
