@@ -21,7 +21,8 @@ that holds the agent's client, the API and the worker (as `parkgate serve`):
   the right to read this process) that part says so and the rest stands.
 
 The result is printed as Markdown after the table and kept in the JSON
-(`setup.profile`). Profiling slows the calls down: the timed rows of a
+(`setup.profile`); PARKGATE_BENCH_SPY_RAW=<path prefix> also keeps py-spy's
+raw stacks (for a flame graph). Profiling slows the calls down: the timed rows of a
 profiled run are not the figures to quote.
 """
 
