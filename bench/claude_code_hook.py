@@ -12,21 +12,27 @@ same floor measured by this phase on its worker (`bench.serial_floor`).
 
 from __future__ import annotations
 
+import contextlib
 import time
 import uuid
 
+from bench.profile import Probe
 from bench.progress import Reporter
 from bench.report import Report, Row
 from bench.serial_floor import floor_p50 as run_floor_p50
 from bench.stack import Api, Stack, durable_dispatcher, in_process_worker, serve_api
+from parkgate.durable.payloads import call_workflow_id
 
 #: Target: the allow answer within this multiple of the serial floor.
 HOOK_TARGET = 1.0
 
 
-async def one_call(api: Api, sid: str, cwd: str, file: str) -> tuple[float, float]:
+async def one_call(api: Api, sid: str, cwd: str, file: str,
+                   ids: list[str] | None = None) -> tuple[float, float]:
     """(PreToolUse -> allow, PostToolUse recorded) in ms for one Read."""
     tuid = f"toolu_{uuid.uuid4().hex[:16]}"
+    if ids is not None:
+        ids.append(call_workflow_id(sid, tuid))
     event = {"session_id": sid, "cwd": cwd, "tool_name": "Read", "prompt_id": "bench",
              "tool_input": {"file_path": file}, "tool_use_id": tuid}
     t0 = time.perf_counter()
@@ -44,7 +50,8 @@ async def one_call(api: Api, sid: str, cwd: str, file: str) -> tuple[float, floa
     return (t1 - t0) * 1000, (t2 - t1) * 1000
 
 
-async def run(stack: Stack, report: Report, ui: Reporter, *, samples: int) -> None:
+async def run(stack: Stack, report: Report, ui: Reporter, *, samples: int,
+              profile: bool = False) -> None:
     settings = stack.settings(stack.task_queue("claude-code"))
     worker, pipeline = in_process_worker(stack, settings)
     dispatcher = durable_dispatcher(stack, settings, pipeline.registry, eager=True)
@@ -59,11 +66,26 @@ async def run(stack: Stack, report: Report, ui: Reporter, *, samples: int) -> No
         step = ui.step("Claude Code hook calls", samples)
         pres: list[float] = []
         posts: list[float] = []
-        for _ in range(samples):
-            pre, post = await one_call(api, sid, str(stack.workspace), str(target))
-            pres.append(pre)
-            posts.append(post)
-            step.advance()
+        probe = Probe(stack.client, stack.store).install() if profile else None
+        ids: list[str] = []
+        start = time.perf_counter()
+        with probe.measuring() if probe else contextlib.nullcontext() as sampler:
+            for _ in range(samples):
+                if probe is not None:
+                    probe.next_call()
+                pre, post = await one_call(api, sid, str(stack.workspace), str(target), ids)
+                if probe is not None:
+                    probe.note("HTTP PostToolUse (ended)", post)
+                pres.append(pre)
+                posts.append(post)
+                step.advance()
+        if probe is not None:
+            probe.uninstall()
+            probe.workflow_ids = ids
+            assert sampler is not None
+            report.setup.setdefault("profile", []).append(
+                await probe.breakdown("claude_code", samples, time.perf_counter() - start,
+                                      sampler))
     row = Row.latency("claude_code", "PreToolUse (Read, allowed by policy) → allow", pres,
                       concurrency=1)
     if floor_p50 and row.p50_ms is not None:

@@ -166,6 +166,10 @@ def parser() -> Parser:
                    help="do not write .pyc files for parkgate's packages first (see "
                         "docs/PERFORMANCE.md: without them every new workflow recompiles "
                         "its module)")
+    p.add_argument("--profile", action="store_true",
+                   help="the client and claude_code phases: count store calls, codec, Temporal "
+                        "RPCs and durable steps per call and sample the CPU (py-spy); printed "
+                        "after the table (bench/profile.py). Slows the timed rows down")
     p.add_argument("--keep", action="store_true",
                    help="keep the run's temporary directory (logs, databases) and print it")
     return p
@@ -272,8 +276,10 @@ async def run_phases(args: argparse.Namespace, report: Report, ui: Reporter) -> 
                                                concurrency=size["parked_concurrency"]),
                     "peers": lambda: _peers(stack, report, ui, args, size),
                     "claude_code": lambda: claude_code_hook.run(stack, report, ui,
-                                                                samples=size["approvals"]),
-                    "client": lambda: client_call.run(stack, report, ui, calls=size["calls"]),
+                                                                samples=size["approvals"],
+                                                                profile=args.profile),
+                    "client": lambda: client_call.run(stack, report, ui, calls=size["calls"],
+                                                      profile=args.profile),
                 }
                 for phase in durable:
                     await _phase(phase, steps[phase], report, ui)
@@ -326,6 +332,12 @@ def main(argv: list[str] | None = None) -> None:
     report.setup["load_at_end"] = [round(v, 2) for v in os.getloadavg()]
     print(report.markdown())
     print()
+    if report.setup.get("profile"):
+        from bench.profile import markdown
+
+        for profile in report.setup["profile"]:
+            print(markdown(profile))
+            print()
     m = report.machine
     print(f"Machine: {m.cores} cores ({m.cpu}), {m.memory_gb} GB, Python {m.python}, "
           f"{m.system}; load average at start {m.load_at_start[0]}. Absolute times depend on "

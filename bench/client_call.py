@@ -3,8 +3,10 @@
 A session declares a client tool (side effects `read`: the bench policy
 auto-approves it); the agent's own gate (`parkgate.agent_client.AsyncToolGate`
 over the real API in uvicorn, API key) drives each call as an agent does:
-`POST .../tool-calls?wait=` until `released`, `POST .../claim`, run the tool
-here (a no-op coroutine), `POST .../outcome` until the outcome is recorded.
+`POST .../tool-calls?wait=&claim=true` until released (the claim travels
+with the release: `claim_won`; a `POST .../claim` only when it did not), run
+the tool here (a no-op coroutine), `POST .../outcome` until the outcome is
+recorded.
 Measured: the whole `gate.call(...)`, one call after another, and each of
 its requests on the way (the same calls, timed by the client). The worker
 runs in the API's process (as `parkgate serve` runs them), eager start on.
@@ -16,18 +18,21 @@ worker, before its calls (`bench.serial_floor`).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections import defaultdict
 from typing import Any
 
 from bench.cpu import CpuMeter
+from bench.profile import Probe
 from bench.progress import Reporter
 from bench.report import Report, Row
 from bench.serial_floor import floor_p50 as run_floor_p50
 from bench.stack import Stack, durable_dispatcher, in_process_worker, serve_api
 from parkgate.agent_client import AsyncParkgateClient, AsyncToolGate
 from parkgate.agent_client.client_tools import definition
+from parkgate.durable.payloads import call_workflow_id
 
 #: Target: a client-executed call's p50 within this multiple of the serial floor.
 CLIENT_TARGET = 3.0
@@ -35,8 +40,8 @@ CLIENT_TARGET = 3.0
 TOOL = "bench_lookup"
 #: Row names, by the client method that sent the request.
 STEPS = {
-    "submit": "POST tool-calls ?wait= → released",
-    "claim": "POST claim → lease (200)",
+    "submit": "POST tool-calls ?wait=&claim=true → released, claimed",
+    "claim": "POST claim → lease (200; only when the claim did not travel with the release)",
     "report_outcome": "POST outcome → recorded (200)",
     "get_call": "GET tool-call (re-read while not released)",
 }
@@ -50,10 +55,14 @@ class TimedClient(AsyncParkgateClient):
         super().__init__(*args, **kwargs)
         self.samples: dict[str, list[float]] = defaultdict(list)
         self.recording = False
+        self.probe: Probe | None = None
 
     def _record(self, step: str, t0: float) -> None:
         if self.recording:
-            self.samples[step].append((time.perf_counter() - t0) * 1000)
+            ms = (time.perf_counter() - t0) * 1000
+            self.samples[step].append(ms)
+            if self.probe is not None:
+                self.probe.note(f"agent HTTP: {STEPS[step]}", ms)
 
     async def submit(self, *args: Any, **kwargs: Any) -> Any:
         t0 = time.perf_counter()
@@ -89,7 +98,8 @@ async def _lookup(released: dict[str, Any]) -> str:
     return f"value of {released['key']}"
 
 
-async def run(stack: Stack, report: Report, ui: Reporter, *, calls: int) -> None:
+async def run(stack: Stack, report: Report, ui: Reporter, *, calls: int,
+              profile: bool = False) -> None:
     settings = stack.settings(stack.task_queue("client"))
     worker, pipeline = in_process_worker(stack, settings)
     dispatcher = durable_dispatcher(stack, settings, pipeline.registry, eager=True)
@@ -117,16 +127,29 @@ async def run(stack: Stack, report: Report, ui: Reporter, *, calls: int) -> None
             for i in range(3):  # warm up (the first also registers the session and tool)
                 await one("warm", i)
             step = ui.step("client-executed calls", calls)
+            probe = Probe(stack.client, stack.store).install() if profile else None
+            client.probe = probe
             client.recording = True
             before = meter.read()
             start = time.perf_counter()
             totals: list[float] = []
-            for i in range(calls):
-                totals.append(await one("call", i))
-                step.advance()
+            with probe.measuring() if probe else contextlib.nullcontext() as sampler:
+                for i in range(calls):
+                    if probe is not None:
+                        probe.next_call()
+                    totals.append(await one("call", i))
+                    step.advance()
             wall = time.perf_counter() - start
             cpu = "CPU ms/call: " + meter.per_call_ms(before, meter.read(), calls)
             client.recording = False
+            if probe is not None:
+                probe.uninstall()
+                probe.workflow_ids = [call_workflow_id(gate.session_id,
+                                                       f"client-{stack.run}-call-{i}")
+                                      for i in range(calls)]
+                assert sampler is not None
+                report.setup.setdefault("profile", []).append(
+                    await probe.breakdown("client", calls, wall, sampler))
     requests = sum(len(v) for v in client.samples.values())
     row = Row.latency("client", CALL_ROW, totals, concurrency=1, wall_s=wall,
                       note=f"{cpu}; {requests / calls:.1f} requests/call")

@@ -49,6 +49,8 @@ KIND_DECIDE = "decide"
 KIND_CANCEL = "cancel"
 KIND_CLAIM = "claim"
 KIND_OUTCOME = "outcome"
+#: A claim carried by a call's start (CallInput.claim), taken at its release.
+KIND_CLAIM_AT_RELEASE = "claim-at-release"
 
 _SALT = b"parkgate message proof salt v1"
 _INFO = b"parkgate message proof v1"

@@ -84,6 +84,9 @@ class ClientExecution:
 
     def _init_client(self) -> None:
         self._release: ReleaseView | None = None
+        #: The release's store write has committed (claims accepted while it was
+        #: in flight wait for it: the store may show the release first).
+        self._release_stored = False
         self._claim: ClaimRecord | None = None
         self._claim_stored = False
         self._report: OutcomeInput | None = None
@@ -106,14 +109,21 @@ class ClientExecution:
         event = self._event("tool.released", request_id=self._request_id(), data={
             "input_sha256": release.input_sha256, "approval_hash": prepared.input_hash,
         })
-        await self._client_write(
-            [event],
-            CallFacts(ref=self._ref(), status=CallStatus.RELEASED, opening=self._opening(),
-                      request_id=self._request_id(), input=call_input,
-                      input_hash=prepared.input_hash),
-        )
+        # Set before the write: a claim that reads the stored release before
+        # this workflow sees the write done is accepted and waits for it.
         self._release = release
-        self._status = CallStatus.RELEASED
+        at_release = self._claim_at_release()
+        if at_release is not None:
+            await self._release_claimed(prepared, release, event, at_release)
+        else:
+            await self._client_write(
+                [event],
+                CallFacts(ref=self._ref(), status=CallStatus.RELEASED, opening=self._opening(),
+                          request_id=self._request_id(), input=call_input,
+                          input_hash=prepared.input_hash),
+            )
+            self._release_stored = True
+            self._status = CallStatus.RELEASED
         await workflow.wait_condition(lambda: self._claim_stored)
         claim = self._claim
         assert claim is not None
@@ -131,10 +141,56 @@ class ClientExecution:
         assert report is not None
         return await self._store_outcome(report, claim)
 
+    def _claim_at_release(self) -> ClaimInput | None:
+        """The submitting client's claim (CallInput.claim), for a call policy
+        released at once; None after a human decision (its submitter may be long
+        gone: the client claims when it comes back) or without a valid proof."""
+        claim = self._input.claim
+        if claim is None or self._info is not None:
+            return None
+        unproven = proof.problem(claim, proof.KIND_CLAIM_AT_RELEASE,
+                                 workflow.info().workflow_id)
+        if unproven is not None:
+            workflow.logger.warning("the claim at release is ignored: %s", unproven)
+            return None
+        return claim
+
+    async def _release_claimed(self, prepared: PreparedCall, release: ReleaseView,
+                               released: ToolEvent, inp: ClaimInput) -> None:
+        """Release and claim in one committed write: the claim is the submitter's
+        from the start, so no other client can win it meanwhile."""
+        now = workflow.now()
+        claim = ClaimRecord(claimed_by=inp.claimed_by, claimed_by_name=inp.claimed_by_name,
+                            claimed_at=now,
+                            lease_expires_at=now + timedelta(seconds=inp.lease_seconds))
+        self._claim = claim
+        await self._client_write(
+            [released, self._claimed_event(claim, release, at_release=True)],
+            CallFacts(ref=self._ref(), status=CallStatus.CLAIMED, opening=self._opening(),
+                      request_id=self._request_id(), input=release.input,
+                      input_hash=prepared.input_hash, started_at=now),
+        )
+        self._release_stored = True
+        self._status = CallStatus.CLAIMED
+        self._claim_stored = True
+
+    def _claimed_event(self, claim: ClaimRecord, release: ReleaseView, *,
+                       at_release: bool = False) -> ToolEvent:
+        data: dict[str, Any] = {
+            "claimed_by": claim.claimed_by, "claimed_by_name": claim.claimed_by_name,
+            "lease_expires_at": claim.lease_expires_at.isoformat(),
+            "input_sha256": release.input_sha256,
+        }
+        if at_release:  # the submitter's own claim (the API answers its submit with it)
+            data["at_release"] = True
+        return self._event("tool.claimed", request_id=self._request_id(), data=data)
+
     async def _store_outcome(self, report: OutcomeInput, claim: ClaimRecord) -> CallOutcome:
         event = self._event("tool.outcome_reported", request_id=self._request_id(), data={
             "is_error": report.is_error, "input_sha256": report.input_sha256,
             "reported_by": report.reported_by, "reported_by_name": report.reported_by_name,
+            # The API answers its reporter from the stored row when this matches.
+            "report_sha256": report.report_sha256(),
         })
         now = workflow.now()
         stored = await workflow.execute_activity(
@@ -210,8 +266,8 @@ class ClientExecution:
     def _claim_problem(self) -> tuple[ClientReject, str] | None:
         if self._claim is not None:
             return ClientReject.ALREADY_CLAIMED, "the call was already claimed"
-        if self._status == CallStatus.RELEASED and self._release is not None:
-            return None
+        if self._release is not None and not self._status.terminal:
+            return None  # released (or its release write in flight: the claim waits)
         if self._status.terminal:
             return ClientReject.ENDED, f"the call has ended ({self._status.value})"
         return ClientReject.NOT_RELEASED, f"the call is not released ({self._status.value})"
@@ -231,6 +287,12 @@ class ClientExecution:
         problem = self._claim_problem()
         if problem is not None:
             raise self._rejection(*problem)
+        if not self._release_stored:
+            await workflow.wait_condition(
+                lambda: self._release_stored or self._status.terminal)
+            problem = self._claim_problem()  # another claim may have won meanwhile
+            if problem is not None:
+                raise self._rejection(*problem)
         release = self._release
         assert release is not None
         now = workflow.now()
@@ -239,14 +301,10 @@ class ClientExecution:
                             lease_expires_at=now + timedelta(seconds=inp.lease_seconds))
         self._claim = claim
         self._status = CallStatus.CLAIMED
-        event = self._event("tool.claimed", request_id=self._request_id(), data={
-            "claimed_by": claim.claimed_by, "claimed_by_name": claim.claimed_by_name,
-            "lease_expires_at": claim.lease_expires_at.isoformat(),
-            "input_sha256": release.input_sha256,
-        })
         await self._client_write(
-            [event], CallFacts(ref=self._ref(), status=CallStatus.CLAIMED,
-                               request_id=self._request_id(), started_at=now))
+            [self._claimed_event(claim, release)],
+            CallFacts(ref=self._ref(), status=CallStatus.CLAIMED,
+                      request_id=self._request_id(), started_at=now))
         self._claim_stored = True
         return ClaimResult(**claim.model_dump(), input=release.input,
                            input_sha256=release.input_sha256)
@@ -264,8 +322,8 @@ class ClientExecution:
             if self._report.same_report(inp):
                 return None
             return ClientReject.REPORT_CONFLICT, "another outcome was reported first"
-        if self._status == CallStatus.CLAIMED and self._claim is not None:
-            return None
+        if self._claim is not None and not self._status.terminal:
+            return None  # claimed (its write may be in flight: the outcome waits for it)
         if self._status == CallStatus.OUTCOME_UNKNOWN:
             return ClientReject.ENDED, "the lease ended: the call is outcome_unknown"
         if self._status == CallStatus.RELEASED:

@@ -155,6 +155,16 @@ def wait_params(wait: float) -> dict[str, Any] | None:
     return {"wait": min(wait, MAX_POLL_SECONDS)} if wait > 0 else None
 
 
+def submit_params(wait: float, claim: bool, lease_seconds: float | None) -> dict[str, Any] | None:
+    """A submit's query: the long-poll, and the claim taken at the release when asked."""
+    params = dict(wait_params(wait) or {})
+    if claim:
+        params["claim"] = "true"
+        if lease_seconds is not None:
+            params["lease_seconds"] = lease_seconds
+    return params or None
+
+
 def call_path(session_id: str, tool_use_id: str) -> str:
     return f"/v1/sessions/{session_id}/tool-calls/{tool_use_id}"
 

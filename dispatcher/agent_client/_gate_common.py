@@ -77,6 +77,14 @@ class Claim(BaseModel):
     lease_expires_at: datetime | None = None
 
 
+def claim_won(resource: CallResource) -> Claim | None:
+    """The claim a submit with `claim=true` won (taken with the release): run it."""
+    if resource.claim_won and resource.input is not None and resource.input_sha256:
+        return Claim(input=resource.input, input_sha256=resource.input_sha256,
+                     lease_expires_at=resource.lease_expires_at)
+    return None
+
+
 class Outcome(BaseModel):
     """200 of `POST .../outcome`: the call's status, whether the report came
     after the lease (`late`), and the result the model gets (truncated as a

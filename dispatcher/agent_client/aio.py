@@ -127,21 +127,25 @@ class AsyncParkgateClient:
     # ---------------------------------------------------------------- calls
     async def submit(
         self, tool_use: ToolUseBlock | dict[str, Any], session: Session | str, *,
-        turn_id: str | None = None, wait: float = 0,
+        turn_id: str | None = None, wait: float = 0, claim: bool = False,
+        lease_seconds: float | None = None,
     ) -> CallResource:
-        """Start the call (or attach to it) and long-poll up to `wait` (<= 60) s."""
-        return await self._submit(tool_use, session, turn_id, wait, None)
+        """Start the call (or attach to it) and long-poll up to `wait` (<= 60) s;
+        `claim`: a client tool's call released at once is claimed for this
+        request (`claim_won`), see docs/CLIENT_TOOLS.md."""
+        return await self._submit(tool_use, session, turn_id, wait, None, claim, lease_seconds)
 
     async def _submit(
         self, tool_use: ToolUseBlock | dict[str, Any], session: Session | str,
-        turn_id: str | None, wait: float, deadline: float | None,
+        turn_id: str | None, wait: float, deadline: float | None, claim: bool = False,
+        lease_seconds: float | None = None,
     ) -> CallResource:
         block = c.as_block(tool_use)
         sid, tid = c.session_ids(session, turn_id)
         r = await self._request(
             "POST", f"/v1/sessions/{sid}/turns/{tid}/tool-calls",
             json=block.model_dump(mode="json"),
-            params=c.wait_params(wait), deadline=deadline,
+            params=c.submit_params(wait, claim, lease_seconds), deadline=deadline,
         )
         return CallResource.model_validate(r.json())
 

@@ -110,12 +110,19 @@ class AsyncToolGate:
         deadline = c.deadline_after(wait)  # time.monotonic(), as the client's own waits
         tid = tool_use_id or g.new_tool_use_id()
         block = ToolUseBlock(id=tid, name=name, input=dict(tool_input))
+        lease = lease_seconds or self.lease_seconds
+        # claim: released at once by policy, the call is claimed for this
+        # submit in the release's own write (no claim request).
         resource = await self.client.submit(block, self.session_id,
                                             turn_id=turn_id or self.turn_id,
-                                            wait=c.poll_seconds(deadline))
+                                            wait=c.poll_seconds(deadline), claim=True,
+                                            lease_seconds=lease)
         # A fresh id with the same tool and input as a still-parked call of the
         # session may attach to that call (setting attach_same_input): its id.
         tid = resource.tool_use_id
+        won = g.claim_won(resource)
+        if won is not None:
+            return await self._run(tid, won, execute)
         lost_claim = False
         while True:
             step = g.step_of(resource)
@@ -123,8 +130,7 @@ class AsyncToolGate:
                 return g.final_result(resource)
             if step is g.Step.CLAIM and not lost_claim:
                 try:
-                    claim = await self.client.claim(
-                        self.session_id, tid, lease_seconds=lease_seconds or self.lease_seconds)
+                    claim = await self.client.claim(self.session_id, tid, lease_seconds=lease)
                 except ConflictError as exc:
                     # Claimed by someone else (or ended): never here. Not (yet)
                     # released as the workflow sees it: read again, claim again.

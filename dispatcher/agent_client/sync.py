@@ -114,20 +114,22 @@ class ParkgateClient:
     # ---------------------------------------------------------------- calls
     def submit(
         self, tool_use: ToolUseBlock | dict[str, Any], session: Session | str, *,
-        turn_id: str | None = None, wait: float = 0,
+        turn_id: str | None = None, wait: float = 0, claim: bool = False,
+        lease_seconds: float | None = None,
     ) -> CallResource:
-        return self._submit(tool_use, session, turn_id, wait, None)
+        return self._submit(tool_use, session, turn_id, wait, None, claim, lease_seconds)
 
     def _submit(
         self, tool_use: ToolUseBlock | dict[str, Any], session: Session | str,
-        turn_id: str | None, wait: float, deadline: float | None,
+        turn_id: str | None, wait: float, deadline: float | None, claim: bool = False,
+        lease_seconds: float | None = None,
     ) -> CallResource:
         block = c.as_block(tool_use)
         sid, tid = c.session_ids(session, turn_id)
         r = self._request(
             "POST", f"/v1/sessions/{sid}/turns/{tid}/tool-calls",
             json=block.model_dump(mode="json"),
-            params=c.wait_params(wait), deadline=deadline,
+            params=c.submit_params(wait, claim, lease_seconds), deadline=deadline,
         )
         return CallResource.model_validate(r.json())
 

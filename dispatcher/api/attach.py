@@ -3,7 +3,8 @@
 A client that cannot resend the same tool_use_id (a model retrying through
 MCP gets a fresh id) would otherwise park a second call for the same thing.
 A new id with the same tool and canonical input as a call of the same session
-still parked within the window answers with that call instead.
+still parked within the window answers with that call instead (the oldest
+such call, as one indexed read).
 """
 
 from __future__ import annotations
@@ -16,9 +17,6 @@ from parkgate.settings import Settings
 from parkgate.store.repository import Repository
 from parkgate.store.results import CallFilters, SessionRecord
 
-#: Parked calls of one tool looked at (newest first).
-_LOOK_AT = 50
-
 
 async def same_input_call(
     repo: Repository, settings: Settings, session: SessionRecord, call: ToolUseBlock
@@ -27,14 +25,14 @@ async def same_input_call(
     is new and the setting is on; None otherwise."""
     if not settings.attach_same_input:
         return None
-    if await repo.get_call(session.session_id, call.id) is not None:
-        return None  # a known id attaches to itself
     since = utcnow() - timedelta(seconds=settings.attach_same_input_window_seconds)
-    page = await repo.list_calls(
+    twin = await repo.oldest_with_input(
         CallFilters(session_id=session.session_id, tool_name=call.name,
                     status=CallStatus.PARKED, since=since),
-        limit=_LOOK_AT,
+        input_hash(call.name, call.input),
     )
-    wanted = input_hash(call.name, call.input)
-    twins = [row for row in page.items if row.input_hash == wanted]
-    return twins[-1].tool_use_id if twins else None
+    if twin is None or twin == call.id:
+        return None
+    # Rarely reached: only then does it matter whether the id is known (a known
+    # id attaches to itself).
+    return twin if await repo.get_call(session.session_id, call.id) is None else None

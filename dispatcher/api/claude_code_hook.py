@@ -37,6 +37,7 @@ from parkgate.api.v1.common import ID_RE
 from parkgate.client_tools import ClientToolSpec
 from parkgate.durable.client import IdempotencyConflictError
 from parkgate.durable.client_payloads import ClaimInput, OutcomeInput
+from parkgate.events import make_event_id
 from parkgate.models import TextBlock, ToolUseBlock, input_hash, input_sha256, utcnow
 from parkgate.records import CallStatus
 from parkgate.settings import Settings
@@ -192,36 +193,49 @@ async def pre_tool_use(ctx: HookContext, hook: HookInput) -> dict[str, Any]:
         or await _twin(ctx, hook.session_id, call, CallStatus.RELEASED)
     if attached is not None:  # the model called again: pick up the parked call
         call = call.model_copy(update={"id": attached})
+    # Claude Code running the call is the claim: taken with the release when
+    # policy releases the call at once (one store write, no claim update).
+    inp = _claim_input(ctx, hook, call)
     try:
-        await ctx.service.start_call(call, record.for_turn(turn_of(hook)),
-                                     client_tools.definitions(record.client_tools))
+        started = await client_calls.start_claiming(
+            ctx.service, call, record.for_turn(turn_of(hook)),
+            client_tools.definitions(record.client_tools), inp)
     except IdempotencyConflictError as exc:
         return _deny(f"tool_use_id {call.id!r} was used for another call ({exc})")
     resource = await ctx.service.wait(hook.session_id, call.id,
-                                      ctx.settings.claude_code_wait_seconds)
+                                      ctx.settings.claude_code_wait_seconds, claiming=True)
     if resource is None:
         return _fallback(ctx, None)
-    if resource.status == CallStatus.RELEASED:
-        return await _claim(ctx, hook, call, resource)
-    if resource.status == CallStatus.CLAIMED:
-        return _deny("this call was already claimed and run once; it is not released again")
+    if resource.status in (CallStatus.RELEASED, CallStatus.CLAIMED):
+        return await _claimed(ctx, hook, call, resource, inp, started=started)
     if resource.finished:
         text = resource.result.text if resource.result is not None else resource.status.value
         return _deny(f"{resource.status.value}: {text}")
     return _fallback(ctx, resource)
 
 
-async def _claim(ctx: HookContext, hook: HookInput, call: ToolUseBlock,
-                 resource: CallResource) -> dict[str, Any]:
-    """Claim the released call: Claude Code runs it next."""
-    inp = ClaimInput(claimed_by=f"key:{ctx.key.key_id}", claimed_by_name=ctx.key.name,
-                     lease_seconds=claude_code.lease_seconds(
-                         call.name, hook.tool_input or {}, ctx.settings.client_lease_seconds,
-                         ctx.settings.client_lease_max_seconds))
+def _claim_input(ctx: HookContext, hook: HookInput, call: ToolUseBlock) -> ClaimInput:
+    """The claim Claude Code's run of the call makes (its lease fits the run)."""
+    return ClaimInput(claimed_by=f"key:{ctx.key.key_id}", claimed_by_name=ctx.key.name,
+                      lease_seconds=claude_code.lease_seconds(
+                          call.name, hook.tool_input or {}, ctx.settings.client_lease_seconds,
+                          ctx.settings.client_lease_max_seconds))
+
+
+async def _claimed(ctx: HookContext, hook: HookInput, call: ToolUseBlock,
+                   resource: CallResource, inp: ClaimInput, *, started: bool) -> dict[str, Any]:
+    """Allow the call this hook holds the claim of (taken at the release, or
+    claimed now): Claude Code runs it next; deny one claimed by another."""
+    was = resource.status
     try:
-        claimed = await client_calls.claim(ctx.service, hook.session_id, call.id, inp)
+        claimed = await client_calls.claimed_for_submitter(ctx.service, resource, call, inp,
+                                                           started=started)
     except ApiError as exc:
         return _deny(f"the call could not be claimed ({exc.code}: {exc.message})")
+    if not claimed.claim_won or claimed.input is None:
+        if was == CallStatus.CLAIMED:
+            return _deny("this call was already claimed and run once; it is not released again")
+        return _deny(f"the call could not be claimed (it is {claimed.status.value})")
     released = claimed.input
     edited = input_sha256(released) != input_sha256(hook.tool_input or {})
     reason = "approved with edits" if edited else "allowed"
@@ -258,8 +272,7 @@ async def post_tool_use(ctx: HookContext, hook: HookInput) -> None:
     failed = hook.hook_event_name == "PostToolUseFailure"
     text = hook.error or "the tool failed" if failed else \
         claude_code.response_text(hook.tool_response)
-    sha = await _released_sha256(ctx, hook.session_id, tool_use_id) \
-        or input_sha256(hook.tool_input or {})
+    sha = await _released_sha256(ctx, hook.session_id, tool_use_id, hook.tool_input or {})
     inp = OutcomeInput(content=[TextBlock(text=text)], is_error=failed, input_sha256=sha,
                        reported_by=f"key:{ctx.key.key_id}", reported_by_name=ctx.key.name)
     try:
@@ -268,13 +281,21 @@ async def post_tool_use(ctx: HookContext, hook: HookInput) -> None:
         log.warning("claude-code outcome of %s not recorded: %s", tool_use_id, exc.message)
 
 
-async def _released_sha256(ctx: HookContext, session_id: str, tool_use_id: str) -> str | None:
-    """The hash of the input as released (edited or not): what was claimed and run."""
+async def _released_sha256(ctx: HookContext, session_id: str, tool_use_id: str,
+                           ran: dict[str, Any]) -> str:
+    """The hash of the input as released (edited or not): what was claimed and
+    run. The claim's event names it (no status query); else the workflow; else,
+    Temporal not answering, the run's own input stands in."""
+    event = await ctx.repo.get_event(make_event_id(session_id, tool_use_id, "tool.claimed"))
+    sha = (event.data or {}).get("input_sha256") if event is not None else None
+    if isinstance(sha, str):
+        return sha
     try:
         view = await ctx.service.query(session_id, tool_use_id)
     except Exception:  # Temporal not answering: the run's own input stands in
-        return None
-    return view.release.input_sha256 if view is not None and view.release else None
+        return input_sha256(ran)
+    return view.release.input_sha256 if view is not None and view.release \
+        else input_sha256(ran)
 
 
 async def _claimed_id(ctx: HookContext, hook: HookInput) -> str | None:
@@ -293,12 +314,10 @@ async def _twin(ctx: HookContext, session_id: str, call: ToolUseBlock,
     called again with a fresh tool_use_id after "call again"), when `call` is new."""
     if not ctx.settings.attach_same_input:
         return None
-    if await ctx.repo.get_call(session_id, call.id) is not None:
-        return None
     since = utcnow() - timedelta(seconds=ctx.settings.attach_same_input_window_seconds)
-    page = await ctx.repo.list_calls(
+    twin = await ctx.repo.oldest_with_input(
         CallFilters(session_id=session_id, tool_name=call.name, status=status, since=since),
-        limit=50)
-    wanted = input_hash(call.name, call.input)
-    twins = [r for r in page.items if r.input_hash == wanted]
-    return twins[-1].tool_use_id if twins else None
+        input_hash(call.name, call.input))
+    if twin is None or twin == call.id:
+        return None
+    return twin if await ctx.repo.get_call(session_id, call.id) is None else None

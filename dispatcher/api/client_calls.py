@@ -12,6 +12,8 @@ from __future__ import annotations
 import asyncio
 import random
 import uuid
+from collections.abc import Sequence
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel
@@ -40,10 +42,13 @@ from parkgate.durable.client_payloads import (
 )
 from parkgate.durable.payloads import call_workflow_id
 from parkgate.durable.plugin import proof_keys_of
+from parkgate.events import make_event_id
+from parkgate.models import Session, ToolDefinition, ToolUseBlock, input_sha256
 from parkgate.records import CallRef, CallStatus
 
 if TYPE_CHECKING:
     from parkgate.api.service import CallService
+    from parkgate.store.results import EventRecord
 
 M = TypeVar("M", ClaimInput, OutcomeInput)
 R = TypeVar("R", ClaimResult, OutcomeResult)
@@ -88,6 +93,72 @@ async def with_release(service: CallService, resource: CallResource) -> CallReso
     return resource.model_copy(update=update)
 
 
+async def start_claiming(service: CallService, call: ToolUseBlock, session: Session,
+                         client_tools: Sequence[ToolDefinition], inp: ClaimInput) -> bool:
+    """Start the call carrying its submitter's claim, which the workflow takes in
+    the release's own store write when policy releases the call at once (no
+    claim update, no second write). True when this request started the call:
+    only then can a claim taken at the release be this request's."""
+    workflow_id = call_workflow_id(session.session_id, call.id)
+    keys = proof_keys_of(service.temporal)
+    # Without payload keys nothing is proven: the workflow would ignore it.
+    claim = proof.prove(inp, proof.KIND_CLAIM_AT_RELEASE, workflow_id, keys) \
+        if keys is not None else None
+    handle = await service.start_call(call, session, client_tools, claim=claim)
+    return claim is not None and _newly_started(handle)
+
+
+def _newly_started(handle: WorkflowHandle[Any, Any]) -> bool:
+    """The start created the run (the SDK keeps the start's answer on the handle;
+    an attach to a running or closed call says `started: false`)."""
+    resp = getattr(handle, "_start_workflow_response", None)
+    return bool(getattr(resp, "started", False))
+
+
+async def claimed_for_submitter(service: CallService, resource: CallResource,
+                                call: ToolUseBlock, inp: ClaimInput, *,
+                                started: bool) -> CallResource:
+    """A claiming submit's answer (`service.wait(..., claiming=True)`): a call
+    claimed at its release for this request, or a released one claimed now
+    (the `claim` update), with the claim and `claim_won`; otherwise as is."""
+    sid, tid = resource.session_id, resource.tool_use_id
+    if resource.status == CallStatus.RELEASED:
+        try:
+            won = await claim(service, sid, tid, inp)
+        except ApiError:
+            return await service.resource(sid, tid, turn_id=resource.turn_id) or resource
+        return resource.model_copy(update={
+            "status": CallStatus.CLAIMED, "input": won.input, "input_sha256": won.input_sha256,
+            "claimed_by": won.claimed_by, "claimed_at": won.claimed_at,
+            "lease_expires_at": won.lease_expires_at, "claim_won": True})
+    if resource.status != CallStatus.CLAIMED:
+        return resource
+    event = await _claimed_at_release(service, sid, tid) if started else None
+    if event is None:
+        return await with_release(service, resource)  # someone else's: as a GET shows it
+    data = event.data or {}
+    sha = input_sha256(call.input)
+    if data.get("input_sha256") != sha:
+        # A before-hook rewrote the input: the workflow has the input as released.
+        return (await with_release(service, resource)).model_copy(update={"claim_won": True})
+    # Released as submitted: the claim's event says all (no status query).
+    return resource.model_copy(update={
+        "input": call.input, "input_sha256": sha, "released_at": event.at,
+        "claimed_by": data.get("claimed_by"), "claimed_at": event.at,
+        "lease_expires_at": datetime.fromisoformat(str(data.get("lease_expires_at"))),
+        "claim_won": True})
+
+
+async def _claimed_at_release(service: CallService, session_id: str,
+                              tool_use_id: str) -> EventRecord | None:
+    """The call's tool.claimed event when its claim was taken at the release
+    (by the request that started it: see start_claiming)."""
+    event = await service.repo.get_event(make_event_id(session_id, tool_use_id, "tool.claimed"))
+    if event is None or not (event.data or {}).get("at_release"):
+        return None
+    return event
+
+
 def lease_for(requested: float | None, default: float, maximum: float) -> float:
     """The lease a claim gets: asked for (capped by the maximum) or the default."""
     return min(requested if requested is not None else default, maximum)
@@ -112,7 +183,7 @@ async def report(service: CallService, session_id: str, tool_use_id: str,
     handle = service.handle(session_id, tool_use_id)
     inp = _proven(service, inp, proof.KIND_OUTCOME, call_workflow_id(session_id, tool_use_id))
     try:
-        return await _update(handle, UPDATE_OUTCOME, inp, OutcomeResult)
+        return await _reported(service, handle, session_id, tool_use_id, inp)
     except WorkflowUpdateFailedError as exc:
         refusal = _refusal(exc)
         if refusal.code != ClientReject.ENDED.value or _status_of(exc) != "outcome_unknown":
@@ -133,6 +204,52 @@ async def report(service: CallService, session_id: str, tool_use_id: str,
         if row is None or row.status != CallStatus.OUTCOME_UNKNOWN:
             raise error from None
     return await _late(service, session_id, tool_use_id, inp)
+
+
+async def _reported(service: CallService, handle: WorkflowHandle[Any, Any], session_id: str,
+                    tool_use_id: str, inp: OutcomeInput) -> OutcomeResult:
+    """The `report_outcome` update's answer, or sooner the same answer from the
+    store: when a worker in this process commits the call's final row for this
+    very report (its `report_sha256` on tool.outcome_reported), the report is
+    accepted (the write runs only once the workflow task that accepted it is
+    committed) and recorded; the update completes on its own a workflow task
+    later."""
+    with service.repo.final_rows.watch(session_id, tool_use_id) as committed:
+        update = asyncio.ensure_future(_update(handle, UPDATE_OUTCOME, inp, OutcomeResult))
+        try:
+            while True:
+                woken = asyncio.ensure_future(committed.wait())
+                await asyncio.wait({update, woken}, return_when=asyncio.FIRST_COMPLETED)
+                woken.cancel()
+                if update.done():
+                    return update.result()
+                committed.clear()
+                stored = await _stored_report(service, session_id, tool_use_id, inp)
+                if stored is not None:
+                    return stored
+        finally:
+            if not update.done():
+                update.add_done_callback(_retrieved)
+
+
+def _retrieved(task: asyncio.Future[Any]) -> None:
+    """An update answered from the store finishes unobserved: take its outcome."""
+    if not task.cancelled():
+        task.exception()
+
+
+async def _stored_report(service: CallService, session_id: str, tool_use_id: str,
+                         inp: OutcomeInput) -> OutcomeResult | None:
+    """The answer to `inp` from the store, when its final row holds this report."""
+    row = await service.repo.get_call(session_id, tool_use_id)
+    if row is None or row.status not in (CallStatus.SUCCEEDED, CallStatus.FAILED) \
+            or row.result is None:
+        return None
+    event = await service.repo.get_event(
+        make_event_id(session_id, tool_use_id, "tool.outcome_reported"))
+    if event is None or (event.data or {}).get("report_sha256") != inp.report_sha256():
+        return None
+    return OutcomeResult(status=row.status, result=row.result, message="outcome recorded")
 
 
 async def _update(handle: WorkflowHandle[Any, Any], name: str, inp: BaseModel,

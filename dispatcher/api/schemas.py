@@ -144,6 +144,9 @@ class CallResource(BaseModel):
     claimed_by: str | None = Field(default=None, description='"key:<id>" of the claimer.')
     claimed_at: datetime | None = None
     lease_expires_at: datetime | None = None
+    claim_won: bool | None = Field(
+        default=None, description="On a submit with `claim=true`: true when this request "
+        "holds the claim (run `input`, then report the outcome); unset otherwise.")
     links: CallLinks
 
     @classmethod

@@ -42,6 +42,7 @@ from parkgate.decisions import RejectReason
 from parkgate.durable import stuck
 from parkgate.durable.call_errors import TEMPORAL_NO_ANSWER, UnknownCallError
 from parkgate.durable.client import DurableDispatcher, TurnStart
+from parkgate.durable.client_payloads import ClaimInput
 from parkgate.durable.payloads import (
     CallStatusView,
     DecideInput,
@@ -55,6 +56,10 @@ from parkgate.settings import Settings
 from parkgate.store.repository import Repository
 from parkgate.store.results import CallRecord
 from parkgate.worker_groups import WORKSPACE_ACTIVITIES
+
+#: A claiming long-poll waits this long for this process's worker to wake it
+#: before it also asks Temporal for the workflow's end.
+IN_PROCESS_GRACE_SECONDS = 0.5
 
 
 class CallService:
@@ -75,9 +80,11 @@ class CallService:
     # ------------------------------------------------------------ starting
     async def start_call(
         self, call: ToolUseBlock, session: Session, client_tools: Sequence[ToolDefinition] = (),
+        claim: ClaimInput | None = None,
     ) -> WorkflowHandle[Any, Any]:
-        """Start the call workflow, or attach to the one already running or finished."""
-        return await self.dispatcher.start(call, session, client_tools)
+        """Start the call workflow, or attach to the one already running or finished
+        (`claim`: the submitter's, taken at the release; see client_calls)."""
+        return await self.dispatcher.start(call, session, client_tools, claim=claim)
 
     async def start_turn(
         self, calls: list[ToolUseBlock], session: Session,
@@ -274,7 +281,8 @@ class CallService:
         return trouble.describe() if trouble is not None else None
 
     async def wait(
-        self, session_id: str, tool_use_id: str, seconds: float, *, turn_id: str | None = None
+        self, session_id: str, tool_use_id: str, seconds: float, *, turn_id: str | None = None,
+        claiming: bool = False, classified: bool = False,
     ) -> CallResource | None:
         """Long-poll: return as soon as the call finishes, or after `seconds`.
 
@@ -283,9 +291,14 @@ class CallService:
         and one history round trip before Temporal reports the workflow closed.
         The answer is the same either way: a finished call is answered from its
         row, as a plain GET would answer it.
+
+        `claiming` (a submit that claims, see client_calls): a claimed call is
+        an answer too, and a released or claimed one is answered from its row
+        alone (the caller adds the claim; no status query). `classified`: any
+        status but queued is an answer (policy's verdict, parked included).
         """
         if seconds <= 0:
-            return await self.resource(session_id, tool_use_id, turn_id=turn_id)
+            return await self._answer(session_id, tool_use_id, turn_id, claiming)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + seconds
         handle = self.handle(session_id, tool_use_id)
@@ -303,26 +316,52 @@ class CallService:
                 step = min(left, RELEASE_POLL_SECONDS)
                 started = loop.time()
                 woken = committed.is_set() or await self._wait_handle(
-                    handle, step, also=committed
+                    handle, step, also=committed,
+                    # A worker in this process (eager start) writes the rows a
+                    # claiming submit answers on: it wakes us first, mostly.
+                    defer=IN_PROCESS_GRACE_SECONDS if claiming and self.dispatcher.eager_start
+                    else 0.0,
                 )
                 # Not woken, and back before its step: the workflow ended (or a drain).
                 early = not woken and loop.time() - started < step * 0.9
-                resource = await self.resource(session_id, tool_use_id, turn_id=turn_id)
-                if resource is not None and resource.status.answerable:
+                resource = await self._answer(session_id, tool_use_id, turn_id, claiming)
+                if resource is not None and (
+                    resource.status.answerable
+                    or (claiming and resource.status == CallStatus.CLAIMED)
+                    or (classified and resource.status != CallStatus.QUEUED)
+                ):
                     break
                 if not woken and (early or left <= step or self.draining.is_set()):
                     break
                 committed.clear()  # a hint only: the row is not final, wait on
         return resource
 
+    async def _answer(self, session_id: str, tool_use_id: str, turn_id: str | None,
+                      claiming: bool) -> CallResource | None:
+        """The long-poll's look at the call: `resource`, or for a claiming submit
+        a released or claimed call's row as it is."""
+        if claiming:
+            row = await self.repo.get_call(session_id, tool_use_id)
+            if row is not None and row.status in (CallStatus.RELEASED, CallStatus.CLAIMED):
+                return CallResource.from_row(row, turn_id=turn_id)
+        return await self.resource(session_id, tool_use_id, turn_id=turn_id)
+
     async def _wait_handle(
         self, handle: WorkflowHandle[Any, Any], seconds: float,
-        *, also: asyncio.Event | None = None,
+        *, also: asyncio.Event | None = None, defer: float = 0.0,
     ) -> bool:
         """Wait for the workflow's result, a drain, or `also`; True when `also`
-        alone ended the wait."""
+        alone ended the wait. `defer`: wait that long for `also` alone before
+        asking Temporal (a history long-poll per wait costs both sides CPU)."""
         if self.draining.is_set():
             return False
+        if also is not None and defer > 0:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(also.wait(), min(defer, seconds))
+                return True
+            seconds -= min(defer, seconds)
+            if seconds <= 0 or self.draining.is_set():
+                return False
         result = asyncio.ensure_future(handle.result(follow_runs=True))
         drained = asyncio.ensure_future(self.draining.wait())
         waits = {result, drained}

@@ -22,6 +22,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from parkgate.durable import stuck
 from parkgate.durable.call_errors import UnknownCallError
+from parkgate.durable.client_payloads import ClaimInput
 from parkgate.durable.deciding import ApprovalLookup, DecisionSending
 from parkgate.durable.payloads import (
     CALL_WORKFLOW,
@@ -127,19 +128,20 @@ class DurableDispatcher(DecisionSending):
     # ----------------------------------------------------------- starting
     async def start(
         self, tool_use: ToolUseBlock, session: Session,
-        client_tools: Sequence[ToolDefinition] = (),
+        client_tools: Sequence[ToolDefinition] = (), claim: ClaimInput | None = None,
     ) -> WorkflowHandle[Any, CallOutcome]:
         """Start the call's workflow, or attach to it when it already exists.
 
         `client_tools`: the session's tools its client runs (one named by the
-        call makes it a client-executed call)."""
+        call makes it a client-executed call); `claim`: its submitter's claim,
+        taken at the release (CallInput.claim)."""
         workflow_id = call_workflow_id(session.session_id, tool_use.id)
         try:
             handle: WorkflowHandle[Any, CallOutcome] = await self.client.start_workflow(
                 CALL_WORKFLOW,
                 CallInput(call=tool_use, session=session,
                           client_tool=next((t for t in client_tools
-                                            if t.name == tool_use.name), None)),
+                                            if t.name == tool_use.name), None), claim=claim),
                 id=workflow_id,
                 task_queue=self.task_queue,
                 result_type=CallOutcome,

@@ -10,6 +10,7 @@ Field names are part of Temporal history: add fields with defaults only.
 
 from __future__ import annotations
 
+import hashlib
 from datetime import datetime
 from enum import StrEnum
 from typing import Any
@@ -17,7 +18,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from parkgate.events import ToolEvent
-from parkgate.models import ContentBlock, ToolResultBlock
+from parkgate.models import ContentBlock, ToolResultBlock, canonical_json
 from parkgate.proof import Proof
 from parkgate.records import CallRef, CallStatus, RecordedFinish
 
@@ -94,6 +95,13 @@ class OutcomeInput(BaseModel):
         """The same report again (who sends it does not matter: the content does)."""
         return (self.content, self.is_error, self.input_sha256) == (
             other.content, other.is_error, other.input_sha256)
+
+    def report_sha256(self) -> str:
+        """SHA-256 hex of what `same_report` compares (canonical JSON): recorded
+        with the report, so the API can tell its report from the store alone."""
+        doc = {"content": [b.model_dump(mode="json") for b in self.content],
+               "is_error": self.is_error, "input_sha256": self.input_sha256}
+        return hashlib.sha256(canonical_json(doc).encode("utf-8")).hexdigest()
 
 
 class OutcomeResult(BaseModel):

@@ -21,7 +21,7 @@ from parkgate.decisions import Decision as Decision
 from parkgate.decisions import DecisionRecord as DecisionRecord
 from parkgate.decisions import Rejection
 from parkgate.decisions import RejectReason as RejectReason
-from parkgate.durable.client_payloads import ReleaseView
+from parkgate.durable.client_payloads import ClaimInput, ReleaseView
 from parkgate.events import ToolEvent
 from parkgate.models import (
     Session,
@@ -102,6 +102,11 @@ class CallInput(BaseModel):
     #: The session's declaration of the called tool when its client runs it
     #: (`client_tools`): the call is released to the client, not executed here.
     client_tool: ToolDefinition | None = None
+    #: The submitting client's claim, taken with the release when policy
+    #: releases the call at once (no human): one store write for both, no
+    #: claim update. Proven like a claim update (kind `claim-at-release`);
+    #: a call that parks ignores it (its client claims after the decision).
+    claim: ClaimInput | None = None
 
 
 class CallOutcome(CallEnd):

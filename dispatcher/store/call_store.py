@@ -71,8 +71,13 @@ class CallStore(EventStore):
 
     def _committed(self, update: CallUpdate | None) -> None:
         """Wake this process's long-polls once a final row is committed (a stored
-        final row that this write left alone counts too: the call has ended)."""
-        if update is not None and update.status is not None and update.status.answerable:
+        final row that this write left alone counts too: the call has ended), or
+        a row a claiming submit answers on (a hint: waiters read the row again)."""
+        if update is not None and update.status is not None and (
+            update.status.answerable
+            # A submit that claims answers on these too (api/client_calls.py).
+            or update.status in (CallStatus.CLAIMED, CallStatus.PARKED)
+        ):
             self.final_rows.committed(update.session_id, update.tool_use_id)
 
     def _record_unless_finished_in(
@@ -202,6 +207,18 @@ class CallStore(EventStore):
             return as_utc(datetime.fromisoformat(stamp)), row_id
         except (ValueError, TypeError, binascii.Error, UnicodeDecodeError) as exc:
             raise InvalidCursorError(f"invalid cursor {cursor[:40]!r}") from exc
+
+    async def oldest_with_input(self, filters: CallFilters, input_hash: str) -> str | None:
+        """The tool_use_id of the oldest call matching `filters` whose input has
+        this hash (tool and canonical input), or None: one indexed one-row read
+        where a page of calls filtered here would cost a whole read."""
+        row = await self._first(
+            select(CALLS.c.tool_use_id)
+            .where(*self._filter_clauses(filters), CALLS.c.input_hash == input_hash)
+            .order_by(CALLS.c.created_at, CALLS.c.id)
+            .limit(1)
+        )
+        return row["tool_use_id"] if row is not None else None
 
     async def list_calls(
         self,

@@ -168,6 +168,11 @@ class EventStore(StoreBase):
     def _events(rows: Sequence[RowMapping]) -> list[EventRecord]:
         return [EventRecord.model_validate(dict(r)) for r in rows]
 
+    async def get_event(self, event_id: str) -> EventRecord | None:
+        """One event by its id (ids are deterministic: parkgate.events.make_event_id)."""
+        row = await self._first(select(EVENTS).where(EVENTS.c.event_id == event_id))
+        return self._events([row])[0] if row is not None else None
+
     async def call_events(self, session_id: str, tool_use_id: str) -> list[EventRecord]:
         """A call's events and those of its sub-calls, in recorded order."""
         query = (

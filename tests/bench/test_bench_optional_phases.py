@@ -62,9 +62,31 @@ async def test_client_phase_smoke(tmp_path: Path) -> None:
     assert call["x_floor"] == pytest.approx(call["p50_ms"] / floor["p50_ms"])
     assert call["target"] == "p50 ≤ 3x floor" and call["met"] in (True, False)
     assert "requests/call" in call["note"]
-    for method in ("submit", "claim", "report_outcome"):
+    # The gate's submit claims: the claim travels with the release (no claim request).
+    for method in ("submit", "report_outcome"):
         assert rows[f"step: {STEPS[method]}"]["n"] == 6
+    assert f"step: {STEPS['claim']}" not in rows
     assert any(f"client: {CALL_ROW}" in line for line in table)
+
+
+@pytest.mark.devserver
+@pytest.mark.postgres
+@pytest.mark.timeout(300)
+async def test_client_phase_profile_smoke(tmp_path: Path) -> None:
+    """`--profile` prints where a call's time goes and keeps it in the JSON."""
+    out_json = tmp_path / "smoke.json"
+    code, out, err = await _bench("--smoke", "--phases", "client", "--profile",
+                                  "--json", str(out_json))
+    assert code == 0, f"stdout:\n{out}\nstderr:\n{err}"
+    [profile] = json.loads(out_json.read_text())["setup"]["profile"]
+    assert profile["section"] == "client" and profile["calls"] == 6
+    durable = profile["durable"]
+    assert durable["calls"] == 6 and durable["per_call"]["workflow tasks"] >= 2
+    assert durable["activities_per_call"]["parkgate.client_outcome"] == 1
+    assert {r["name"] for r in profile["store_methods"]} >= {"get_call", "record_submission"}
+    assert any(r["name"] == "start_workflow_execution" for r in profile["temporal_rpcs"])
+    assert profile["timeline"] and "### Profile: client" in out
+    assert "cpu" in profile  # samples, or why there are none (py-spy missing or not allowed)
 
 
 @pytest.mark.devserver

@@ -3,7 +3,7 @@
 
 Runs every path of the durable call (auto, approved, denied, expired,
 cancelled, edited, turn, quorum, reminders, grouped, client_released,
-client_lease, client_late) on the time-skipping test server with a worker from
+client_lease, client_late, client_claimed_at_release) on the time-skipping test server with a worker from
 the production recipe and a throwaway migrated SQLite store, then saves each
 workflow's history as JSON next to this file. Machine-specific paths (the
 temporary workspace) are replaced by WORKSPACE_PLACEHOLDER inside payloads.
@@ -265,7 +265,7 @@ async def generate(env: WorkflowEnvironment, store: Repository, tmp: Path) -> No
             await save("grouped", handle, rig)
 
 
-CLIENT_PATHS = {"client_released", "client_lease", "client_late"}
+CLIENT_PATHS = {"client_released", "client_lease", "client_late", "client_claimed_at_release"}
 
 
 async def client_paths(env: WorkflowEnvironment, store: Repository, tmp: Path) -> None:
@@ -287,7 +287,7 @@ async def client_paths(env: WorkflowEnvironment, store: Repository, tmp: Path) -
     )
     from parkgate.durable.payloads import call_workflow_id
     from parkgate.durable.plugin import proof_keys_of
-    from parkgate.models import TextBlock
+    from parkgate.models import TextBlock, input_sha256
     from parkgate.records import CallRef, CallStatus
 
     client_tmp = tmp / "client"
@@ -342,6 +342,26 @@ async def client_paths(env: WorkflowEnvironment, store: Repository, tmp: Path) -
             result_type=LateOutcomeResult)
         await late_handle.result()
         await save("client_late", late_handle, rig)
+
+        # Issue 27: policy releases a read at once and the submitter's claim
+        # (CallInput.claim) is taken in the release's own write; then the outcome.
+        lookup = ClientToolSpec(name="lookup", description="lookup", side_effects="read",
+                                input_schema={"type": "object"}).definition()
+        tid = "client_claimed_at_release"
+        wid = call_workflow_id(session.session_id, tid)
+        at_release = proof.prove(ClaimInput(claimed_by="key:k1", lease_seconds=300),
+                                 proof.KIND_CLAIM_AT_RELEASE, wid, keys)
+        handle = await d.start(ToolUseBlock(id=tid, name="lookup", input={"key": "k"}),
+                               session, [lookup], claim=at_release)
+        while (await d.status(session.session_id, tid)).status != CallStatus.CLAIMED:
+            await asyncio.sleep(0.05)
+        report = proof.prove(OutcomeInput(content=[TextBlock(text="v")],
+                                          input_sha256=input_sha256({"key": "k"}),
+                                          reported_by="key:k1"),
+                             proof.KIND_OUTCOME, wid, keys)
+        await handle.execute_update(UPDATE_OUTCOME, report, result_type=OutcomeResult)
+        await handle.result()
+        await save(tid, handle, rig)
 
 
 async def main() -> None:

@@ -45,7 +45,9 @@ def test_the_apis_call_models_show_row_columns_by_their_names() -> None:
     api_only = {"finished", "approval_url", "expires_at", "waiting_for", "approvers", "quorum",
                 "votes", "approver_links", "problem", "links",
                 # A released client call: what only its workflow knows.
-                "input_sha256", "released_at", "claimed_by", "claimed_at", "lease_expires_at"}
+                "input_sha256", "released_at", "claimed_by", "claimed_at", "lease_expires_at",
+                # A submit that claims: whether this request holds the claim.
+                "claim_won"}
     assert set(CallResource.model_fields) - row == api_only
     assert set(CallSummary.model_fields) <= row
     for model in (CallResource, CallSummary):

@@ -22,6 +22,8 @@ PATHS = [
     "grouped", "grouped_auto",
     # client-executed calls: released, claimed, reported / lease ended (issue 24)
     "client_released", "client_lease", "client_late",
+    # issue 27: the submitter's claim taken in the release's own write
+    "client_claimed_at_release",
     # issue 28: forged decide signals (plaintext, sealed without proof) ignored,
     # then a proven one decides (patch proven-decisions-v1)
     "proven_signal",

@@ -8,7 +8,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Request, Response
 
 from parkgate import client_tools
-from parkgate.api import metrics
+from parkgate.api import client_calls, metrics
 from parkgate.api.attach import same_input_call
 from parkgate.api.deps import (
     AgentDep,
@@ -38,12 +38,15 @@ from parkgate.api.v1.common import (
     session_of,
 )
 from parkgate.durable.client import IdempotencyConflictError
+from parkgate.durable.client_payloads import ClaimInput
 from parkgate.durable.payloads import call_workflow_id
 from parkgate.models import ToolUseBlock
 from parkgate.records import CallStatus
 from parkgate.store.results import CallFilters
 
 router = APIRouter(prefix="/v1", tags=["agent"])
+#: A submit with claim=true and no wait still waits this long for policy's verdict.
+CLAIM_VERDICT_SECONDS = 10.0
 
 
 @router.post(
@@ -65,6 +68,14 @@ async def submit_call(
     settings: SettingsDep,
     response: Response,
     wait: Wait = 0,
+    claim: Annotated[bool, Query(
+        description="A client tool's call: claim it for this request when it is released "
+        "(policy releases it at once: the claim is taken with the release, no claim "
+        "request). The answer says `claim_won: true` with the input to run. Without "
+        "`wait` it still waits for policy's verdict (a few seconds at most).")] = False,
+    lease_seconds: Annotated[float | None, Query(
+        gt=0, description="With claim=true: the lease asked for (capped by the server's "
+        "client_lease_max_seconds).")] = None,
 ) -> CallResource:
     check_tool_use_id(call, settings.max_input_depth)
     record = await session_of(repo, session_id, key)
@@ -76,14 +87,33 @@ async def submit_call(
         # A fresh id for the same tool and input as a still-parked call of this
         # session (e.g. a model retrying through MCP): that call answers.
         call = call.model_copy(update={"id": attached})
+    tools = client_tools.definitions(record.client_tools)
+    inp = ClaimInput(claimed_by=f"key:{key.key_id}", claimed_by_name=key.name,
+                     lease_seconds=client_calls.lease_for(
+                         lease_seconds, settings.client_lease_seconds,
+                         settings.client_lease_max_seconds)) if claim else None
+    started = False
     try:
-        await service.start_call(call, session, client_tools.definitions(record.client_tools))
+        if inp is not None:
+            started = await client_calls.start_claiming(service, call, session, tools, inp)
+        else:
+            await service.start_call(call, session, tools)
     except IdempotencyConflictError as exc:
         raise _conflict(exc) from None
     metrics.count_submission(call.name)
-    resource = await service.wait(session_id, call.id, wait, turn_id=turn_id)
+    if started and wait == 0:
+        # A claim taken at the release is this request's only: wait for policy's
+        # verdict (released and claimed, parked, denied), not for a human.
+        resource = await service.wait(session_id, call.id, CLAIM_VERDICT_SECONDS,
+                                      turn_id=turn_id, claiming=True, classified=True)
+    else:
+        resource = await service.wait(session_id, call.id, wait, turn_id=turn_id,
+                                      claiming=inp is not None)
     if resource is None:
         resource = _queued(session_id, turn_id, call)
+    elif inp is not None:
+        resource = await client_calls.claimed_for_submitter(service, resource, call, inp,
+                                                            started=started)
     response.status_code = 200 if resource.finished else 202
     return await for_principal(request, key, resource)
 
