@@ -221,7 +221,8 @@ def _take_flash(request: Request) -> dict[str, str] | None:
     except BadSignature:
         return None
     if isinstance(data, dict) and isinstance(data.get("t"), str):
-        return {"text": data["t"], "kind": str(data.get("k") or "info")}
+        return {"text": data["t"], "kind": str(data.get("k") or "info"),
+                "decided": str(data.get("r") or "")}
     return None
 
 
@@ -248,6 +249,9 @@ async def _render(
     settings: Settings = request.app.state.settings
     now = utcnow()
     waiting = await waiting_for(repo, settings, viewer, filters, now)
+    if flash is not None and flash.get("decided"):
+        # Just decided here: the workflow has it, its store row may trail by a moment.
+        waiting = [w for w in waiting if w.approval.request_id != flash["decided"]]
     items = [await present(repo, w, now, await _votes(request, w)) for w in waiting]
     nonce, token = csrf.issue(request.app.state.secret, viewer.csrf_purpose,
                               request.cookies.get(csrf.cookie_name(viewer.csrf_purpose)))
@@ -403,13 +407,14 @@ async def personal_decide(request: Request, token: str) -> Response:
 
 
 def _back(request: Request, viewer: Viewer, query: str, text: str,
-          kind: str) -> RedirectResponse:
-    """PRG: back to the inbox (same filters) with a signed one-shot flash."""
+          kind: str, decided: str | None = None) -> RedirectResponse:
+    """PRG: back to the inbox (same filters) with a signed one-shot flash (and the
+    request just decided, which that page leaves out)."""
     safe = query if query and "\n" not in query and "\r" not in query else ""
     url = _root(request) + viewer.base + (f"?{safe}" if safe else "")
     response = RedirectResponse(url, status_code=303)
     response.set_cookie(
-        FLASH_COOKIE, _flash_serializer(request).dumps({"t": text, "k": kind}),
+        FLASH_COOKIE, _flash_serializer(request).dumps({"t": text, "k": kind, "r": decided}),
         max_age=300, httponly=True, samesite="strict", secure=_secure(request), path="/inbox",
     )
     return response
@@ -659,7 +664,7 @@ async def _outcome(request: Request, viewer: Viewer, back: str, item: Waiting, d
                  else "The call is running now.")
         did = (f"You approved {what} with your edits." if decision == "allow_with_edits"
                else f"You {_WORDS[decision]} {what}.")
-        return _back(request, viewer, back, f"{did} {after}", "ok")
+        return _back(request, viewer, back, f"{did} {after}", "ok", approval.request_id)
     if result.winner is not None:
         return _back(request, viewer, back, _winner_text(approval, result), "warn")
     refused = answer_refused(result)
