@@ -171,6 +171,9 @@ async def _session(ctx: HookContext, hook: HookInput, tool_name: str) -> Session
     return f"could not declare the tool {tool_name!r} for this session"
 
 
+_ALREADY_CLAIMED = "this call was already claimed and run once; it is not released again"
+
+
 async def pre_tool_use(ctx: HookContext, hook: HookInput) -> dict[str, Any]:
     """Submit, hold up to the wait, answer allow / deny / the fallback."""
     if not hook.tool_name or hook.tool_use_id is None:
@@ -192,6 +195,10 @@ async def pre_tool_use(ctx: HookContext, hook: HookInput) -> dict[str, Any]:
         or await _twin(ctx, hook.session_id, call, CallStatus.RELEASED)
     if attached is not None:  # the model called again: pick up the parked call
         call = call.model_copy(update={"id": attached})
+    row = await ctx.repo.get_call(hook.session_id, call.id)
+    if row is not None and row.status == CallStatus.CLAIMED:
+        # Answer now: waiting cannot change it (a claimed call is running at the client).
+        return _deny(_ALREADY_CLAIMED)
     try:
         await ctx.service.start_call(call, record.for_turn(turn_of(hook)),
                                      client_tools.definitions(record.client_tools))
@@ -204,7 +211,7 @@ async def pre_tool_use(ctx: HookContext, hook: HookInput) -> dict[str, Any]:
     if resource.status == CallStatus.RELEASED:
         return await _claim(ctx, hook, call, resource)
     if resource.status == CallStatus.CLAIMED:
-        return _deny("this call was already claimed and run once; it is not released again")
+        return _deny(_ALREADY_CLAIMED)
     if resource.finished:
         text = resource.result.text if resource.result is not None else resource.status.value
         return _deny(f"{resource.status.value}: {text}")
