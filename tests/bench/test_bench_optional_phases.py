@@ -62,8 +62,11 @@ async def test_client_phase_smoke(tmp_path: Path) -> None:
     assert call["x_floor"] == pytest.approx(call["p50_ms"] / floor["p50_ms"])
     assert call["target"] == "p50 ≤ 3x floor" and call["met"] in (True, False)
     assert "requests/call" in call["note"]
-    for method in ("submit", "claim", "report_outcome"):
-        assert rows[f"step: {STEPS[method]}"]["n"] == 6
+    # Every call sent each request at least once; a loaded machine adds retries
+    # (a claim answered "not released yet" while the workflow catches up, is sent again).
+    assert rows[f"step: {STEPS['submit']}"]["n"] == 6
+    for method in ("claim", "report_outcome"):
+        assert rows[f"step: {STEPS[method]}"]["n"] >= 6, method
     assert any(f"client: {CALL_ROW}" in line for line in table)
 
 
