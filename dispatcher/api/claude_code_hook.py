@@ -172,6 +172,9 @@ async def _session(ctx: HookContext, hook: HookInput, tool_name: str) -> Session
     return f"could not declare the tool {tool_name!r} for this session"
 
 
+_ALREADY_CLAIMED = "this call was already claimed and run once; it is not released again"
+
+
 async def pre_tool_use(ctx: HookContext, hook: HookInput) -> dict[str, Any]:
     """Submit, hold up to the wait, answer allow / deny / the fallback."""
     if not hook.tool_name or hook.tool_use_id is None:
@@ -234,7 +237,7 @@ async def _claimed(ctx: HookContext, hook: HookInput, call: ToolUseBlock,
         return _deny(f"the call could not be claimed ({exc.code}: {exc.message})")
     if not claimed.claim_won or claimed.input is None:
         if was == CallStatus.CLAIMED:
-            return _deny("this call was already claimed and run once; it is not released again")
+            return _deny(_ALREADY_CLAIMED)
         return _deny(f"the call could not be claimed (it is {claimed.status.value})")
     released = claimed.input
     edited = input_sha256(released) != input_sha256(hook.tool_input or {})

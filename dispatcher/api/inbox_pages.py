@@ -93,18 +93,20 @@ def take_flash(request: Request) -> dict[str, str] | None:
     except BadSignature:
         return None
     if isinstance(data, dict) and isinstance(data.get("t"), str):
-        return {"text": data["t"], "kind": str(data.get("k") or "info")}
+        return {"text": data["t"], "kind": str(data.get("k") or "info"),
+                "decided": str(data.get("r") or "")}
     return None
 
 
 def to_inbox(request: Request, viewer: Viewer, query: str, text: str,
-             kind: str) -> RedirectResponse:
-    """PRG: back to the inbox (same filters) with a signed one-shot flash."""
+             kind: str, decided: str | None = None) -> RedirectResponse:
+    """PRG: back to the inbox (same filters) with a signed one-shot flash (and the
+    request just decided, which that page leaves out)."""
     safe = query if query and "\n" not in query and "\r" not in query else ""
     url = root(request) + viewer.base + (f"?{safe}" if safe else "")
     response = RedirectResponse(url, status_code=303)
     response.set_cookie(
-        FLASH_COOKIE, _flash_serializer(request).dumps({"t": text, "k": kind}),
+        FLASH_COOKIE, _flash_serializer(request).dumps({"t": text, "k": kind, "r": decided}),
         max_age=300, httponly=True, samesite="strict", secure=secure(request), path="/inbox",
     )
     return response
@@ -136,6 +138,9 @@ async def render(
     settings: Settings = request.app.state.settings
     now = utcnow()
     waiting = await waiting_for(repo, settings, viewer, filters, now)
+    if flash is not None and flash.get("decided"):
+        # Just decided here: the workflow has it, its store row may trail by a moment.
+        waiting = [w for w in waiting if w.approval.request_id != flash["decided"]]
     items = [await present(repo, w, now, await votes(request.app.state.calls, w))
              for w in waiting]
     nonce, token = csrf.issue(request.app.state.secret, viewer.csrf_purpose,

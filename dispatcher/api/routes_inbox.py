@@ -354,7 +354,7 @@ async def _outcome(request: Request, viewer: Viewer, back: str, item: Waiting, d
                  else "The call is running now.")
         did = (f"You approved {what} with your edits." if decision == "allow_with_edits"
                else f"You {WORDS[decision]} {what}.")
-        return to_inbox(request, viewer, back, f"{did} {after}", "ok")
+        return to_inbox(request, viewer, back, f"{did} {after}", "ok", approval.request_id)
     if result.winner is not None:
         return to_inbox(request, viewer, back, winner_text(approval, result), "warn")
     refused = answer_refused(result)

@@ -15,10 +15,12 @@ async def call_row(stack: Stack, sid: str, cid: str) -> Any:
 
 
 async def parked(stack: Stack, sid: str, cid: str) -> dict[str, Any]:
+    """The parked call as stored: until its row is written the API answers from
+    the workflow, parked but with no turn id yet (the decision URL needs it)."""
     async def look() -> dict[str, Any] | None:
         r = await stack.api.http.get(f"/v1/sessions/{sid}/tool-calls/{cid}")
         body = r.json() if r.status_code in (200, 202) else {}
-        return dict(body) if body.get("status") == "parked" else None
+        return dict(body) if body.get("status") == "parked" and body.get("turn_id") else None
     return dict(await until(look))
 
 

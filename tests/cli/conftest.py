@@ -34,3 +34,15 @@ def cli_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[st
 def parkgate_argv() -> list[str]:
     """How to run the CLI as a subprocess (works without the console script)."""
     return [sys.executable, "-m", "parkgate.cli"]
+
+
+@pytest.fixture(autouse=True)
+def wide_cli_console(monkeypatch: pytest.MonkeyPatch) -> None:
+    """In-process CLI runs print 200 columns wide whichever test imported the CLI first:
+    its consoles (parkgate.cli.common) read COLUMNS once, when made, so CliRunner's
+    `env={"COLUMNS": "200"}` came too late whenever another test had imported them
+    (under pytest-xdist, tables wrapped at 80 columns and the checks missed cells)."""
+    from parkgate.cli import common
+
+    for console in (common.console, common.err_console):
+        monkeypatch.setattr(console, "_width", 200)

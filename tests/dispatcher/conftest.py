@@ -75,3 +75,15 @@ async def answer_next(d: ToolDispatcher, log: EventLog, decision: str, **kwargs:
     assert event.request_id
     await d.resolve_confirmation(event.request_id, decision, **kwargs)
     return event
+
+
+async def until_exists(path: Path, timeout: float = 60.0) -> None:
+    """Wait until a command has reached the point where it creates `path`.
+
+    Cancellation tests wait for this instead of a fixed sleep: on a loaded
+    machine a shell (sandbox setup included) may take seconds to get going.
+    """
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not path.exists():  # noqa: ASYNC240 (a stat, polled)
+        assert asyncio.get_running_loop().time() < deadline, f"{path.name} never appeared"
+        await asyncio.sleep(0.05)

@@ -24,7 +24,7 @@ from parkgate import (
     builtin_tools,
     composed_tools,
 )
-from tests.dispatcher.conftest import EventLog, answer_next
+from tests.dispatcher.conftest import EventLog, answer_next, until_exists
 
 
 def composed(
@@ -343,7 +343,8 @@ async def test_sub_calls_are_validated_and_scoped(session: Session, workspace: P
 async def test_sub_calls_respect_cancellation(session: Session, workspace: Path) -> None:
     async def body(input: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         assert ctx.registry is not None
-        run = await ctx.registry.execute("shell", {"command": "echo partial; sleep 30"})
+        run = await ctx.registry.execute("shell",
+                                         {"command": "echo partial; touch .ready; sleep 30"})
         after = await ctx.registry.execute("shell", {"command": "touch after"})
         return ToolOutput(
             content=[TextBlock(text=run.result.text + after.result.text)], success=False
@@ -354,7 +355,7 @@ async def test_sub_calls_respect_cancellation(session: Session, workspace: Path)
         composed("runner", SideEffects.EXECUTE, ["shell"], True, body),
     )
     task = asyncio.create_task(d.dispatch(ToolUseBlock(id="p", name="runner", input={}), session))
-    await asyncio.sleep(0.5)
+    await until_exists(workspace / ".ready")
     await d.cancel_session_tools(session.session_id)
     result = await asyncio.wait_for(task, 10)
     assert result.error_class == ToolErrorClass.CANCELLED

@@ -21,7 +21,7 @@ from parkgate import (
     ToolOutput,
     ToolUseBlock,
 )
-from tests.dispatcher.conftest import answer_next
+from tests.dispatcher.conftest import answer_next, until_exists
 
 
 def write(i: str, path: str = "out.txt", content: str = "hello\n") -> ToolUseBlock:
@@ -246,15 +246,20 @@ async def test_cancel_session_only_cancels_that_session(
     other = session.model_copy(update={"session_id": "other"})
     a = asyncio.create_task(
         d.dispatch(
-            ToolUseBlock(id="a", name="shell", input={"command": "echo a; sleep 30"}), session
+            ToolUseBlock(id="a", name="shell",
+                         input={"command": "echo a; touch a.ready; sleep 30"}),
+            session,
         )
     )
     b = asyncio.create_task(
         d.dispatch(
-            ToolUseBlock(id="b", name="shell", input={"command": "sleep 0.8; echo b"}), other
+            ToolUseBlock(id="b", name="shell",
+                         input={"command": "touch b.ready; sleep 0.8; echo b"}),
+            other,
         )
     )
-    await asyncio.sleep(0.4)
+    await until_exists(workspace / "a.ready")
+    await until_exists(workspace / "b.ready")
     await d.cancel_session_tools(session.session_id)
     ra = await asyncio.wait_for(a, 10)
     rb = await asyncio.wait_for(b, 10)

@@ -29,6 +29,7 @@ from parkgate.sandbox import probe, sandboxed
 from parkgate.sandbox_plan import build_plan
 from parkgate.settings import Settings
 from parkgate.tools import builtin_tools, composed_tools
+from tests.dispatcher.unprivileged import run_unprivileged
 
 needs_sandbox = pytest.mark.skipif(
     probe() is not None or probe(net=True) is not None,
@@ -356,15 +357,9 @@ async def test_an_unusable_tool_user_refuses_to_run(workspace: Path, tmp_path: P
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to become an unprivileged worker")
-def test_a_non_root_worker_cannot_switch_to_a_tool_user(tmp_path: Path) -> None:
-    code = ("from parkgate.tool_user import resolve, ToolUserError\n"
-            "try:\n    resolve('65533:65533')\nexcept ToolUserError as exc:\n    print(exc)\n")
-    done = subprocess.run(
-        ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--",
-         sys.executable, "-c", code],
-        capture_output=True, text=True, timeout=60, cwd=tmp_path, check=False,
-        env={"PATH": os.environ["PATH"], "PYTHONPATH": str(Path(__file__).parents[2])},
-    )
+def test_a_non_root_worker_cannot_switch_to_a_tool_user() -> None:
+    code = "try:\n    resolve('65533:65533')\nexcept ToolUserError as exc:\n    print(exc)\n"
+    done = run_unprivileged("from parkgate.tool_user import resolve, ToolUserError", code)
     assert "not root" in done.stdout, done.stdout + done.stderr
 
 

@@ -55,6 +55,12 @@ async def test_parked_claude_code_call_survives_an_api_restart(make_stack: Stack
             assert time.monotonic() < deadline, "the blocked call never reached the model"
             await asyncio.sleep(0.2)
         assert not target.exists()
+        # Read it again as stored: parked was maybe answered from the workflow
+        # before its row was written, with no turn id yet (the decision URL needs it).
+        while not parked.get("turn_id"):
+            assert time.monotonic() < deadline, f"no turn id: {parked}"
+            parked = await client.wait_status(sid, first.id, {"parked"}, timeout=90)
+            await asyncio.sleep(0.2)
         rid = await client.request_id(sid, parked)
         r = await client.decide(sid, parked["turn_id"], rid, "allow")
         assert r.status_code == 200, r.text

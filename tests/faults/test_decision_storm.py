@@ -163,9 +163,8 @@ async def test_decision_storm(make_stack: StackFactory, private_pg: PrivatePostg
     calls = round_calls(stack, "store", keys)
     await client.register_session("s-store", str(stack.untrusted))
     await park(client, calls)
-    # The private cluster runs with synchronous_commit=off: let the WAL writer
-    # flush the parked rows, or the crash-stop below would lose commits.
-    await asyncio.sleep(2.0)
+    # (The private cluster commits synchronously: the crash-stop below loses
+    # none of the parked rows; tests/faults/harness/postgres.py.)
     outage = asyncio.create_task(private_pg.outage(OUTAGE_SECONDS))
     await asyncio.sleep(0.5)
     await storm(stack, client, calls)

@@ -13,6 +13,7 @@ import pytest
 
 from parkgate import Limits, ToolContext, ToolValidationError, WorkspaceFileAPI
 from parkgate.tools import ShellTool, shell_guard
+from tests.dispatcher.conftest import until_exists
 
 
 def ctx(workspace: Path, **limits: Any) -> ToolContext:
@@ -107,19 +108,15 @@ async def test_cancel_returns_partial_output_and_kills_group(workspace: Path, sa
     tool = ShellTool()
     c = ctx(workspace, shell_kill_after_seconds=1.0, tool_sandbox=sandbox)
     marker = f"60.{os.getpid()}{len(sandbox)}"
-    cmd = f"sleep {marker} & echo $! > child.pid; echo started; sleep 60"
+    cmd = f"echo started; sleep {marker} & echo $! > child.tmp; mv child.tmp child.pid; sleep 60"
     task = asyncio.create_task(tool.execute({"command": cmd}, c))
-    for _ in range(100):
-        if (workspace / "child.pid").exists() and (workspace / "child.pid").read_text().strip():
-            break
-        await asyncio.sleep(0.05)
-    await asyncio.sleep(0.1)
+    await until_exists(workspace / "child.pid")
     children = host_pids(f"sleep {marker}")
     assert len(children) == 1
     t0 = time.monotonic()
     c.cancel_event.set()
     out = await asyncio.wait_for(task, timeout=10)
-    assert time.monotonic() - t0 < 3
+    assert time.monotonic() - t0 < 30  # not the 60 s the command would take
     assert out.success is False and out.metadata["cancelled"] is True
     assert out.metadata["stdout"] == "started\n"
     assert "partial output" in out.content[0].text  # type: ignore[union-attr]
@@ -136,14 +133,15 @@ async def test_cancel_escalates_to_sigkill(workspace: Path, sandbox: str) -> Non
     tool = ShellTool()
     c = ctx(workspace, shell_kill_after_seconds=0.5, tool_sandbox=sandbox)
     task = asyncio.create_task(
-        tool.execute({"command": "trap '' TERM; echo stubborn; while :; do sleep 0.1; done"}, c)
+        tool.execute({"command": "trap '' TERM; echo stubborn; touch ready; "
+                                 "while :; do sleep 0.1; done"}, c)
     )
-    await asyncio.sleep(0.5)
+    await until_exists(workspace / "ready")
     t0 = time.monotonic()
     assert await tool.cancel() is True
     elapsed = time.monotonic() - t0
     out = await asyncio.wait_for(task, timeout=10)
-    assert 0.4 <= elapsed < 3
+    assert elapsed >= 0.4  # SIGTERM ignored: SIGKILL only after shell_kill_after_seconds
     assert out.metadata["exit_code"] == -9
     assert out.metadata["stdout"] == "stubborn\n"
 
