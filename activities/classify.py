@@ -7,10 +7,11 @@ from collections.abc import Mapping
 
 from temporalio import activity
 
-from parkgate.access import DEFAULT_PROJECT
 from parkgate.activities.deps import Deps
 from parkgate.activities.execute import ExecuteActivities
 from parkgate.activities.plan import plan_for
+from parkgate.approvals.access import DEFAULT_PROJECT
+from parkgate.calls.records import HistoryStore
 from parkgate.durable.payloads import (
     ACT_CLASSIFY,
     ACT_REVALIDATE,
@@ -23,9 +24,8 @@ from parkgate.durable.payloads import (
     with_prepared,
 )
 from parkgate.models import Session, utcnow
-from parkgate.records import HistoryStore
-from parkgate.remembered import RULE_PREFIX, matching_rule, rest_hash
-from parkgate.shellwords import WrapperShape
+from parkgate.rules.remembered import RULE_PREFIX, matching_rule, rest_hash
+from parkgate.rules.shellwords import WrapperShape
 from parkgate.verdicts import Deny, Execute, NeedsApproval, PreparedCall, Verdict
 
 

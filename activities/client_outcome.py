@@ -14,15 +14,15 @@ from typing import Any
 from temporalio import activity
 
 from parkgate.activities.deps import Deps
-from parkgate.call_rows import ended
+from parkgate.calls.events import ToolEvent
+from parkgate.calls.records import CallEnd, CallStatus
+from parkgate.calls.rows import ended
 from parkgate.durable.client_payloads import (
     ACT_CLIENT_OUTCOME,
     ClientOutcomeRecord,
     ClientOutcomeRecorded,
 )
-from parkgate.events import ToolEvent
 from parkgate.models import TextBlock, ToolErrorClass, ToolResultBlock
-from parkgate.records import CallEnd, CallStatus
 from parkgate.truncation import truncate_text
 
 

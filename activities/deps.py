@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from parkgate.records import HistoryStore
+from parkgate.calls.records import HistoryStore
 from parkgate.settings import Settings
 
 if TYPE_CHECKING:

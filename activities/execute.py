@@ -26,7 +26,9 @@ from temporalio import activity
 from parkgate.activities.deps import Deps
 from parkgate.activities.record import record_row, write_approval
 from parkgate.activities.subcall_approver import SubCallApprover
-from parkgate.call_rows import ended, merged, opened, opening_of, running
+from parkgate.calls.events import ToolEvent
+from parkgate.calls.records import CallEnd, CallRef, CallStatus, CallUpdate, status_for
+from parkgate.calls.rows import ended, merged, opened, opening_of, running
 from parkgate.durable.payloads import (
     ACT_EXECUTE,
     ACT_EXECUTE_LOCAL,
@@ -34,9 +36,7 @@ from parkgate.durable.payloads import (
     ExecuteOutput,
     RecordInput,
 )
-from parkgate.events import ToolEvent
 from parkgate.models import TextBlock, ToolErrorClass, ToolResultBlock, input_hash, utcnow
-from parkgate.records import CallEnd, CallRef, CallStatus, CallUpdate, status_for
 from parkgate.verdicts import ToolRun
 
 log = logging.getLogger(__name__)

@@ -15,10 +15,10 @@ import httpx
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from parkgate.approvals.links import approval_url, sign_personal_token
 from parkgate.channels import mail
 from parkgate.channels.webhook import WebhookError, deliver
 from parkgate.durable.payloads import ACT_NOTIFY, NotifyInput, NotifyOutput
-from parkgate.links import approval_url, sign_personal_token
 from parkgate.settings import Settings
 
 

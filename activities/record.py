@@ -10,8 +10,11 @@ import logging
 
 from temporalio import activity
 
-from parkgate.access import DEFAULT_PROJECT
-from parkgate.call_rows import parked, row_for
+from parkgate.approvals.access import DEFAULT_PROJECT
+from parkgate.approvals.links import sign_token, token_hash
+from parkgate.calls.events import ToolEvent
+from parkgate.calls.records import ApprovalRecord, CallUpdate, HistoryStore
+from parkgate.calls.rows import parked, row_for
 from parkgate.durable.payloads import (
     ACT_CREATE_APPROVAL,
     ACT_RECORD,
@@ -21,10 +24,7 @@ from parkgate.durable.payloads import (
     RecordInput,
     RecordOutput,
 )
-from parkgate.events import ToolEvent
-from parkgate.links import sign_token, token_hash
-from parkgate.records import ApprovalRecord, CallUpdate, HistoryStore
-from parkgate.remembered import RememberError, rule_for
+from parkgate.rules.remembered import RememberError, rule_for
 from parkgate.settings import Settings
 from parkgate.verdicts import ApprovalInfo
 

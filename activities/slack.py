@@ -13,6 +13,7 @@ from __future__ import annotations
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from parkgate.calls.records import HistoryStore
 from parkgate.channels import slack, slack_web
 from parkgate.durable.payloads import (
     ACT_SLACK_OUTCOME,
@@ -21,7 +22,6 @@ from parkgate.durable.payloads import (
     SlackMessageRef,
     SlackOutcomeInput,
 )
-from parkgate.records import HistoryStore
 from parkgate.settings import Settings
 
 

@@ -34,6 +34,9 @@ import httpx
 
 from parkgate.activities.plan import approval_expiry
 from parkgate.activities.record import approval_url
+from parkgate.approvals.links import sign_token, token_hash
+from parkgate.calls.events import ToolEvent
+from parkgate.calls.records import ApprovalRecord
 from parkgate.channels.webhook import WebhookError, deliver
 from parkgate.durable.payloads import NotifyInput
 from parkgate.durable.subcall_approvals import (
@@ -42,11 +45,8 @@ from parkgate.durable.subcall_approvals import (
     can_decide,
     sub_call_request_id,
 )
-from parkgate.events import ToolEvent
-from parkgate.links import sign_token, token_hash
 from parkgate.models import ToolErrorClass, utcnow
 from parkgate.pipeline import Pipeline, deny_result
-from parkgate.records import ApprovalRecord
 from parkgate.settings import Settings
 from parkgate.verdicts import Deny, NeedsApproval, PreparedCall
 
@@ -298,7 +298,7 @@ class SubCallApprover:
             "reason": stored.reason if stored else None,
         }
         if stored is not None and stored.identity is not None:
-            # How the decider was identified (parkgate.identity), with the principal
+            # How the decider was identified (parkgate.approvals.identity), with the principal
             # it names, so `audit verify` can hold the event to the approval row.
             data |= {"principal_id": stored.principal_id, "identity": stored.identity}
         await self.emit(

@@ -29,7 +29,7 @@ from bench.parked import (
 from bench.progress import Reporter
 from bench.report import Report, Row
 from bench.stack import Api, Stack, bounded, make_pipeline, serve_api
-from parkgate.records import CallStatus
+from parkgate.calls.records import CallStatus
 from parkgate.store.results import CallFilters
 
 

@@ -30,8 +30,8 @@ from parkgate.durable.client import DurableDispatcher
 from parkgate.durable.plugin import ParkgatePlugin
 from parkgate.models import Session, ToolUseBlock
 from parkgate.pipeline import Pipeline
-from parkgate.policy import ConfirmationPolicy
 from parkgate.registry import ToolRegistry
+from parkgate.rules.policy import ConfirmationPolicy
 from parkgate.runtime.devserver import DevServer
 from parkgate.runtime.worker import build_worker
 from parkgate.settings import Settings

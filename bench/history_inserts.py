@@ -25,7 +25,7 @@ import asyncpg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from parkgate.events import ToolEvent, make_event_id
+from parkgate.calls.events import ToolEvent, make_event_id
 from parkgate.models import SideEffects
 from parkgate.store import CallStatus, CallUpdate, Repository
 from parkgate.store.migrate import upgrade_async

@@ -17,10 +17,10 @@ import uuid
 from datetime import timedelta
 from pathlib import Path
 
-from parkgate.access import Principal
 from parkgate.api.inbox import Filters, Viewer, waiting_for
+from parkgate.approvals.access import Principal
+from parkgate.calls.records import ApprovalRecord
 from parkgate.models import utcnow
-from parkgate.records import ApprovalRecord
 from parkgate.settings import Settings
 from parkgate.store.migrate import upgrade_async
 from parkgate.store.repository import Repository

@@ -35,7 +35,7 @@ from bench.stack import (
 )
 from parkgate.local import ToolDispatcher
 from parkgate.models import Session, ToolResultBlock, ToolUseBlock
-from parkgate.policy import ConfirmationPolicy
+from parkgate.rules.policy import ConfirmationPolicy
 from parkgate.tools import builtin_tools
 
 #: Targets on the durable/floor p50 ratio (docs/PERFORMANCE.md).

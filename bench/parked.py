@@ -39,8 +39,8 @@ from bench.cpu import CpuMeter
 from bench.progress import Reporter
 from bench.report import Report, Row
 from bench.stack import Api, Stack, bounded, make_pipeline, serve_api
+from parkgate.calls.records import CallStatus
 from parkgate.durable.payloads import ACT_EXECUTE, call_workflow_id
-from parkgate.records import CallStatus
 from parkgate.runtime.worker_process import WorkerProcess
 from parkgate.store.results import CallFilters, CallRecord
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
+from parkgate.calls.records import CallRef, CallStatus, CallUpdate
 from parkgate.durable.payloads import (
     ApprovalRequest,
     ClassifyInput,
@@ -22,7 +23,6 @@ from parkgate.durable.payloads import (
     prepared_fields,
 )
 from parkgate.models import Session, ToolUseBlock
-from parkgate.records import CallRef, CallStatus, CallUpdate
 from parkgate.runtime.worker import build_pipeline
 from parkgate.settings import Settings
 from parkgate.verdicts import NeedsApproval

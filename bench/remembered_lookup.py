@@ -18,8 +18,8 @@ from datetime import timedelta
 
 from parkgate.activities.classify import remembered_verdict
 from parkgate.models import Session, SideEffects, ToolDefinition, ToolUseBlock, input_hash, utcnow
-from parkgate.remember_spec import RememberSpec
-from parkgate.remembered import rule_for
+from parkgate.rules.remember_spec import RememberSpec
+from parkgate.rules.remembered import rule_for
 from parkgate.store.migrate import upgrade_async
 from parkgate.store.repository import Repository
 from parkgate.verdicts import ApprovalInfo, Execute, NeedsApproval, PreparedCall

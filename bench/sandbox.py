@@ -3,7 +3,7 @@
 Five ways to run `true`, each N times one after another (after a warm-up):
 
   exec            asyncio.create_subprocess_exec("true")          the floor
-  sandbox exec    the same, wrapped by parkgate.sandbox.sandboxed (unshare with
+  sandbox exec    the same, wrapped by parkgate.sandbox.launch.sandboxed (unshare with
                   a network namespace, the workspace root covered around the
                   workspace, tmpfs over the hidden paths, parkgate's code
                   read-only, setpriv); once more sharing the host network
@@ -30,7 +30,7 @@ from pathlib import Path
 
 from bench.report import Machine, percentile
 from parkgate import Limits, ToolContext, WorkspaceFileAPI
-from parkgate.sandbox import plan_for, probe, sandboxed
+from parkgate.sandbox.launch import plan_for, probe, sandboxed
 from parkgate.tools import ShellTool
 
 

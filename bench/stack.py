@@ -24,10 +24,10 @@ from bench.floor import FloorWorkflow
 from parkgate import workflows
 from parkgate.activities.deps import Deps
 from parkgate.api import ApiDeps, create_app
+from parkgate.calls.records import HistoryStore
 from parkgate.durable.client import DurableDispatcher
 from parkgate.durable.plugin import ParkgatePlugin
 from parkgate.pipeline import Pipeline
-from parkgate.records import HistoryStore
 from parkgate.registry import ToolRegistry
 from parkgate.runtime.devserver import DevServer
 from parkgate.runtime.http_server import api_server, served

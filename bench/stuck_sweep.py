@@ -20,11 +20,11 @@ from typing import Any, cast
 from temporalio.client import Client
 
 from parkgate.activities.deps import Deps
+from parkgate.calls.records import HistoryStore
 from parkgate.durable.client import DurableDispatcher
 from parkgate.durable.plugin import ParkgatePlugin
 from parkgate.durable.stuck import TaskHealer
 from parkgate.models import Session, ToolUseBlock
-from parkgate.records import HistoryStore
 from parkgate.runtime.devserver import DevServer
 from parkgate.runtime.worker import build_pipeline, build_worker
 from parkgate.settings import Settings

@@ -1,8 +1,14 @@
-"""parkgate's dispatcher: classify a tool call, confirm it if policy says so, run it."""
+"""parkgate's dispatcher: classify a tool call, confirm it if policy says so, run it.
 
-from parkgate.budget import Budget, CallBudget
+The names below are the in-process API (README "Use it in-process"): a
+library user imports them from `parkgate`; parkgate's own code imports each
+from the module that defines it (the concepts live in `parkgate.rules`,
+`.approvals`, `.calls`, `.sandbox`, `.workspaces`, `.clients`, `.pipeline`,
+`.tools`; docs/ARCHITECTURE.md).
+"""
+
+from parkgate.calls.events import EVENT_TYPES, ToolEvent, make_event_id
 from parkgate.context import SubToolCaller, ToolContext
-from parkgate.diffing import ImpactPreview, unified_diff
 from parkgate.errors import (
     ConfirmationTimeout,
     ToolCancelled,
@@ -17,8 +23,6 @@ from parkgate.errors import (
     ToolValidationError,
     WorkspaceEscapeError,
 )
-from parkgate.events import EVENT_TYPES, ToolEvent, make_event_id
-from parkgate.hooks import HookHalt, ToolHook
 from parkgate.local import ConfirmationDecision, ToolDispatcher
 from parkgate.models import (
     ImageBlock,
@@ -34,8 +38,15 @@ from parkgate.models import (
     input_hash,
 )
 from parkgate.pipeline import Pipeline, classify, execute
-from parkgate.policy import ConfirmationPolicy, PolicyDecision, PolicyError, split_simple_commands
 from parkgate.registry import Tool, ToolFactory, ToolRegistry
+from parkgate.rules.budget import Budget, CallBudget
+from parkgate.rules.hooks import HookHalt, ToolHook
+from parkgate.rules.policy import (
+    ConfirmationPolicy,
+    PolicyDecision,
+    PolicyError,
+    split_simple_commands,
+)
 from parkgate.tools import builtin_tools, composed_tools
 from parkgate.truncation import Limits
 from parkgate.verdicts import (
@@ -47,7 +58,8 @@ from parkgate.verdicts import (
     ToolRun,
     Verdict,
 )
-from parkgate.workspace import WorkspaceFileAPI
+from parkgate.workspaces.diffing import ImpactPreview, unified_diff
+from parkgate.workspaces.files import WorkspaceFileAPI
 
 __all__ = [
     "EVENT_TYPES",

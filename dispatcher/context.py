@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from parkgate.truncation import Limits
-from parkgate.workspace import WorkspaceFileAPI
+from parkgate.workspaces.files import WorkspaceFileAPI
 
 if TYPE_CHECKING:
     from parkgate.verdicts import ToolRun

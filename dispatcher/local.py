@@ -17,11 +17,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from parkgate.budget import Budget
-from parkgate.decisions import DECISIONS as DECISIONS  # re-exported (were defined here)
-from parkgate.decisions import Decision as Decision
-from parkgate.events import ToolEvent
-from parkgate.hooks import maybe_await
+from parkgate.approvals.decisions import DECISIONS, Decision
+from parkgate.calls.events import ToolEvent
 from parkgate.models import (
     Session,
     TextBlock,
@@ -31,8 +28,10 @@ from parkgate.models import (
     ToolUseBlock,
 )
 from parkgate.pipeline import Pipeline, deny_event, deny_result
-from parkgate.policy import ConfirmationPolicy
 from parkgate.registry import ToolFactory, ToolRegistry
+from parkgate.rules.budget import Budget
+from parkgate.rules.hooks import maybe_await
+from parkgate.rules.policy import ConfirmationPolicy
 from parkgate.truncation import Limits
 from parkgate.verdicts import ApprovalInfo, Deny, NeedsApproval, PreparedCall
 
@@ -44,7 +43,7 @@ EventCallback = Callable[[ToolEvent], Any]
 class ConfirmationDecision(BaseModel):
     """How a confirmation request ended (a human decision, a timeout or a cancel).
 
-    In-process only: not a `parkgate.decisions` shape, because its `decision`
+    In-process only: not a `parkgate.approvals.decisions` shape, because its `decision`
     also says "timeout" and "cancelled", and the local dispatcher knows no
     principal or channel. Its dump is the data of tool.confirmation_resolved.
     """

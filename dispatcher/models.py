@@ -132,7 +132,7 @@ class ToolDefinition(BaseModel):
     atomic: bool = False
     #: Declared by a session (`client_tools`): the agent's own process runs it;
     #: parkgate classifies, parks and releases it, then records what the client
-    #: reports (parkgate.client_tools).
+    #: reports (parkgate.clients.client_tools).
     client_executed: bool = False
 
     def to_openai(self) -> dict[str, Any]:
@@ -191,7 +191,7 @@ class Session(BaseModel):
     turn_id: str = Field(min_length=1, max_length=200)
     workspace_path: str
     kind: Literal["main", "worker"] = "main"
-    #: The worker group whose hosts have this workspace (parkgate.worker_groups):
+    #: The worker group whose hosts have this workspace (parkgate.workspaces.worker_groups):
     #: classify and execute run only there. None: any worker (the main queue).
     worker_group: str | None = None
 

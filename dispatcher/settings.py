@@ -23,11 +23,11 @@ from pydantic_settings import (
     YamlConfigSettingsSource,
 )
 
-from parkgate.access import PROJECT_PATTERN
+from parkgate.approvals.access import PROJECT_PATTERN
 from parkgate.mcp_source.config import McpServer
 from parkgate.settings_entries import Approver, GroupGrant, Webhook
 from parkgate.settings_paths import HostPaths, config_file, default_data_dir
-from parkgate.worker_groups import check_group_name
+from parkgate.workspaces.worker_groups import check_group_name
 
 
 class Settings(HostPaths, BaseSettings):

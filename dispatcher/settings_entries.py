@@ -6,7 +6,7 @@ import re
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from parkgate.access import DEFAULT_PROJECT, PROJECT_PATTERN
+from parkgate.approvals.access import DEFAULT_PROJECT, PROJECT_PATTERN
 
 
 class Webhook(BaseModel):

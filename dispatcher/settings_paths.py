@@ -2,7 +2,7 @@
 
 `default_data_dir` and `config_file` locate the data directory and the YAML
 settings; `HostPaths` (a part of Settings) derives the paths the tool sandbox
-hides (parkgate.sandbox) and the workspace roots it narrows to one.
+hides (parkgate.sandbox.launch) and the workspace roots it narrows to one.
 """
 
 from __future__ import annotations
@@ -39,10 +39,10 @@ class HostPaths:
         worker_groups: dict[str, list[Path]]
 
     def hidden_tool_paths(self) -> list[Path]:
-        """What a sandboxed tool must not see (parkgate.sandbox): the data
+        """What a sandboxed tool must not see (parkgate.sandbox.launch): the data
         directory, each configured secret file and the directory holding it,
         then `tool_hidden_paths`. A directory that holds a call's workspace is
-        dropped for that call (parkgate.sandbox.paths_to_hide); the file itself
+        dropped for that call (parkgate.sandbox.launch.paths_to_hide); the file itself
         stays covered."""
         paths: list[Path] = self.data_dirs()
         files: list[Path] = []

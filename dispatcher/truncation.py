@@ -39,7 +39,7 @@ class Limits(BaseModel):
     shell_capture_bytes: int = Field(default=8 * 1024 * 1024, ge=1)
     #: Environment names passed to tools besides PATH, LANG and HOME (never PARKGATE_*).
     tool_env_passthrough: tuple[str, ...] = ()
-    #: Sandbox for tool processes: auto / required / off (see parkgate.sandbox).
+    #: Sandbox for tool processes: auto / required / off (see parkgate.sandbox.launch).
     tool_sandbox: Literal["auto", "required", "off"] = "auto"
     #: Paths shown empty inside the sandbox (see Settings.hidden_tool_paths).
     tool_hidden_paths: tuple[str, ...] = ()
@@ -53,7 +53,7 @@ class Limits(BaseModel):
     tool_workspace_roots: tuple[str, ...] = ()
     #: Paths a sandboxed tool sees read-only (besides parkgate's installation).
     tool_readonly_paths: tuple[str, ...] = ()
-    #: The OS user tool processes run as (see parkgate.tool_user); None = the worker's.
+    #: The OS user tool processes run as (see parkgate.sandbox.tool_user); None = the worker's.
     tool_user: str | None = None
 
     @classmethod

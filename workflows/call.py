@@ -35,6 +35,7 @@ from parkgate.workflows.call_record import LOCAL_RETRY
 from parkgate.workflows.client_exec import ClientExecution
 
 with workflow.unsafe.imports_passed_through():
+    from parkgate.calls.records import CallStatus
     from parkgate.durable import activity_defs as acts
     from parkgate.durable.payloads import (
         CALL_WORKFLOW,
@@ -46,7 +47,6 @@ with workflow.unsafe.imports_passed_through():
         StatusRequest,
     )
     from parkgate.models import ToolErrorClass
-    from parkgate.records import CallStatus
     from parkgate.verdicts import Deny, Execute
 
 #: classify runs an auto-approved local (NONE/READ) tool in the same local

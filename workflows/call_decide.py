@@ -3,7 +3,7 @@
 Validators and the pure problem checks run without I/O (validators do not run
 on replay); accepted decisions are applied under a lock (PATCH_COMMITTED_WRITES)
 and may revalidate edited input in an activity. With named approvers a vote
-decides only when the quorum is reached (parkgate.quorum). Deterministic code only.
+decides only when the quorum is reached (parkgate.approvals.quorum). Deterministic code only.
 """
 
 from __future__ import annotations
@@ -22,9 +22,12 @@ from parkgate.workflows.call_record import (
 )
 
 with workflow.unsafe.imports_passed_through():
-    from parkgate import proof, quorum
-    from parkgate.decisions import (
+    from parkgate.approvals import proof, quorum
+    from parkgate.approvals.decisions import (
+        DECISIONS,
         REJECTED_ERROR_TYPE,
+        DecideInput,
+        DecisionRecord,
         Rejection,
         RejectReason,
         already_decided,
@@ -33,19 +36,16 @@ with workflow.unsafe.imports_passed_through():
         no_longer_waiting,
         unproven,
     )
+    from parkgate.calls.records import CallStatus
     from parkgate.durable import activity_defs as acts
     from parkgate.durable.payloads import (
-        DECISIONS,
         SIGNAL_DECIDE,
         UPDATE_DECIDE,
-        DecideInput,
         DecideResult,
-        DecisionRecord,
         RevalidateInput,
         RevalidateOutput,
     )
-    from parkgate.records import CallStatus
-    from parkgate.remember_spec import remember_for
+    from parkgate.rules.remember_spec import remember_for
     from parkgate.schema import validate_input
     from parkgate.verdicts import PreparedCall
 
@@ -72,7 +72,7 @@ class Decisions(CallRecording):
 
     def _proof_problem(self, inp: DecideInput) -> Rejection | None:
         """Why this decision is not proven to come from parkgate's API; pure
-        (the worker's installed proof keys, parkgate.proof)."""
+        (the worker's installed proof keys, parkgate.approvals.proof)."""
         text = proof.problem(inp, proof.KIND_DECIDE, workflow.info().workflow_id)
         return unproven(text) if text is not None else None
 

@@ -18,6 +18,7 @@ from temporalio.exceptions import TimeoutError as TemporalTimeoutError
 from parkgate.workflows.call_record import CallRecording
 
 with workflow.unsafe.imports_passed_through():
+    from parkgate.calls.records import CallStatus, status_for
     from parkgate.durable import activity_defs as acts
     from parkgate.durable.payloads import (
         WORKER_LOST_TEXT,
@@ -27,7 +28,6 @@ with workflow.unsafe.imports_passed_through():
         ExecuteOutput,
     )
     from parkgate.models import ToolErrorClass
-    from parkgate.records import CallStatus, status_for
     from parkgate.verdicts import PreparedCall
 
 #: Margin added to the tool timeout: the pipeline enforces the tool timeout and

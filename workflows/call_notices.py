@@ -17,6 +17,7 @@ from temporalio.exceptions import ActivityError, WorkflowAlreadyStartedError
 from parkgate.workflows.call_record import CallRecording
 
 with workflow.unsafe.imports_passed_through():
+    from parkgate.calls.records import CallStatus
     from parkgate.durable import activity_defs as acts
     from parkgate.durable.payloads import (
         SLACK_OUTCOME_WORKFLOW,
@@ -25,7 +26,6 @@ with workflow.unsafe.imports_passed_through():
         NotifyInput,
         SlackOutcomeInput,
     )
-    from parkgate.records import CallStatus
 
 _NOTIFY_SCHEDULE_TO_CLOSE = timedelta(minutes=15)
 _NOTIFY_RETRY = RetryPolicy(maximum_attempts=6, maximum_interval=timedelta(minutes=2))

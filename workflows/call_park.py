@@ -23,15 +23,10 @@ from parkgate.workflows.call_record import (
 )
 
 with workflow.unsafe.imports_passed_through():
+    from parkgate.approvals.decisions import DecisionRecord
+    from parkgate.calls.records import CallFacts, CallStatus
     from parkgate.durable import activity_defs as acts
-    from parkgate.durable.payloads import (
-        ApprovalCreated,
-        ApprovalRequest,
-        DecisionRecord,
-        ExecPlan,
-        RecordInput,
-    )
-    from parkgate.records import CallFacts, CallStatus
+    from parkgate.durable.payloads import ApprovalCreated, ApprovalRequest, ExecPlan, RecordInput
     from parkgate.verdicts import ApprovalInfo
 
 

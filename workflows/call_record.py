@@ -17,19 +17,9 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
-    from parkgate.call_rows import opening_of
-    from parkgate.durable import activity_defs as acts
-    from parkgate.durable.payloads import (
-        CallInput,
-        CallOutcome,
-        DecisionRecord,
-        RecordInput,
-        RecordOutput,
-        SlackMessageRef,
-    )
-    from parkgate.events import EventType, ToolEvent
-    from parkgate.models import TextBlock, ToolErrorClass, ToolResultBlock
-    from parkgate.records import (
+    from parkgate.approvals.decisions import DecisionRecord
+    from parkgate.calls.events import EventType, ToolEvent
+    from parkgate.calls.records import (
         ApprovalRecord,
         CallEnd,
         CallFacts,
@@ -38,8 +28,18 @@ with workflow.unsafe.imports_passed_through():
         CallStatus,
         status_for,
     )
+    from parkgate.calls.rows import opening_of
+    from parkgate.durable import activity_defs as acts
+    from parkgate.durable.payloads import (
+        CallInput,
+        CallOutcome,
+        RecordInput,
+        RecordOutput,
+        SlackMessageRef,
+    )
+    from parkgate.models import TextBlock, ToolErrorClass, ToolResultBlock
     from parkgate.verdicts import ApprovalInfo, Deny, PreparedCall
-    from parkgate.worker_groups import group_queue
+    from parkgate.workspaces.worker_groups import group_queue
 
 
 #: Local activities (classify, record, revalidate) are fast and idempotent.
@@ -65,7 +65,7 @@ PATCH_COMMITTED_WRITES = "committed-decision-writes-v1"
 #: when the deciding rule has them).
 PATCH_REMINDERS = "reminders-v1"
 #: workflow.patched id: decide signals must carry a valid proof that parkgate's
-#: API sent them (parkgate.proof); asked when the approval request is stored
+#: API sent them (parkgate.approvals.proof); asked when the approval request is stored
 #: (or at the first decide signal of a call parked before that). The `decide` update's validator
 #: always checks the proof: validators do not run on replay.
 PATCH_PROVEN_DECISIONS = "proven-decisions-v1"

@@ -22,7 +22,9 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from parkgate import proof
+    from parkgate.approvals import proof
+    from parkgate.calls.events import make_event_id
+    from parkgate.calls.records import CallFacts, CallStatus
     from parkgate.durable import activity_defs as acts
     from parkgate.durable.client_payloads import (
         CLIENT_REJECTED_ERROR_TYPE,
@@ -38,15 +40,13 @@ with workflow.unsafe.imports_passed_through():
         ReleaseView,
     )
     from parkgate.durable.payloads import CallOutcome, RecordInput
-    from parkgate.events import make_event_id
     from parkgate.models import ToolErrorClass, input_sha256
-    from parkgate.records import CallFacts, CallStatus
     from parkgate.verdicts import PreparedCall
 
 if TYPE_CHECKING:
+    from parkgate.calls.events import EventType, ToolEvent
+    from parkgate.calls.records import CallOpening, CallRef
     from parkgate.durable.payloads import CallInput
-    from parkgate.events import EventType, ToolEvent
-    from parkgate.records import CallOpening, CallRef
     from parkgate.verdicts import ApprovalInfo
 
 _WRITE_TIMEOUT = timedelta(seconds=10)

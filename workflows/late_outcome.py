@@ -15,7 +15,9 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from parkgate import proof
+    from parkgate.approvals import proof
+    from parkgate.calls.events import ToolEvent
+    from parkgate.calls.records import CallStatus
     from parkgate.durable import activity_defs as acts
     from parkgate.durable.client_payloads import (
         LATE_OUTCOME_WORKFLOW,
@@ -24,9 +26,7 @@ with workflow.unsafe.imports_passed_through():
         LateOutcomeResult,
         OutcomeResult,
     )
-    from parkgate.events import ToolEvent
     from parkgate.models import SideEffects
-    from parkgate.records import CallStatus
 
 
 @workflow.defn(name=LATE_OUTCOME_WORKFLOW)

@@ -16,6 +16,7 @@ from temporalio.exceptions import ChildWorkflowError, WorkflowAlreadyStartedErro
 from temporalio.workflow import ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
+    from parkgate.calls.records import status_for
     from parkgate.durable.payloads import (
         TURN_WORKFLOW,
         CallInput,
@@ -25,7 +26,6 @@ with workflow.unsafe.imports_passed_through():
         call_workflow_id,
     )
     from parkgate.models import ToolErrorClass, ToolUseBlock
-    from parkgate.records import status_for
 
 from parkgate.workflows.call import ToolCallWorkflow
 from parkgate.workflows.call_record import error_result

@@ -25,8 +25,8 @@ from agents.tool_context import ToolContext
 
 from parkgate.agent_client import AsyncParkgateClient, AsyncToolGate, tool_gate
 from parkgate.agent_client.client_tools import SideEffectsSpec, definition, side_effects_for
+from parkgate.calls.records import CallStatus
 from parkgate.models import ToolDefinition, ToolUseBlock
-from parkgate.records import CallStatus
 
 #: How long `needs_approval` watches a fresh call for parkgate's verdict.
 PROBE_SECONDS = 10.0

@@ -22,8 +22,8 @@ from parkgate.api.schemas import (
     SessionOut,
     ToolsOut,
 )
+from parkgate.calls.records import CallStatus
 from parkgate.models import Session, ToolDefinition, ToolResultBlock, ToolUseBlock
-from parkgate.records import CallStatus
 
 Decision = Literal["allow", "deny", "allow_with_edits"]
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from parkgate.access import DEFAULT_PROJECT, Principal, Role, Submitter, may_decide
-from parkgate.links import approval_url, sign_personal_token, sign_token, token_hash
-from parkgate.records import ApprovalRecord
+from parkgate.approvals.access import DEFAULT_PROJECT, Principal, Role, Submitter, may_decide
+from parkgate.approvals.links import approval_url, sign_personal_token, sign_token, token_hash
+from parkgate.calls.records import ApprovalRecord
 from parkgate.settings import Settings
 from parkgate.store.repository import Repository
 

@@ -15,12 +15,12 @@ from parkgate.api import oidc_sessions
 from parkgate.api.approval_links import named_approvers, quorum_of, refusal, submitter_of
 from parkgate.api.service import CallService
 from parkgate.api.views import diff_lines, expires_text, fmt_dt, pretty_json
-from parkgate.diffing import unified_diff
+from parkgate.calls.records import ApprovalRecord, CallStatus
 from parkgate.durable.call_errors import TEMPORAL_NO_ANSWER
 from parkgate.models import utcnow
-from parkgate.records import ApprovalRecord, CallStatus
 from parkgate.settings import Settings
 from parkgate.store.repository import Repository
+from parkgate.workspaces.diffing import unified_diff
 
 _DECISION_WORDS = {
     "allow": ("Approved", "approved"),

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from parkgate.calls.records import CallStatus
 from parkgate.models import ToolUseBlock, input_hash, utcnow
-from parkgate.records import CallStatus
 from parkgate.settings import Settings
 from parkgate.store.repository import Repository
 from parkgate.store.results import CallFilters, SessionRecord

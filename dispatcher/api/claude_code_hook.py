@@ -2,7 +2,7 @@
 
 A Claude Code session is the parkgate session with its `session_id`, its
 `cwd` the workspace (under `workspace_roots`, else a denial saying why), its
-tools client tools (declared on first use, classed by parkgate.claude_code),
+tools client tools (declared on first use, classed by parkgate.clients.claude_code),
 and `tool_use_id` the call's id, so a retried hook attaches to its call.
 
 PreToolUse submits the call and holds up to `claude_code_wait_seconds`:
@@ -26,20 +26,20 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from parkgate import claude_code, client_tools
-from parkgate.access import Principal
 from parkgate.api import client_calls
 from parkgate.api.attach import same_input_call
 from parkgate.api.errors import ApiError
 from parkgate.api.schemas import CallResource
 from parkgate.api.service import CallService
 from parkgate.api.v1.common import ID_RE
-from parkgate.client_tools import ClientToolSpec
+from parkgate.approvals.access import Principal
+from parkgate.calls.events import make_event_id
+from parkgate.calls.records import CallStatus
+from parkgate.clients import claude_code, client_tools
+from parkgate.clients.client_tools import ClientToolSpec
 from parkgate.durable.client import IdempotencyConflictError
 from parkgate.durable.client_payloads import ClaimInput, OutcomeInput
-from parkgate.events import make_event_id
 from parkgate.models import TextBlock, ToolUseBlock, input_hash, input_sha256, utcnow
-from parkgate.records import CallStatus
 from parkgate.settings import Settings
 from parkgate.store.errors import SessionConflictError
 from parkgate.store.repository import Repository

@@ -22,9 +22,11 @@ from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
-from parkgate import proof
 from parkgate.api.errors import ApiError
 from parkgate.api.schemas import CallResource
+from parkgate.approvals import proof
+from parkgate.calls.events import make_event_id
+from parkgate.calls.records import CallRef, CallStatus
 from parkgate.durable.call_errors import TEMPORAL_NO_ANSWER
 from parkgate.durable.client_payloads import (
     CLIENT_REJECTED_ERROR_TYPE,
@@ -42,9 +44,7 @@ from parkgate.durable.client_payloads import (
 )
 from parkgate.durable.payloads import call_workflow_id
 from parkgate.durable.plugin import proof_keys_of
-from parkgate.events import make_event_id
 from parkgate.models import Session, ToolDefinition, ToolUseBlock, input_sha256
-from parkgate.records import CallRef, CallStatus
 
 if TYPE_CHECKING:
     from parkgate.api.service import CallService

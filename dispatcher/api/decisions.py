@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from parkgate.decisions import RejectReason
+from parkgate.approvals.decisions import RejectReason
 from parkgate.durable.payloads import DecideResult
 
 Outcome = Literal["won", "counted", "lost"]

@@ -14,9 +14,9 @@ from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from temporalio.client import Client
 
-from parkgate.access import Principal, Role
 from parkgate.api.errors import ApiError
 from parkgate.api.ratelimit import RateLimiter
+from parkgate.approvals.access import Principal, Role
 from parkgate.durable.client import DurableDispatcher
 from parkgate.registry import ToolRegistry
 from parkgate.settings import Settings

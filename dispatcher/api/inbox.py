@@ -18,8 +18,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from parkgate import identity
-from parkgate.access import Principal, approver_for
 from parkgate.api import oidc_sessions
 from parkgate.api.approval_links import (
     named_approvers,
@@ -29,9 +27,11 @@ from parkgate.api.approval_links import (
     submitter_of,
 )
 from parkgate.api.views import diff_lines, expires_text, fmt_dt, fmt_span, pretty_json
+from parkgate.approvals import identity
+from parkgate.approvals.access import Principal, approver_for
+from parkgate.approvals.decisions import DecideInput
+from parkgate.calls.records import ApprovalRecord, CallStatus
 from parkgate.durable.call_errors import TEMPORAL_NO_ANSWER
-from parkgate.durable.payloads import DecideInput
-from parkgate.records import ApprovalRecord, CallStatus
 from parkgate.settings import Settings
 from parkgate.store.repository import Repository
 

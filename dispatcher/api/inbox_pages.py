@@ -19,9 +19,9 @@ from itsdangerous import BadSignature, URLSafeTimedSerializer
 from parkgate.api import csrf, routes_oidc
 from parkgate.api.approve_page import REMEMBER_TTLS
 from parkgate.api.inbox import SIDE_EFFECTS, Filters, Viewer, present, signature, votes, waiting_for
+from parkgate.calls.records import ApprovalRecord
 from parkgate.durable.payloads import DecideResult
 from parkgate.models import utcnow
-from parkgate.records import ApprovalRecord
 from parkgate.settings import Settings
 from parkgate.store.repository import Repository
 

@@ -15,12 +15,12 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from itsdangerous import URLSafeTimedSerializer
 
-from parkgate.access import Role
 from parkgate.api import csrf, oidc_sessions, routes_oidc
 from parkgate.api.deps import principal_of
 from parkgate.api.inbox import Viewer
 from parkgate.api.inbox_pages import message, page, root, secure, set_csrf
 from parkgate.api.key_sessions import posted_form, sign_in, signed_in_key
+from parkgate.approvals.access import Role
 from parkgate.settings import Settings
 
 router = APIRouter(include_in_schema=False)

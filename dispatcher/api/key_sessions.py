@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from fastapi import Request
 from itsdangerous import BadSignature, URLSafeTimedSerializer
 
-from parkgate.access import Role
 from parkgate.api import csrf
+from parkgate.approvals.access import Role
 from parkgate.settings import Settings
 from parkgate.store import Repository
 from parkgate.store.results import ApiKeyRecord

@@ -31,18 +31,18 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from parkgate import client_tools
-from parkgate.access import Principal, Role
 from parkgate.api.approval_links import link_for_principal, submitter_of
 from parkgate.api.attach import same_input_call
 from parkgate.api.deps import ApiDeps, principal_of
 from parkgate.api.ratelimit import RateLimiter
 from parkgate.api.schemas import CallResource
 from parkgate.api.service import CallService
+from parkgate.approvals.access import Principal, Role
+from parkgate.calls.records import CallStatus
+from parkgate.clients import client_tools
 from parkgate.durable.call_errors import TEMPORAL_NO_ANSWER
 from parkgate.durable.client import IdempotencyConflictError
 from parkgate.models import ImageBlock, SideEffects, ToolDefinition, ToolUseBlock
-from parkgate.records import CallStatus
 from parkgate.settings import Settings
 from parkgate.store.results import SessionRecord
 

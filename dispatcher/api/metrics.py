@@ -23,7 +23,7 @@ from prometheus_client import (
 )
 from sqlalchemy import Table, func, select
 
-from parkgate.records import CallStatus
+from parkgate.calls.records import CallStatus
 
 if TYPE_CHECKING:
     from parkgate.store.repository import Repository

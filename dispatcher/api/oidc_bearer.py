@@ -12,11 +12,11 @@ from __future__ import annotations
 
 from fastapi import Request
 
-from parkgate.access import Principal
 from parkgate.api import oidc_sessions
 from parkgate.api.errors import ApiError
 from parkgate.api.oidc_provider import OidcError
 from parkgate.api.routes_oidc import provider
+from parkgate.approvals.access import Principal
 from parkgate.settings import Settings
 
 

@@ -23,7 +23,7 @@ from fastapi import Request
 from fastapi.responses import Response
 from itsdangerous import BadSignature, SignatureExpired, URLSafeTimedSerializer
 
-from parkgate.access import DEFAULT_PROJECT, Principal, Role
+from parkgate.approvals.access import DEFAULT_PROJECT, Principal, Role
 from parkgate.settings import Settings
 
 COOKIE = "pg_session"

@@ -14,7 +14,6 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
 
-from parkgate import identity
 from parkgate.api import csrf, metrics, oidc_sessions, routes_oidc
 from parkgate.api.approval_links import (
     named_approvers,
@@ -34,10 +33,11 @@ from parkgate.api.errors import ApiError
 from parkgate.api.routes_remembered import remember_spec
 from parkgate.api.service import CallService
 from parkgate.api.views import fmt_dt
-from parkgate.durable.payloads import DecideInput
-from parkgate.links import LinkError, token_approver, token_hash, verify_token
+from parkgate.approvals import identity
+from parkgate.approvals.decisions import DecideInput
+from parkgate.approvals.links import LinkError, token_approver, token_hash, verify_token
+from parkgate.calls.records import ApprovalRecord, CallStatus
 from parkgate.models import utcnow
-from parkgate.records import ApprovalRecord, CallStatus
 from parkgate.settings import Settings
 from parkgate.store.repository import Repository
 

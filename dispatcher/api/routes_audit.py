@@ -15,15 +15,15 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from itsdangerous import URLSafeTimedSerializer
 from sqlalchemy import select
 
-from parkgate import identity
-from parkgate.access import Principal, Role
 from parkgate.api import csrf, oidc_sessions, routes_oidc
 from parkgate.api.approval_links import link_for_principal, links_for_admin, submitter_of
 from parkgate.api.deps import principal_of
 from parkgate.api.full_output import OutputFormat, output_response
 from parkgate.api.key_sessions import posted_form, sign_in, signed_in_key
 from parkgate.api.views import pretty_json
-from parkgate.records import CallStatus
+from parkgate.approvals import identity
+from parkgate.approvals.access import Principal, Role
+from parkgate.calls.records import CallStatus
 from parkgate.settings import Settings
 from parkgate.store.errors import InvalidCursorError
 from parkgate.store.prompt_store import SessionPrompt

@@ -30,9 +30,9 @@ from pydantic import BaseModel, Field, ValidationError
 from temporalio.api.common.v1 import Payload
 from temporalio.converter import PayloadCodec
 
-from parkgate.access import Role
 from parkgate.api.errors import ApiError, error_responses
 from parkgate.api.routes_audit import current_key
+from parkgate.approvals.access import Role
 from parkgate.durable.codec import CodecError
 from parkgate.settings import Settings
 

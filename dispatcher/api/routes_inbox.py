@@ -57,10 +57,10 @@ from parkgate.api.inbox_pages import (
 from parkgate.api.inbox_signin import key_viewer, signed_out_page
 from parkgate.api.routes_remembered import remember_spec
 from parkgate.api.service import CallService
+from parkgate.approvals.links import LinkError, verify_inbox_token
 from parkgate.durable.payloads import DecideResult
-from parkgate.links import LinkError, verify_inbox_token
 from parkgate.models import utcnow
-from parkgate.remember_spec import RememberSpec
+from parkgate.rules.remember_spec import RememberSpec
 from parkgate.settings import Settings
 from parkgate.store.repository import Repository
 

@@ -1,7 +1,7 @@
 """Remembered decisions under /v1/remembered: list (project-scoped) and revoke.
 
 Rules are created by an allow with `remember` (the confirmation API, the
-approval page); see parkgate.remembered.
+approval page); see parkgate.rules.remembered.
 """
 
 from __future__ import annotations
@@ -11,13 +11,13 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 from fastapi import Path as PathParam
 
-from parkgate.access import Role
 from parkgate.api.deps import ReaderDep, RepoDep
 from parkgate.api.errors import ApiError, error_responses, not_found
 from parkgate.api.schemas import RememberedListOut, RememberedOut
+from parkgate.approvals.access import Role
 from parkgate.models import utcnow
-from parkgate.remember_spec import RememberSpec
-from parkgate.remembered import RememberedRule, check_remember
+from parkgate.rules.remember_spec import RememberSpec
+from parkgate.rules.remembered import RememberedRule, check_remember
 from parkgate.store.repository import Repository
 
 router = APIRouter(prefix="/v1", tags=["remembered"])

@@ -26,7 +26,6 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from starlette.background import BackgroundTask
 
-from parkgate import identity
 from parkgate.api import metrics
 from parkgate.api.approval_links import (
     named_approvers,
@@ -38,10 +37,12 @@ from parkgate.api.approval_links import (
 from parkgate.api.decisions import answer_refused, outcome
 from parkgate.api.errors import ApiError
 from parkgate.api.service import CallService
+from parkgate.approvals import identity
+from parkgate.approvals.decisions import DecideInput, DecisionRecord
+from parkgate.calls.records import ApprovalRecord
 from parkgate.channels import slack, slack_web
-from parkgate.durable.payloads import DecideInput, DecisionRecord, SlackMessageRef
+from parkgate.durable.payloads import SlackMessageRef
 from parkgate.models import utcnow
-from parkgate.records import ApprovalRecord
 from parkgate.settings import Settings
 from parkgate.store.repository import Repository
 from parkgate.verdicts import ApprovalInfo

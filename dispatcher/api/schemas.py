@@ -8,12 +8,12 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from parkgate.api.approval_links import named_approvers, quorum_of
-from parkgate.client_tools import MAX_CLIENT_TOOLS, ClientToolSpec
-from parkgate.decisions import DecisionMade, DecisionRecord
+from parkgate.approvals.decisions import DecisionMade, DecisionRecord
+from parkgate.calls.records import ApprovalRecord, CallStatus
+from parkgate.clients.client_tools import MAX_CLIENT_TOOLS, ClientToolSpec
 from parkgate.models import ContentBlock, TextBlock, ToolResultBlock, ToolUseBlock
-from parkgate.records import ApprovalRecord, CallStatus
-from parkgate.remember_spec import MAX_TTL_SECONDS, MIN_TTL_SECONDS
-from parkgate.remembered import RememberedFields
+from parkgate.rules.remember_spec import MAX_TTL_SECONDS, MIN_TTL_SECONDS
+from parkgate.rules.remembered import RememberedFields
 from parkgate.store.results import CallRecord
 
 _ID = Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9_.:\-]+$")
@@ -236,7 +236,7 @@ class RememberedListOut(BaseModel):
     items: list[RememberedOut]
 
 
-# The decision as the API shows it: the domain's decision (parkgate.decisions)
+# The decision as the API shows it: the domain's decision (parkgate.approvals.decisions)
 # with when it was made and the quorum's votes; no docstring, so the OpenAPI
 # document stays as it was.
 class DecisionOut(DecisionMade):
@@ -280,7 +280,7 @@ class ToolsOut(BaseModel):
 class EventOut(BaseModel):
     """One recorded tool.* event on the wire; `seq` is the SSE id (Last-Event-ID).
 
-    The API's view of a store EventRecord (parkgate.events.ToolEvent plus `seq`):
+    The API's view of a store EventRecord (parkgate.calls.events.ToolEvent plus `seq`):
     without the chain fields, with the approval link, and with plain strings so
     the published schema stays the same as the event catalog grows.
     """

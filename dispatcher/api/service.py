@@ -38,24 +38,18 @@ from parkgate.api.approval_links import link_for, named_approvers
 from parkgate.api.client_calls import RELEASE_POLL_SECONDS, with_release
 from parkgate.api.errors import ApiError
 from parkgate.api.schemas import CallLinks, CallResource
-from parkgate.decisions import RejectReason
+from parkgate.approvals.decisions import DecideInput, DecisionRecord, RejectReason
+from parkgate.calls.records import ApprovalRecord, CallStatus
 from parkgate.durable import stuck
 from parkgate.durable.call_errors import TEMPORAL_NO_ANSWER, UnknownCallError
 from parkgate.durable.client import DurableDispatcher, TurnStart
 from parkgate.durable.client_payloads import ClaimInput
-from parkgate.durable.payloads import (
-    CallStatusView,
-    DecideInput,
-    DecideResult,
-    DecisionRecord,
-    call_workflow_id,
-)
+from parkgate.durable.payloads import CallStatusView, DecideResult, call_workflow_id
 from parkgate.models import Session, ToolDefinition, ToolUseBlock
-from parkgate.records import ApprovalRecord, CallStatus
 from parkgate.settings import Settings
 from parkgate.store.repository import Repository
 from parkgate.store.results import CallRecord
-from parkgate.worker_groups import WORKSPACE_ACTIVITIES
+from parkgate.workspaces.worker_groups import WORKSPACE_ACTIVITIES
 
 #: A claiming long-poll waits this long for this process's worker to wake it
 #: before it also asks Temporal for the workflow's end.

@@ -15,7 +15,7 @@ from typing import Any
 
 from slack_sdk.signature import Clock, SignatureVerifier
 
-from parkgate.durable.payloads import DecisionRecord
+from parkgate.approvals.decisions import DecisionRecord
 from parkgate.verdicts import ApprovalInfo
 
 ACTION_APPROVE = "parkgate_approve"

@@ -189,7 +189,7 @@ def inbox_link(
     name: str = typer.Argument(..., help="A named approver from `approvers:`."),
 ) -> None:
     """Print NAME's personal inbox link (send it to them privately)."""
-    from parkgate.links import inbox_url
+    from parkgate.approvals.links import inbox_url
 
     settings = load_settings()
     if name not in settings.approvers:

@@ -49,7 +49,7 @@ def _duration(ms: float | None) -> str:
 
 
 def _parse_statuses(values: list[str] | None) -> Any:
-    from parkgate.records import CallStatus
+    from parkgate.calls.records import CallStatus
 
     if not values:
         return None

@@ -41,7 +41,7 @@ def install(
                                    help="Let calls through when parkgate is unreachable."),
 ) -> None:
     """Merge the PreToolUse / PostToolUse / PostToolUseFailure hooks into Claude Code's settings."""
-    from parkgate.claude_code import merge_settings
+    from parkgate.clients.claude_code import merge_settings
 
     if user and project is not None:
         raise CliError("--project and --user exclude each other", 2)

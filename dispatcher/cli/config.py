@@ -20,9 +20,9 @@ from parkgate.cli.common import (
     one_line,
 )
 from parkgate.models import Session
-from parkgate.policy import ConfirmationPolicy, PolicyError
+from parkgate.rules.policy import ConfirmationPolicy, PolicyError
+from parkgate.sandbox.tool_user import line as tool_user_line
 from parkgate.settings import Settings
-from parkgate.tool_user import line as tool_user_line
 
 app = typer.Typer(help="Inspect and validate the configuration.", no_args_is_help=True)
 
@@ -88,7 +88,7 @@ def check_settings(settings: Settings) -> list[str]:
         problems.append("workspace_roots: at least one root is required")
     problems += _approver_channel_problems(settings)
     if settings.tool_sandbox == "required":
-        from parkgate.sandbox import probe
+        from parkgate.sandbox.launch import probe
 
         reason = probe(settings.tool_sandbox_unshare)
         if reason is not None:
@@ -108,7 +108,7 @@ def check_settings(settings: Settings) -> list[str]:
 
 
 def _tool_user_problems(settings: Settings) -> list[str]:
-    from parkgate.tool_user import ToolUserError, resolve
+    from parkgate.sandbox.tool_user import ToolUserError, resolve
 
     try:
         resolve(settings.tool_user)
@@ -119,7 +119,7 @@ def _tool_user_problems(settings: Settings) -> list[str]:
 
 def _probes(settings: Settings) -> tuple[str | None, str | None]:
     """(why no sandbox, why no network namespace) on this machine; None = works."""
-    from parkgate.sandbox import probe
+    from parkgate.sandbox.launch import probe
 
     if settings.tool_sandbox == "off":
         return None, None
@@ -131,7 +131,7 @@ def _probes(settings: Settings) -> tuple[str | None, str | None]:
 
 def sandbox_line(settings: Settings) -> str:
     """What the tool sandbox does with these settings on this machine."""
-    from parkgate.sandbox import state_line
+    from parkgate.sandbox.launch import state_line
 
     reason, net_reason = _probes(settings)
     return state_line(settings.tool_sandbox, reason, len(settings.hidden_tool_paths()),
@@ -141,7 +141,7 @@ def sandbox_line(settings: Settings) -> str:
 def network_table(settings: Settings, registry: Any) -> Table:
     """Which tools' processes can reach the network (and through it the host's
     loopback services: Temporal, the database, the API)."""
-    from parkgate.sandbox import network_access
+    from parkgate.sandbox.launch import network_access
     from parkgate.truncation import Limits
 
     reason, net_reason = _probes(settings)

@@ -19,8 +19,8 @@ import typer
 from parkgate.cli.common import CliError, console, load_settings, open_repository, plural, run
 
 if TYPE_CHECKING:
+    from parkgate.calls.records import ApprovalRecord
     from parkgate.durable.client import DurableDispatcher
-    from parkgate.records import ApprovalRecord
     from parkgate.settings import Settings
     from parkgate.store import Repository
 
@@ -213,7 +213,7 @@ _UNFINISHED = ("parked", "queued", "running")
 
 async def _unfinished(settings: Settings, session_id: str) -> dict[str, int]:
     """How many of the session's calls are in each unfinished status (for the message)."""
-    from parkgate.records import CallStatus
+    from parkgate.calls.records import CallStatus
     from parkgate.store.results import CallFilters
 
     counts = dict.fromkeys(_UNFINISHED, 0)

@@ -30,8 +30,8 @@ def claude_code_hook(
     """Post one Claude Code hook event (stdin) to parkgate; print its answer."""
     import httpx
 
-    from parkgate.claude_code import HOOK_PATH, KEY_ENV, TIMEOUT_MARGIN, pre_tool_use
     from parkgate.cli.common import load_settings
+    from parkgate.clients.claude_code import HOOK_PATH, KEY_ENV, TIMEOUT_MARGIN, pre_tool_use
 
     raw = sys.stdin.read()
     try:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 import typer
 
-from parkgate.access import DEFAULT_PROJECT, PROJECT_PATTERN, RoleError, normalize_roles
+from parkgate.approvals.access import DEFAULT_PROJECT, PROJECT_PATTERN, RoleError, normalize_roles
 from parkgate.cli.common import CliError, console, err_console, load_settings, run
 from parkgate.cli.output import Output, output_option, print_json, print_rows
 

@@ -22,7 +22,7 @@ def register(app: typer.Typer) -> None:
 
 def warn_root(tool_user: str | None) -> None:
     """Say loudly, before anything starts, that tools would run as root."""
-    from parkgate.tool_user import root_warning
+    from parkgate.sandbox.tool_user import root_warning
 
     warning = root_warning(tool_user)
     if warning is not None:

@@ -22,7 +22,7 @@ def worker(
 ) -> None:
     """Run a worker (classification, approvals, tool execution) until SIGTERM/Ctrl-C."""
     from parkgate.runtime.embedded import StartupError, run_worker
-    from parkgate.worker_groups import served_queues
+    from parkgate.workspaces.worker_groups import served_queues
 
     settings = load_settings()
 

@@ -1,7 +1,7 @@
 """`parkgate workspaces list|grant|revoke`: which project holds which workspace path.
 
 A workspace path belongs to the project that registered a session on it first
-(parkgate.ground); other projects get 403 there, inside it and around it. An
+(parkgate.workspaces.ground); other projects get 403 there, inside it and around it. An
 operator grants a path (and everything inside it) to another project here, or
 reserves an unclaimed path for a project the same way; `revoke` takes a grant
 back (`--owner` releases an owner's hold, so another project may claim it).
@@ -16,9 +16,9 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from parkgate.access import PROJECT_PATTERN
+from parkgate.approvals.access import PROJECT_PATTERN
 from parkgate.cli.common import CliError, console, load_settings, open_repository, run
-from parkgate.ground import holding_path
+from parkgate.workspaces.ground import holding_path
 
 app = typer.Typer(help="Which project holds which workspace path; grants.",
                   no_args_is_help=True)

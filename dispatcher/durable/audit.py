@@ -18,7 +18,8 @@ from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
-from parkgate.durable.payloads import UPDATE_DECIDE, CallOutcome, DecideResult, DecisionRecord
+from parkgate.approvals.decisions import DecisionRecord
+from parkgate.durable.payloads import UPDATE_DECIDE, CallOutcome, DecideResult
 from parkgate.store.semantics import MeaningProblem
 
 #: Histories fetched at once.

@@ -20,13 +20,15 @@ from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
+from parkgate.approvals.decisions import DECISIONS
+from parkgate.approvals.links import approval_url
+from parkgate.calls.records import CallStatus
 from parkgate.durable import stuck
 from parkgate.durable.call_errors import UnknownCallError
 from parkgate.durable.client_payloads import ClaimInput
 from parkgate.durable.deciding import ApprovalLookup, DecisionSending
 from parkgate.durable.payloads import (
     CALL_WORKFLOW,
-    DECISIONS,
     QUERY_STATUS,
     TURN_WORKFLOW,
     CallInput,
@@ -39,9 +41,7 @@ from parkgate.durable.payloads import (
     session_call_prefix,
     turn_workflow_id,
 )
-from parkgate.links import approval_url
 from parkgate.models import Session, ToolDefinition, ToolResultBlock, ToolUseBlock, input_hash
-from parkgate.records import CallStatus
 from parkgate.settings import Settings
 
 

@@ -17,10 +17,10 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from parkgate.events import ToolEvent
+from parkgate.approvals.proof import Proof
+from parkgate.calls.events import ToolEvent
+from parkgate.calls.records import CallRef, CallStatus, RecordedFinish
 from parkgate.models import ContentBlock, ToolResultBlock, canonical_json
-from parkgate.proof import Proof
-from parkgate.records import CallRef, CallStatus, RecordedFinish
 
 #: Stable names: written into Temporal history.
 UPDATE_CLAIM = "claim"

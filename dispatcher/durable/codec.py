@@ -20,7 +20,7 @@ fails its task and nothing runs. Replayers and the codec server decode
 plaintext as-is (`lenient()`): histories written before the codec keep
 replaying and the Temporal UI shows markers.
 
-The same keys prove messages (parkgate.proof): `proof_keys` derives one proof
+The same keys prove messages (parkgate.approvals.proof): `proof_keys` derives one proof
 key per payload key id, so the API signs with the current id and workers
 verify with every configured one.
 
@@ -44,13 +44,12 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from temporalio.api.common.v1 import Payload
 from temporalio.contrib.pydantic import PydanticPayloadConverter, pydantic_data_converter
-from temporalio.converter import DataConverter, EncodingPayloadConverter, PayloadCodec
+from temporalio.converter import EncodingPayloadConverter, PayloadCodec
 
+from parkgate.approvals.proof import ProofKeys
 from parkgate.payload_keys import decode_key
-from parkgate.proof import ProofKeys
 
 if TYPE_CHECKING:
-    from parkgate.durable.blobs import BlobStore
     from parkgate.settings import Settings
 
 ENCODING = b"binary/encrypted"
@@ -81,7 +80,7 @@ class EncryptionCodec(PayloadCodec):
         self._keys = {kid: AESGCM(raw) for kid, raw in keys.items()}
         self.current = current
         self.accept_plaintext = accept_plaintext
-        #: The keys that prove messages to workflows (parkgate.proof), same ids.
+        #: The keys that prove messages to workflows (parkgate.approvals.proof), same ids.
         self.proof_keys = ProofKeys.from_secrets(keys, current)
 
     def lenient(self) -> EncryptionCodec:
@@ -199,31 +198,6 @@ PARKGATE_CONVERTER = dataclasses.replace(
 )
 
 
-def lenient_codec(codec: PayloadCodec | None) -> PayloadCodec | None:
-    """`codec` with its encryption codec lenient (EncryptionCodec.lenient), in a
-    chain too; anything else unchanged."""
-    from parkgate.durable.blobs import BlobCodec, ChainCodec
-
-    if isinstance(codec, EncryptionCodec):
-        return codec.lenient()
-    if isinstance(codec, ChainCodec):
-        return ChainCodec([lenient_codec(c) or c for c in codec.codecs])
-    if isinstance(codec, BlobCodec):
-        return codec  # its sealer only opens blobs (always encrypted)
-    return codec
-
-
-def encryption_of(codec: PayloadCodec | None) -> EncryptionCodec | None:
-    """The EncryptionCodec of a converter's codec (alone or in a chain)."""
-    from parkgate.durable.blobs import ChainCodec
-
-    if isinstance(codec, EncryptionCodec):
-        return codec
-    if isinstance(codec, ChainCodec):
-        return codec.encryption
-    return None
-
-
 def load_or_create_key_file(data_dir: os.PathLike[str] | str) -> tuple[str, bytes]:
     """The embedded default key: `<data_dir>/payload-key`, created 0600 when missing."""
     path = os.path.join(os.fspath(data_dir), KEY_FILE)
@@ -255,31 +229,3 @@ def codec_for(settings: Settings) -> EncryptionCodec:
         return EncryptionCodec(keys, current)
     kid, raw = load_or_create_key_file(settings.data_dir)
     return EncryptionCodec({kid: raw}, kid)
-
-
-def converter_with(
-    codec: EncryptionCodec, blobs: BlobStore | None = None, *, threshold: int = 65536
-) -> DataConverter:
-    """The pydantic data converter with `codec` on every payload.
-
-    With `blobs`, payloads larger than `threshold` bytes are first stored there
-    and replaced by a reference (parkgate.durable.blobs), then everything is encrypted.
-    """
-    if blobs is None:
-        return dataclasses.replace(PARKGATE_CONVERTER, payload_codec=codec)
-    from parkgate.durable.blobs import BlobCodec, ChainCodec
-
-    chain = ChainCodec([BlobCodec(blobs, codec, threshold), codec])
-    return dataclasses.replace(PARKGATE_CONVERTER, payload_codec=chain)
-
-
-def data_converter(settings: Settings, blobs: BlobStore | None = None) -> DataConverter:
-    """The one DataConverter for clients, workers and replayers of these settings.
-
-    Large payloads go to `blobs`, by default the history store of `settings`
-    (opened on first use), so no Temporal payload nears its 2 MiB limit.
-    """
-    from parkgate.durable.blobs import LazyRepositoryBlobs
-
-    store = blobs or LazyRepositoryBlobs(settings.effective_database_url)
-    return converter_with(codec_for(settings), store, threshold=settings.blob_threshold_bytes)

@@ -15,8 +15,17 @@ from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
-from parkgate import proof
-from parkgate.decisions import DecideKeywords, Rejection, RejectReason, no_longer_waiting, reason_of
+from parkgate.approvals import proof
+from parkgate.approvals.decisions import (
+    DecideInput,
+    DecideKeywords,
+    DecisionRecord,
+    Rejection,
+    RejectReason,
+    no_longer_waiting,
+    reason_of,
+)
+from parkgate.calls.records import ApprovalRecord, CallStatus
 from parkgate.durable import subcall_approvals
 from parkgate.durable.call_errors import TEMPORAL_NO_ANSWER, UnknownCallError
 from parkgate.durable.payloads import (
@@ -25,14 +34,11 @@ from parkgate.durable.payloads import (
     UPDATE_DECIDE,
     CallOutcome,
     CallStatusView,
-    DecideInput,
     DecideResult,
-    DecisionRecord,
     StatusRequest,
     call_workflow_id,
 )
 from parkgate.durable.plugin import proof_keys_of
-from parkgate.records import ApprovalRecord, CallStatus
 
 
 class ApprovalLookup(Protocol):
@@ -134,7 +140,7 @@ class DecisionSending:
         DecideInput); the caller has authenticated them. Without session_id and
         tool_use_id the call is found from the request id in the store.
 
-        The decision goes out proven (parkgate.proof, kind "decide", bound to
+        The decision goes out proven (parkgate.approvals.proof, kind "decide", bound to
         the call's workflow id) with this client's proof keys; a client
         without them sends it unproven, and the workflow refuses it
         (RejectReason.UNPROVEN).

@@ -13,24 +13,13 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
 
-# Re-exported: payloads speak them (the decision is defined in the domain).
-from parkgate.call_rows import opening_columns, opening_of
-from parkgate.decisions import DECISIONS as DECISIONS
-from parkgate.decisions import DecideInput as DecideInput
-from parkgate.decisions import Decision as Decision
-from parkgate.decisions import DecisionRecord as DecisionRecord
-from parkgate.decisions import Rejection
-from parkgate.decisions import RejectReason as RejectReason
-from parkgate.durable.client_payloads import ClaimInput, ReleaseView
-from parkgate.events import ToolEvent
-from parkgate.models import (
-    Session,
-    ToolDefinition,
-    ToolErrorClass,
-    ToolResultBlock,
-    ToolUseBlock,
+from parkgate.approvals.decisions import (
+    DecisionRecord,
+    Rejection,
+    RejectReason,
 )
-from parkgate.records import (
+from parkgate.calls.events import ToolEvent
+from parkgate.calls.records import (
     ApprovalRecord,
     CallEnd,
     CallFacts,
@@ -39,7 +28,16 @@ from parkgate.records import (
     CallUpdate,
     RecordedFinish,
 )
-from parkgate.remember_spec import RememberSpec
+from parkgate.calls.rows import opening_columns, opening_of
+from parkgate.durable.client_payloads import ClaimInput, ReleaseView
+from parkgate.models import (
+    Session,
+    ToolDefinition,
+    ToolErrorClass,
+    ToolResultBlock,
+    ToolUseBlock,
+)
+from parkgate.rules.remember_spec import RememberSpec
 from parkgate.verdicts import (
     ApprovalInfo,
     Deny,
@@ -230,7 +228,7 @@ class ClassifyOutput(BaseModel):
 
 def prepared_fields(prepared: PreparedCall) -> dict[str, Any]:
     """The call-row fields classification decides (older histories' `run_row`):
-    the same mapping the activities use for new payloads (parkgate.call_rows)."""
+    the same mapping the activities use for new payloads (parkgate.calls.rows)."""
     return opening_columns(opening_of(prepared))
 
 
@@ -246,7 +244,7 @@ class RecordInput(BaseModel):
     #: Only in older histories: a call-row change as the workflow built it.
     update: CallUpdate | None = None
     #: What the workflow knows of the call (ids, status, outcome); the activity
-    #: turns it, with `approval`'s decision, into the row (parkgate.call_rows).
+    #: turns it, with `approval`'s decision, into the row (parkgate.calls.rows).
     facts: CallFacts | None = None
     approval: ApprovalRecord | None = None
     #: `approval` carries only the decision (no request `info`): store it with a

@@ -8,7 +8,7 @@ pure modules passed through, and the exceptions that fail a workflow run.
 A client connected with the plugin hands it on to every Worker built on it;
 a Replayer takes it as `plugins=[...]`.
 
-It also carries the proof keys (parkgate.proof, derived from the payload
+It also carries the proof keys (parkgate.approvals.proof, derived from the payload
 keys): a client signs the messages it sends to workflows with them
 (`proof_keys_of(client)`), and every worker or replayer built with the plugin
 installs them where its workflows verify proofs. A replayer decodes plaintext
@@ -29,8 +29,8 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 if TYPE_CHECKING:
     from temporalio.client import Client
 
+    from parkgate.approvals.proof import ProofKeys
     from parkgate.durable.blobs import BlobStore
-    from parkgate.proof import ProofKeys
     from parkgate.settings import Settings
 
 PLUGIN_NAME = "parkgate"
@@ -71,7 +71,7 @@ def workflow_runner() -> SandboxedWorkflowRunner:
 class ParkgatePlugin(SimplePlugin):
     """Converter + sandbox + failure types for clients, workers and replayers.
 
-    From `settings` (the converter of `parkgate.durable.codec.data_converter`,
+    From `settings` (the converter of `parkgate.durable.converter.data_converter`,
     large payloads in `blobs`, by default the settings' history store) or from
     a ready `converter` (tests with a fixed key, tools reading old histories).
     """
@@ -86,11 +86,11 @@ class ParkgatePlugin(SimplePlugin):
         if converter is None:
             if settings is None:
                 raise TypeError("ParkgatePlugin needs settings or a converter")
-            from parkgate.durable.codec import data_converter
+            from parkgate.durable.converter import data_converter
 
             converter = data_converter(settings, blobs)
         self.converter = converter
-        from parkgate.durable.codec import encryption_of
+        from parkgate.durable.converter import encryption_of
 
         sealer = encryption_of(converter.payload_codec)
         #: What this plugin's clients prove messages with (None: no payload keys).
@@ -103,8 +103,8 @@ class ParkgatePlugin(SimplePlugin):
         )
 
     def _install_proof_keys(self) -> None:
-        """Workflows of this process verify proofs with these keys (parkgate.proof)."""
-        from parkgate import proof
+        """Workflows of this process verify proofs with these keys (parkgate.approvals.proof)."""
+        from parkgate.approvals import proof
 
         if self.proof_keys is not None:
             proof.install(self.proof_keys)
@@ -115,7 +115,7 @@ class ParkgatePlugin(SimplePlugin):
 
     def configure_replayer(self, config: ReplayerConfig) -> ReplayerConfig:
         """A replayer reads histories as they were written: plaintext ones too."""
-        from parkgate.durable.codec import lenient_codec
+        from parkgate.durable.converter import lenient_codec
 
         self._install_proof_keys()
         config = super().configure_replayer(config)
@@ -136,7 +136,7 @@ def plugin_of(client: Client) -> ParkgatePlugin | None:
 
 
 def proof_keys_of(client: Client) -> ProofKeys | None:
-    """The keys `client` proves its messages to workflows with (parkgate.proof);
+    """The keys `client` proves its messages to workflows with (parkgate.approvals.proof);
     None for a client without the ParkgatePlugin or without payload keys."""
     plugin = plugin_of(client)
     return plugin.proof_keys if plugin is not None else None

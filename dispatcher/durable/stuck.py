@@ -33,6 +33,8 @@ from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
+from parkgate.calls.events import ToolEvent
+from parkgate.calls.records import CallStatus, CallUpdate, RecordedFinish
 from parkgate.durable.payloads import (
     CALL_WORKFLOW,
     TURN_WORKFLOW,
@@ -40,9 +42,7 @@ from parkgate.durable.payloads import (
     TurnInput,
     call_workflow_id,
 )
-from parkgate.events import ToolEvent
 from parkgate.models import TextBlock, ToolErrorClass, ToolResultBlock, utcnow
-from parkgate.records import CallStatus, CallUpdate, RecordedFinish
 from parkgate.settings import Settings
 from parkgate.store.results import CallRecord
 

@@ -16,16 +16,17 @@ import hashlib
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from parkgate.decisions import (
+from parkgate.approvals.decisions import (
+    DecideInput,
     Rejection,
     RejectReason,
     already_decided,
     invalid_decision,
     no_longer_waiting,
 )
-from parkgate.durable.payloads import DecideInput, DecideResult
+from parkgate.calls.records import ApprovalRecord
+from parkgate.durable.payloads import DecideResult
 from parkgate.models import utcnow
-from parkgate.records import ApprovalRecord
 
 #: Decisions a human may give a sub-call (no edits: see docs/DURABLE.md).
 SUB_CALL_DECISIONS = ("allow", "deny")

@@ -14,7 +14,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from parkgate.budget import Budget
 from parkgate.models import Session, ToolUseBlock
 from parkgate.pipeline.classification import (
     Classifier,
@@ -22,10 +21,11 @@ from parkgate.pipeline.classification import (
     deny_result,
     run_from_deny,
 )
-from parkgate.pipeline.execution import GENERIC_FAILURE, Emit, Executor
-from parkgate.pipeline.subcall_runner import Approver, SubCallRunner
-from parkgate.policy import ConfirmationPolicy
+from parkgate.pipeline.execution import GENERIC_FAILURE, Executor
+from parkgate.pipeline.subcall_runner import Approver, Emit, SubCallRunner
 from parkgate.registry import ToolRegistry
+from parkgate.rules.budget import Budget
+from parkgate.rules.policy import ConfirmationPolicy
 from parkgate.truncation import Limits
 from parkgate.verdicts import PreparedCall, ToolRun, Verdict
 

@@ -14,12 +14,9 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from parkgate.budget import Budget
-from parkgate.claude_code import file_preview
-from parkgate.diffing import ImpactPreview, generic_preview, summarize_input
+from parkgate.calls.events import EventType, ToolEvent
+from parkgate.clients.claude_code import file_preview
 from parkgate.errors import ToolError
-from parkgate.events import EventType, ToolEvent
-from parkgate.hooks import HookHalt, hook_name, maybe_await
 from parkgate.models import (
     Session,
     SideEffects,
@@ -30,9 +27,11 @@ from parkgate.models import (
     ToolUseBlock,
     input_hash,
 )
-from parkgate.policy import ConfirmationPolicy
 from parkgate.registry import ToolRegistry
-from parkgate.sandbox_paths import file_tool_limits
+from parkgate.rules.budget import Budget
+from parkgate.rules.hooks import HookHalt, hook_name, maybe_await
+from parkgate.rules.policy import ConfirmationPolicy
+from parkgate.sandbox.paths import file_tool_limits
 from parkgate.schema import validate_input
 from parkgate.truncation import Limits
 from parkgate.verdicts import (
@@ -44,7 +43,8 @@ from parkgate.verdicts import (
     ToolRun,
     Verdict,
 )
-from parkgate.workspace import WorkspaceFileAPI, resolve_root
+from parkgate.workspaces.diffing import ImpactPreview, generic_preview, summarize_input
+from parkgate.workspaces.files import WorkspaceFileAPI, resolve_root
 
 log = logging.getLogger("parkgate.pipeline")
 
@@ -116,7 +116,7 @@ class Classifier:
         """Decide what happens to ``call``: Execute | Deny | NeedsApproval. No side effects.
 
         `client_tool`: the session's declaration of a tool its client runs
-        (`parkgate.client_tools`); it stands in for the registry's entry.
+        (`parkgate.clients.client_tools`); it stands in for the registry's entry.
         """
         definition = client_tool or self.registry.get(call.name)
         if definition is None or not self.registry.visible_to(definition, session):

@@ -13,14 +13,11 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable
 from typing import Any
 
+from parkgate.calls.events import EventType, ToolEvent
 from parkgate.context import ToolContext, current_call, install_open_audit
-from parkgate.diffing import summarize_input
 from parkgate.errors import ToolError
-from parkgate.events import EventType, ToolEvent
-from parkgate.hooks import hook_name, maybe_await
 from parkgate.models import (
     TextBlock,
     ToolDefinition,
@@ -31,15 +28,15 @@ from parkgate.models import (
     utcnow,
 )
 from parkgate.pipeline.classification import Classifier
-from parkgate.pipeline.subcall_runner import Approver, SubCallRunner
-from parkgate.sandbox_paths import file_tool_limits
+from parkgate.pipeline.subcall_runner import Approver, Emit, SubCallRunner
+from parkgate.rules.hooks import hook_name, maybe_await
+from parkgate.sandbox.paths import file_tool_limits
 from parkgate.truncation import truncate_text
 from parkgate.verdicts import PreparedCall, ToolRun
-from parkgate.workspace import WorkspaceFileAPI, resolve_root
+from parkgate.workspaces.diffing import summarize_input
+from parkgate.workspaces.files import WorkspaceFileAPI, resolve_root
 
 log = logging.getLogger("parkgate.pipeline")
-
-Emit = Callable[[ToolEvent], Awaitable[None]]
 
 GENERIC_FAILURE = "Tool '{name}' failed with an internal error; details are in the server log."
 

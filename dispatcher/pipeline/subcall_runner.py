@@ -11,18 +11,37 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from parkgate.models import ToolErrorClass, ToolUseBlock
+from parkgate.calls.events import ToolEvent
+from parkgate.models import Session, ToolErrorClass, ToolUseBlock
 from parkgate.pipeline.classification import deny_event, deny_result, run_from_deny
-from parkgate.verdicts import Deny, NeedsApproval, PreparedCall, ToolRun
-
-if TYPE_CHECKING:
-    from parkgate.pipeline.execution import Emit, Executor
+from parkgate.verdicts import Deny, NeedsApproval, PreparedCall, ToolRun, Verdict
 
 #: Decides a sub-call's NeedsApproval (non-atomic composed tools): the prepared
 #: call to run (possibly edited) or a Deny.
 Approver = Callable[[NeedsApproval], Awaitable["PreparedCall | Deny"]]
+
+
+#: Where a sub-call's events go (the pipeline's emitter).
+Emit = Callable[[ToolEvent], Awaitable[None]]
+
+
+class SubCallPipeline(Protocol):
+    """What a SubCallRunner needs of its pipeline (the Executor is one)."""
+
+    async def classify(
+        self, call: ToolUseBlock, session: Session, *, parent_tool_use_id: str | None = None
+    ) -> Verdict: ...
+
+    async def execute(
+        self,
+        prepared: PreparedCall,
+        *,
+        cancel_event: asyncio.Event | None = None,
+        emit: Emit | None = None,
+        approver: Approver | None = None,
+    ) -> ToolRun: ...
 
 
 class SubCallRunner:
@@ -37,7 +56,7 @@ class SubCallRunner:
 
     def __init__(
         self,
-        pipeline: Executor,
+        pipeline: SubCallPipeline,
         parent: PreparedCall,
         cancel_event: asyncio.Event,
         emit: Emit | None,

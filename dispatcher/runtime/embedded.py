@@ -26,7 +26,7 @@ from parkgate.datadir import secure_data_dir
 from parkgate.runtime.http_server import ApiServer, StartupError, api_server, serve_until
 from parkgate.runtime.ports import pick_port, port_in_use
 from parkgate.settings import Settings
-from parkgate.worker_groups import served_queues
+from parkgate.workspaces.worker_groups import served_queues
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -115,7 +115,7 @@ async def migrated_repository(settings: Settings, *, upgrade: bool = False) -> R
 async def worker_deps(settings: Settings, repo: Repository) -> Deps:
     """The worker's dependencies (the one recipe in parkgate.runtime.worker) over `repo`."""
     from parkgate.activities.deps import Deps
-    from parkgate.records import HistoryStore
+    from parkgate.calls.records import HistoryStore
     from parkgate.runtime.worker import build_deps
 
     deps = await build_deps(settings)

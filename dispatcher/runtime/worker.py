@@ -21,10 +21,10 @@ from temporalio.worker import Worker
 
 from parkgate import activities, workflows
 from parkgate.activities.deps import Deps
+from parkgate.calls.records import HistoryStore
 from parkgate.durable.plugin import ParkgatePlugin, plugin_of
-from parkgate.records import HistoryStore
 from parkgate.settings import Settings, get_settings
-from parkgate.worker_groups import group_queue
+from parkgate.workspaces.worker_groups import group_queue
 
 if TYPE_CHECKING:
     from parkgate.durable.blobs import BlobStore
@@ -111,7 +111,7 @@ def build_registry(extra_tools: Iterable[ToolFactory] = ()) -> ToolRegistry:
 def build_pipeline(settings: Settings, *, extra_tools: Iterable[ToolFactory] = ()) -> Pipeline:
     """The pipeline from settings: built-in and composed tools, confirmation policy, limits."""
     from parkgate.pipeline import Pipeline
-    from parkgate.policy import ConfirmationPolicy
+    from parkgate.rules.policy import ConfirmationPolicy
     from parkgate.truncation import Limits
 
     registry = build_registry(extra_tools)
@@ -149,8 +149,8 @@ async def build_deps(settings: Settings, *, store: HistoryStore | None = None) -
         from parkgate.mcp_source.discover import discover
 
         extra = (await discover(settings.mcp_servers)).factories
-    from parkgate.sandbox import announce
-    from parkgate.tool_user import root_warning
+    from parkgate.sandbox.launch import announce
+    from parkgate.sandbox.tool_user import root_warning
 
     pipeline = build_pipeline(settings, extra_tools=extra)
     await announce(pipeline.limits)

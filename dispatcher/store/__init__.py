@@ -6,7 +6,7 @@ protocol in `records.py`, which Repository implements.
 
 from typing import TYPE_CHECKING, Any
 
-from parkgate.records import ApprovalRecord, CallStatus, CallUpdate, HistoryStore
+from parkgate.calls.records import ApprovalRecord, CallStatus, CallUpdate, HistoryStore
 from parkgate.store.errors import (
     ApiKeyNameTakenError,
     ApiKeyNotFoundError,
@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 def __getattr__(name: str) -> Any:
     """Load Repository (and with it SQLAlchemy) only when asked for.
 
-    Workflows import `parkgate.records`; keeping this package's import
+    Workflows import `parkgate.calls.records`; keeping this package's import
     free of SQLAlchemy keeps the workflow sandbox free of I/O libraries.
     """
     if name == "Repository":

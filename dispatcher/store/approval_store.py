@@ -9,9 +9,9 @@ from typing import Any, NamedTuple
 from sqlalchemy import select, update
 from sqlalchemy.engine import Connection, RowMapping
 
-from parkgate.access import Submitter
+from parkgate.approvals.access import Submitter
+from parkgate.calls.records import ApprovalRecord, CallStatus
 from parkgate.models import utcnow
-from parkgate.records import ApprovalRecord, CallStatus
 from parkgate.store import statements
 from parkgate.store.base import StoreBase, fit
 from parkgate.store.canonical import clean_text, normalize_json, redact

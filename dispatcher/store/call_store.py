@@ -17,9 +17,9 @@ from typing import Any
 from sqlalchemy import ColumnElement, Select, and_, func, or_, select
 from sqlalchemy.engine import Connection
 
-from parkgate.events import ToolEvent, make_event_id
+from parkgate.calls.events import ToolEvent, make_event_id
+from parkgate.calls.records import CallStatus, CallUpdate, RecordedFinish
 from parkgate.models import utcnow
-from parkgate.records import CallStatus, CallUpdate, RecordedFinish
 from parkgate.store import statements
 from parkgate.store.base import BATCH, enum_value, fit
 from parkgate.store.canonical import clean_text, normalize_json, redact

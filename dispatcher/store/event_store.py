@@ -18,7 +18,7 @@ from typing import Any
 from sqlalchemy import and_, func, or_, select
 from sqlalchemy.engine import Connection, RowMapping
 
-from parkgate.events import ToolEvent
+from parkgate.calls.events import ToolEvent
 from parkgate.models import utcnow
 from parkgate.store import statements
 from parkgate.store.base import BATCH, StoreBase, enum_value, fit
@@ -169,7 +169,7 @@ class EventStore(StoreBase):
         return [EventRecord.model_validate(dict(r)) for r in rows]
 
     async def get_event(self, event_id: str) -> EventRecord | None:
-        """One event by its id (ids are deterministic: parkgate.events.make_event_id)."""
+        """One event by its id (ids are deterministic: parkgate.calls.events.make_event_id)."""
         row = await self._first(select(EVENTS).where(EVENTS.c.event_id == event_id))
         return self._events([row])[0] if row is not None else None
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import importlib.util
 from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -32,9 +33,14 @@ T = TypeVar("T")
 
 
 def migrations_dir() -> Path:
-    """Where the Alembic scripts are (the `migrations` package)."""
-    from parkgate import migrations
-    return Path(migrations.__file__).resolve().parent
+    """Where the Alembic scripts are (the `migrations` package).
+
+    Found, not imported: the scripts import the store's models, so importing
+    them here would make store and migrations import each other.
+    """
+    spec = importlib.util.find_spec("parkgate.migrations")
+    assert spec is not None and spec.origin is not None
+    return Path(spec.origin).resolve().parent
 
 
 def alembic_config(url: str | URL | None = None) -> Config:

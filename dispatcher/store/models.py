@@ -78,7 +78,7 @@ class ToolCall(Base):
     claimed_name: Mapped[str | None] = mapped_column(CleanString(200))
     #: True when the submitting principal approved under `self_approval: true`.
     self_approved: Mapped[bool | None] = mapped_column(Boolean)
-    #: How the decider was identified (parkgate.identity): OIDC, key, Slack, link.
+    #: How the decider was identified (parkgate.approvals.identity): OIDC, key, Slack, link.
     identity: Mapped[dict[str, Any] | None] = mapped_column(JSONColumn)
     error_class: Mapped[str | None] = mapped_column(CleanString(32))
     result: Mapped[dict[str, Any] | None] = mapped_column(JSONColumn)
@@ -94,7 +94,7 @@ class ToolCall(Base):
 
 
 class ToolEventRow(Base):
-    """The `tool_events` table: append-only tool.* events (parkgate.events.ToolEvent
+    """The `tool_events` table: append-only tool.* events (parkgate.calls.events.ToolEvent
     as written), hash-chained per call (see docs/HISTORY.md); read back as
     parkgate.store.results.EventRecord.
 
@@ -219,7 +219,7 @@ class SessionRow(Base):
     registered_by: Mapped[str | None] = mapped_column(CleanString(32))
     #: The worker group whose hosts have the workspace (None: any worker).
     worker_group: Mapped[str | None] = mapped_column(CleanString(64))
-    #: Tools the session's client runs (parkgate.client_tools.ClientToolSpec dumps).
+    #: Tools the session's client runs (parkgate.clients.client_tools.ClientToolSpec dumps).
     client_tools: Mapped[list[dict[str, Any]] | None] = mapped_column(JSONColumn)
 
 
@@ -300,7 +300,7 @@ class BlobRef(Base):
 
 
 class RememberedRuleRow(Base):
-    """An approver's remembered decision (parkgate.remembered): allows the same
+    """An approver's remembered decision (parkgate.rules.remembered): allows the same
     call again, in a session or a workspace, until it expires or is revoked."""
 
     __tablename__ = "remembered_rules"
@@ -329,7 +329,7 @@ class RememberedRuleRow(Base):
 
 
 class WorkspaceHoldingRow(Base):
-    """A project's hold on a workspace path (parkgate.ground): `owner` for the
+    """A project's hold on a workspace path (parkgate.workspaces.ground): `owner` for the
     project that registered it first, `grant` for projects an admin granted it to."""
 
     __tablename__ = "workspace_holdings"

@@ -11,7 +11,7 @@ from typing import Any
 from sqlalchemy import Table, or_, select, true, update
 from sqlalchemy.engine import Connection
 
-from parkgate.remembered import RememberedRule
+from parkgate.rules.remembered import RememberedRule
 from parkgate.store import statements
 from parkgate.store.base import StoreBase
 from parkgate.store.models import Base

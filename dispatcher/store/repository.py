@@ -26,8 +26,8 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.engine import URL, Connection
 
-from parkgate.events import ToolEvent
-from parkgate.records import ApprovalRecord, CallUpdate, HistoryStore
+from parkgate.calls.events import ToolEvent
+from parkgate.calls.records import ApprovalRecord, CallUpdate, HistoryStore
 from parkgate.store.approval_store import ApprovalStore, WaitingApproval
 from parkgate.store.audit_store import AuditStore, ExportFormat
 from parkgate.store.blob_store import BlobTables

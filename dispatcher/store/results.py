@@ -7,14 +7,14 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from parkgate.events import ToolEvent
+from parkgate.calls.events import ToolEvent
+from parkgate.calls.records import CallColumns, CallStatus
 from parkgate.models import Session
-from parkgate.records import CallColumns, CallStatus
 from parkgate.store.semantics import MeaningProblem
 
 
 class CallRecord(CallColumns):
-    """One stored `tool_calls` row (its columns: `parkgate.records.CallColumns`)."""
+    """One stored `tool_calls` row (its columns: `parkgate.calls.records.CallColumns`)."""
 
     id: int
     session_id: str
@@ -80,7 +80,7 @@ class SessionRecord(BaseModel):
     project: str = "default"
     registered_by: str | None = None
     worker_group: str | None = None
-    #: Tools the session's client runs (parkgate.client_tools).
+    #: Tools the session's client runs (parkgate.clients.client_tools).
     client_tools: list[dict[str, Any]] | None = None
 
     def for_turn(self, turn_id: str) -> Session:

@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from parkgate import identity as identities
+from parkgate.approvals import identity as identities
 
 TERMINAL = frozenset({"succeeded", "failed", "denied", "expired", "cancelled",
                       "outcome_unknown"})

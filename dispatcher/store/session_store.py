@@ -15,7 +15,7 @@ from sqlalchemy import and_, or_, select, update
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
-from parkgate.access import DEFAULT_PROJECT, PROJECT_PATTERN, Submitter, normalize_roles
+from parkgate.approvals.access import DEFAULT_PROJECT, PROJECT_PATTERN, Submitter, normalize_roles
 from parkgate.models import utcnow
 from parkgate.store import statements
 from parkgate.store.base import StoreBase

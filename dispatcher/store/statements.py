@@ -15,7 +15,7 @@ from typing import Any
 from sqlalchemy import Table, bindparam, case, func, select, tuple_
 from sqlalchemy.dialects import postgresql, sqlite
 
-from parkgate.records import CallStatus
+from parkgate.calls.records import CallStatus
 from parkgate.store.models import Base
 
 CALLS: Table = Base.metadata.tables["tool_calls"]

@@ -1,4 +1,4 @@
-"""Store side of projects' ground (parkgate.ground): claim, grant, revoke, list.
+"""Store side of projects' ground (parkgate.workspaces.ground): claim, grant, revoke, list.
 
 A claim reads the holdings that overlap the path and applies `ground.judge`
 in the same write transaction, serialized with every other claim and grant
@@ -14,12 +14,19 @@ from datetime import datetime
 from sqlalchemy import ColumnElement, Table, delete, func, or_, select
 from sqlalchemy.engine import Connection
 
-from parkgate.ground import Holding, HoldingKind, Verdict, descendants_prefix, judge, lineage
 from parkgate.models import utcnow
 from parkgate.store import statements
 from parkgate.store.base import StoreBase
 from parkgate.store.canonical import clean_text
 from parkgate.store.models import Base
+from parkgate.workspaces.ground import (
+    Holding,
+    HoldingKind,
+    Verdict,
+    descendants_prefix,
+    judge,
+    lineage,
+)
 
 HOLDINGS: Table = Base.metadata.tables["workspace_holdings"]
 #: PostgreSQL: the transaction-scoped lock serializing claims and grants.

@@ -15,14 +15,14 @@ from __future__ import annotations
 from typing import Any
 
 from parkgate.context import ToolContext
-from parkgate.diffing import ImpactPreview, unified_diff
 from parkgate.errors import ToolExecutionError
 from parkgate.models import SideEffects, TextBlock, ToolDefinition, ToolOutput
 from parkgate.tools.base import BaseTool
 from parkgate.tools.shell import command_notes, shell_guard
 from parkgate.truncation import Limits, truncate_text
 from parkgate.verdicts import ToolRun
-from parkgate.workspace import WorkspaceFileAPI, apply_patch
+from parkgate.workspaces.diffing import ImpactPreview, unified_diff
+from parkgate.workspaces.files import WorkspaceFileAPI, apply_patch
 
 _PROPS: dict[str, Any] = {
     "path": {"type": "string", "description": "Workspace-relative file path."},

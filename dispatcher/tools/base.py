@@ -10,11 +10,11 @@ from __future__ import annotations
 from typing import Any
 
 from parkgate.context import ToolContext
-from parkgate.diffing import ImpactPreview
 from parkgate.errors import ToolCancelled
 from parkgate.models import ToolDefinition, ToolOutput
 from parkgate.truncation import Limits
-from parkgate.workspace import WorkspaceFileAPI
+from parkgate.workspaces.diffing import ImpactPreview
+from parkgate.workspaces.files import WorkspaceFileAPI
 
 
 class BaseTool:

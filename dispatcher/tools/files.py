@@ -5,11 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from parkgate.context import ToolContext
-from parkgate.diffing import ImpactPreview, unified_diff, write_preview
 from parkgate.models import SideEffects, TextBlock, ToolDefinition, ToolOutput
 from parkgate.tools.base import BaseTool
 from parkgate.truncation import truncate_entries, truncate_text, truncation_marker
-from parkgate.workspace import WorkspaceFileAPI, apply_patch
+from parkgate.workspaces.diffing import ImpactPreview, unified_diff, write_preview
+from parkgate.workspaces.files import WorkspaceFileAPI, apply_patch
 
 
 class ReadFileTool(BaseTool):

@@ -1,6 +1,6 @@
 """Built-in shell tool: one command in the workspace, in its own process group.
 
-The child starts through parkgate.sandbox (allowlisted environment; on Linux
+The child starts through parkgate.sandbox.launch (allowlisted environment; on Linux
 a namespace sandbox hiding the data directory and secret files).
 
 Cancellation (cancel_event or cancel()) sends SIGTERM to the whole group, then
@@ -19,15 +19,15 @@ import unicodedata
 from typing import Any
 
 from parkgate.context import ToolContext
-from parkgate.diffing import ImpactPreview
 from parkgate.errors import ToolExecutionError, ToolValidationError
 from parkgate.models import SideEffects, TextBlock, ToolDefinition, ToolOutput
-from parkgate.sandbox import spawn_tool_process
-from parkgate.shell_lex import is_control
-from parkgate.shellwords import parse
+from parkgate.rules.shell_lex import is_control
+from parkgate.rules.shellwords import parse
+from parkgate.sandbox.launch import spawn_tool_process
 from parkgate.tools.base import BaseTool
 from parkgate.truncation import Limits, truncate_text
-from parkgate.workspace import WorkspaceFileAPI
+from parkgate.workspaces.diffing import ImpactPreview
+from parkgate.workspaces.files import WorkspaceFileAPI
 
 _CHAR_NAMES = {
     "\r": "carriage return", "\x0b": "vertical tab", "\x0c": "form feed", "\x1b": "escape",

@@ -15,6 +15,9 @@ from parkgate.activities.deps import Deps
 from parkgate.activities.execute import ExecuteActivities
 from parkgate.activities.plan import approval_expiry, plan_for
 from parkgate.activities.record import RecordActivities
+from parkgate.approvals.links import approval_url, token_hash, verify_token
+from parkgate.calls.events import ToolEvent
+from parkgate.calls.records import CallRef, CallStatus, HistoryStore
 from parkgate.durable.payloads import (
     ApprovalRequest,
     ClassifyInput,
@@ -22,8 +25,6 @@ from parkgate.durable.payloads import (
     RecordInput,
     RevalidateInput,
 )
-from parkgate.events import ToolEvent
-from parkgate.links import approval_url, token_hash, verify_token
 from parkgate.models import (
     Session,
     SideEffects,
@@ -33,7 +34,6 @@ from parkgate.models import (
     ToolOutput,
     ToolUseBlock,
 )
-from parkgate.records import CallRef, CallStatus, HistoryStore
 from parkgate.verdicts import NeedsApproval
 from tests.fixtures.temporal import make_pipeline, make_settings
 

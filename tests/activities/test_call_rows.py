@@ -1,4 +1,4 @@
-"""The store side builds call rows from ids and facts (parkgate.call_rows).
+"""The store side builds call rows from ids and facts (parkgate.calls.rows).
 
 Workflow payloads carry a `CallRef` and facts, never a row; payloads from
 older histories (whole rows in `run_row`, `initial`/`final`, `update`) must
@@ -17,16 +17,7 @@ from temporalio.testing import ActivityEnvironment
 from parkgate.activities.classify import ClassifyActivities
 from parkgate.activities.execute import ExecuteActivities
 from parkgate.activities.record import RecordActivities
-from parkgate.call_rows import opening_of, row_for
-from parkgate.durable.payloads import (
-    ApprovalRequest,
-    ClassifyInput,
-    ExecuteInput,
-    RecordInput,
-    prepared_fields,
-)
-from parkgate.models import Session, TextBlock, ToolErrorClass, ToolResultBlock, ToolUseBlock
-from parkgate.records import (
+from parkgate.calls.records import (
     ApprovalRecord,
     CallEnd,
     CallFacts,
@@ -35,6 +26,15 @@ from parkgate.records import (
     CallStatus,
     CallUpdate,
 )
+from parkgate.calls.rows import opening_of, row_for
+from parkgate.durable.payloads import (
+    ApprovalRequest,
+    ClassifyInput,
+    ExecuteInput,
+    RecordInput,
+    prepared_fields,
+)
+from parkgate.models import Session, TextBlock, ToolErrorClass, ToolResultBlock, ToolUseBlock
 from parkgate.verdicts import Execute, NeedsApproval
 from tests.activities.test_activities import deps_for
 from tests.fixtures.temporal import AUTO_ALL
@@ -208,7 +208,7 @@ async def test_a_record_from_an_older_history_writes_its_row_as_before(
 
 def test_an_opening_names_the_maker_of_a_remembered_rule(tmp_path: Path) -> None:
     """A call a remembered rule approved shows who made the rule, from the prepared call."""
-    from parkgate.call_rows import opening_columns
+    from parkgate.calls.rows import opening_columns
     from tests.fixtures.temporal import make_pipeline, make_settings
 
     workspace = tmp_path / "ws"

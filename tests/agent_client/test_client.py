@@ -21,8 +21,8 @@ from parkgate.agent_client import (
     ParkgateError,
     UnavailableError,
 )
+from parkgate.calls.records import CallStatus
 from parkgate.models import ToolUseBlock
-from parkgate.records import CallStatus
 from parkgate.store.repository import Repository
 from tests.agent_client.faults import Flaky
 from tests.api.rig import ApiRig, api_rig, free_socket, live_server

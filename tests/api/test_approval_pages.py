@@ -12,7 +12,7 @@ import httpx
 import pytest
 from temporalio.client import Client
 
-from parkgate.links import sign_token
+from parkgate.approvals.links import sign_token
 from parkgate.store.repository import Repository
 from tests.api.rig import ApiRig, api_rig, free_socket, live_server
 

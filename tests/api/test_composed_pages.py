@@ -11,7 +11,7 @@ from pathlib import Path
 import httpx
 from temporalio.client import Client
 
-from parkgate.links import sign_token
+from parkgate.approvals.links import sign_token
 from parkgate.store.repository import Repository
 from tests.api.rig import ApiRig, api_rig
 from tests.api.test_audit_pages import login

@@ -5,8 +5,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from parkgate.api.decisions import REFUSALS, answer_refused, outcome
-from parkgate.decisions import RejectReason, no_longer_waiting, reason_of
-from parkgate.durable.payloads import DecideResult, DecisionRecord
+from parkgate.approvals.decisions import DecisionRecord, RejectReason, no_longer_waiting, reason_of
+from parkgate.durable.payloads import DecideResult
 
 WINNER = DecisionRecord(request_id="r1", decision="deny", decided_by="ann",
                         decided_at=datetime(2024, 1, 1, tzinfo=UTC))

@@ -19,8 +19,8 @@ from aiosmtpd.controller import Controller
 from aiosmtpd.smtp import AuthResult, LoginPassword
 from temporalio.client import Client
 
+from parkgate.sandbox.toolenv import tool_environment
 from parkgate.store.repository import Repository
-from parkgate.toolenv import tool_environment
 from tests.api.rig import api_rig, cancelled_activities, free_socket
 from tests.api.test_named_approvers import post_link
 

@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 from temporalio.client import Client
 
-from parkgate.links import sign_inbox_token
+from parkgate.approvals.links import sign_inbox_token
 from parkgate.store.repository import Repository
 from tests.api.rig import ApiRig, api_rig, free_socket, live_server
 from tests.api.test_audit_pages import csrf_of
@@ -385,8 +385,8 @@ async def test_stream_tells_the_page_when_calls_park_and_are_decided(
 async def test_expired_and_cancelled_requests_leave_the_inbox(api: ApiRig) -> None:
     from datetime import timedelta
 
+    from parkgate.calls.records import ApprovalRecord
     from parkgate.models import utcnow
-    from parkgate.records import ApprovalRecord
 
     sid = await api.register()
     (api.workspace / "f.txt").write_text("old\n")

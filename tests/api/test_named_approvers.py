@@ -120,7 +120,7 @@ async def test_two_named_approvers_run_the_call(
         token = links["carol"].rsplit("/", 1)[1]
         forged = token.replace(token[:10], "A" * 10, 1)
         assert (await api.http.get(f"/approve/{forged}")).status_code == 403
-        from parkgate.links import sign_personal_token
+        from parkgate.approvals.links import sign_personal_token
 
         mallory = sign_personal_token(api.rig.settings.signing_secret(), rid,
                                       generic.expires_at, "mallory")

@@ -22,7 +22,7 @@ from sqlalchemy import update
 from temporalio.client import Client
 
 from parkgate.api import oidc_sessions
-from parkgate.links import sign_inbox_token
+from parkgate.approvals.links import sign_inbox_token
 from parkgate.store.repository import Repository
 from parkgate.store.statements import APPROVALS
 from tests.api.rig import ApiRig, api_rig

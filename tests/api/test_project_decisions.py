@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 from temporalio.client import Client
 
-from parkgate.links import sign_inbox_token
+from parkgate.approvals.links import sign_inbox_token
 from parkgate.store.repository import Repository
 from tests.api.fake_slack import BOT_TOKEN, CHANNEL, SIGNING_SECRET, FakeSlack
 from tests.api.rig import ApiRig, api_rig

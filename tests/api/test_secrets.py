@@ -16,7 +16,7 @@ from temporalio.client import Client
 
 from parkgate.durable.codec import EncryptionCodec
 from parkgate.durable.payloads import call_workflow_id
-from parkgate.sandbox import probe
+from parkgate.sandbox.launch import probe
 from parkgate.store.repository import Repository
 from tests.api.rig import ApiRig, WebhookSink, api_rig
 from tests.api.test_audit_pages import csrf_of, login

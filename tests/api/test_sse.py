@@ -103,7 +103,7 @@ async def test_stream_has_no_gap_under_concurrent_writers(
 ) -> None:
     """Writers racing on one session (SQLite and PostgreSQL): the live stream sees
     every event exactly once, in seq order."""
-    from parkgate.events import ToolEvent
+    from parkgate.calls.events import ToolEvent
 
     sock = free_socket()
     base = f"http://127.0.0.1:{sock.getsockname()[1]}"

@@ -18,11 +18,12 @@ from temporalio.client import WorkflowExecutionStatus
 
 from parkgate.api.schemas import CallSummary
 from parkgate.api.service import CallService
+from parkgate.approvals.decisions import DecisionRecord
+from parkgate.approvals.links import sign_token, token_hash
+from parkgate.calls.records import ApprovalRecord, CallStatus, CallUpdate
 from parkgate.durable.client import DurableDispatcher
-from parkgate.durable.payloads import CallOutcome, CallStatusView, DecisionRecord
-from parkgate.links import sign_token, token_hash
+from parkgate.durable.payloads import CallOutcome, CallStatusView
 from parkgate.models import ToolResultBlock, utcnow
-from parkgate.records import ApprovalRecord, CallStatus, CallUpdate
 from parkgate.settings import Settings
 from parkgate.store.repository import Repository
 

@@ -13,7 +13,8 @@ from typing import Any
 
 from temporalio.client import Client
 
-from parkgate.durable.codec import EncryptionCodec, converter_with
+from parkgate.durable.codec import EncryptionCodec
+from parkgate.durable.converter import converter_with
 from parkgate.durable.payloads import CALL_WORKFLOW, CallInput, call_workflow_id
 from parkgate.durable.stuck import diagnose
 from parkgate.models import Session, ToolUseBlock

@@ -8,9 +8,10 @@ import hmac
 from datetime import UTC, datetime
 from pathlib import Path
 
+from parkgate.approvals.decisions import DecisionRecord
 from parkgate.channels import mail, slack
 from parkgate.cli.config import check_settings
-from parkgate.durable.payloads import DecisionRecord, NotifyInput
+from parkgate.durable.payloads import NotifyInput
 from parkgate.models import Session, SideEffects
 from parkgate.settings import Settings
 from parkgate.verdicts import ApprovalInfo

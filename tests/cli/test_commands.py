@@ -152,8 +152,8 @@ def test_remembered_list_and_revoke(cli_env: dict[str, str]) -> None:
     from datetime import timedelta
 
     from parkgate.models import utcnow
-    from parkgate.remember_spec import RememberSpec
-    from parkgate.remembered import rule_for
+    from parkgate.rules.remember_spec import RememberSpec
+    from parkgate.rules.remembered import rule_for
 
     _ok(["db", "upgrade"])
     assert "Remembered decisions (0)" in _ok(["remembered", "list"])
@@ -182,7 +182,7 @@ def test_remembered_list_and_revoke(cli_env: dict[str, str]) -> None:
 
 
 def test_approvers_inbox_link(cli_env: dict[str, str], tmp_path: Path) -> None:
-    from parkgate.links import verify_inbox_token
+    from parkgate.approvals.links import verify_inbox_token
 
     config = tmp_path / "people.yaml"
     config.write_text("public_base_url: https://gate.example.org\n"

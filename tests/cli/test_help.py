@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from parkgate.calls.records import CallUpdate
 from parkgate.cli import app
-from parkgate.records import CallUpdate
 from parkgate.settings import Settings
 from parkgate.store import Repository
 from tests.cli.conftest import parkgate_argv

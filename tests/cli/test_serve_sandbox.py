@@ -20,7 +20,7 @@ import pytest
 
 import parkgate
 from parkgate.runtime.ports import free_port
-from parkgate.sandbox import probe
+from parkgate.sandbox.launch import probe
 from tests.cli.test_serve import Serve
 from tests.dispatcher.test_sandbox_reach import TEMPORAL_PROBE
 

@@ -7,9 +7,9 @@ import asyncio
 from typer.testing import CliRunner
 
 from parkgate.cli import app
-from parkgate.ground import Verdict
 from parkgate.settings import get_settings
 from parkgate.store.repository import Repository
+from parkgate.workspaces.ground import Verdict
 
 runner = CliRunner()
 

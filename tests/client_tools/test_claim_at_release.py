@@ -11,7 +11,7 @@ from datetime import datetime
 
 from sqlalchemy import func, select
 
-from parkgate.events import make_event_id
+from parkgate.calls.events import make_event_id
 from parkgate.models import input_sha256
 from parkgate.store.base import _lock_key
 from tests.api.rig import ApiRig

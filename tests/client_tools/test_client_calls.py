@@ -288,7 +288,7 @@ def test_slack_and_mail_say_the_client_runs_the_tool() -> None:
                                                     workspace_path="/w"),
                          requested_at=datetime.now(UTC))
     assert mail.CLIENT_RUNS in mail.body(notice, "alice", "https://x/approve/t")
-    from parkgate.decisions import DecisionRecord
+    from parkgate.approvals.decisions import DecisionRecord
 
     won = DecisionRecord(request_id="r1", decision="allow", decided_by="alice",
                          decided_at=datetime.now(UTC))
@@ -340,6 +340,7 @@ async def test_a_forged_late_outcome_records_nothing(api_pg: ApiRig) -> None:
     started by anyone else with Temporal access fails and writes nothing."""
     from temporalio.client import WorkflowFailureError
 
+    from parkgate.calls.records import CallRef
     from parkgate.durable.client_payloads import (
         LATE_OUTCOME_WORKFLOW,
         LateOutcomeInput,
@@ -347,7 +348,6 @@ async def test_a_forged_late_outcome_records_nothing(api_pg: ApiRig) -> None:
         late_workflow_id,
     )
     from parkgate.models import TextBlock
-    from parkgate.records import CallRef
 
     api = api_pg
     sid = await register(api)

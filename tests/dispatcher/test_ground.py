@@ -1,10 +1,10 @@
-"""parkgate.ground: which project may register a session on a workspace path."""
+"""parkgate.workspaces.ground: which project may register a session on a workspace path."""
 
 from __future__ import annotations
 
 import pytest
 
-from parkgate.ground import Holding, judge, lineage, overlaps
+from parkgate.workspaces.ground import Holding, judge, lineage, overlaps
 
 A_OWNS = Holding(path="/w/a", project="alpha", kind="owner")
 

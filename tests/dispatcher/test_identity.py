@@ -1,12 +1,12 @@
 """How a decider was identified: what `audit verify` accepts and reports, and
-how a person's groups become roles (parkgate.identity, oidc_group_roles)."""
+how a person's groups become roles (parkgate.approvals.identity, oidc_group_roles)."""
 
 from __future__ import annotations
 
 import pytest
 from pydantic import ValidationError
 
-from parkgate import identity
+from parkgate.approvals import identity
 from parkgate.settings import Settings
 
 

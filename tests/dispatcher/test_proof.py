@@ -1,4 +1,4 @@
-"""parkgate.proof: a message proven for one workflow and kind verifies there only,
+"""parkgate.approvals.proof: a message proven for one workflow and kind verifies there only,
 and any change to any field breaks its proof."""
 
 from __future__ import annotations
@@ -8,10 +8,10 @@ import os
 import pytest
 from pydantic import BaseModel
 
-from parkgate import proof
-from parkgate.decisions import DecideInput
-from parkgate.proof import Proof, ProofKeys
-from parkgate.remember_spec import RememberSpec
+from parkgate.approvals import proof
+from parkgate.approvals.decisions import DecideInput
+from parkgate.approvals.proof import Proof, ProofKeys
+from parkgate.rules.remember_spec import RememberSpec
 
 WF = "call/s1/toolu_1"
 KEYS = ProofKeys.from_secrets({"k1": os.urandom(32)}, "k1")

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from parkgate.decisions import Rejection, RejectReason
-from parkgate.quorum import count, decides, vote_problem
+from parkgate.approvals.decisions import Rejection, RejectReason
+from parkgate.approvals.quorum import count, decides, vote_problem
 
 NAMED = ["alice", "bob", "carol"]
 

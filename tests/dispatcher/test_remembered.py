@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from parkgate.remember_spec import RememberSpec
-from parkgate.remembered import (
+from parkgate.rules.remember_spec import RememberSpec
+from parkgate.rules.remembered import (
     RememberError,
     check_remember,
     matching_rule,

@@ -33,8 +33,8 @@ from parkgate import (
     builtin_tools,
     composed_tools,
 )
-from parkgate.policy import PolicyDecision, strictness
-from parkgate.shellwords import parse
+from parkgate.rules.policy import PolicyDecision, strictness
+from parkgate.rules.shellwords import parse
 from parkgate.tools import CheckedAtomicEditTool, ShellTool
 
 SHELL = ShellTool.definition

@@ -14,7 +14,7 @@ import pytest
 
 from parkgate import Limits, ToolContext, ToolExecutionError, WorkspaceFileAPI
 from parkgate.cli.config import check_settings
-from parkgate.sandbox import announce, paths_to_hide, probe, state_line
+from parkgate.sandbox.launch import announce, paths_to_hide, probe, state_line
 from parkgate.settings import Settings
 from parkgate.tools import ShellTool
 from tests.dispatcher.unprivileged import run_unprivileged
@@ -195,7 +195,7 @@ def test_the_probe_works_unprivileged_through_a_user_namespace() -> None:
     if probe() is not None:
         pytest.skip("no sandbox here even as root")
     # uid 65534 runs a readable copy of parkgate: the checkout may be out of its reach
-    done = run_unprivileged("from parkgate.sandbox import probe", "print(probe())")
+    done = run_unprivileged("from parkgate.sandbox.launch import probe", "print(probe())")
     assert done.returncode == 0, done.stderr
     userns = Path("/proc/sys/kernel/unprivileged_userns_clone")
     if userns.exists() and userns.read_text().strip() == "0":

@@ -25,8 +25,8 @@ from temporalio.testing import WorkflowEnvironment
 import parkgate
 from parkgate import ConfirmationPolicy, Limits, Session, ToolDispatcher, ToolUseBlock
 from parkgate.cli.config import check_settings, load_registry, network_table
-from parkgate.sandbox import probe, sandboxed
-from parkgate.sandbox_plan import build_plan
+from parkgate.sandbox.launch import probe, sandboxed
+from parkgate.sandbox.plan import build_plan
 from parkgate.settings import Settings
 from parkgate.tools import builtin_tools, composed_tools
 from tests.dispatcher.unprivileged import run_unprivileged
@@ -359,7 +359,7 @@ async def test_an_unusable_tool_user_refuses_to_run(workspace: Path, tmp_path: P
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to become an unprivileged worker")
 def test_a_non_root_worker_cannot_switch_to_a_tool_user() -> None:
     code = "try:\n    resolve('65533:65533')\nexcept ToolUserError as exc:\n    print(exc)\n"
-    done = run_unprivileged("from parkgate.tool_user import resolve, ToolUserError", code)
+    done = run_unprivileged("from parkgate.sandbox.tool_user import resolve, ToolUserError", code)
     assert "not root" in done.stdout, done.stdout + done.stderr
 
 

@@ -1,4 +1,4 @@
-"""The one tokenizer (parkgate.shellwords): commands as /bin/sh reads them.
+"""The one tokenizer (parkgate.rules.shellwords): commands as /bin/sh reads them.
 
 Each reading is checked against the real /bin/sh where it matters: the words
 the tokenizer reports are the words sh passes to the program.
@@ -15,15 +15,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from parkgate.remember_spec import RememberSpec
-from parkgate.remembered import (
+from parkgate.rules.remember_spec import RememberSpec
+from parkgate.rules.remembered import (
     RememberError,
     check_remember,
     matching_rule,
     prefix_matches,
     rule_for,
 )
-from parkgate.shellwords import parse, words_of
+from parkgate.rules.shellwords import parse, words_of
 
 
 @pytest.mark.parametrize(("line", "words"), [

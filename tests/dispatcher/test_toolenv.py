@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from parkgate.toolenv import tool_environment
+from parkgate.sandbox.toolenv import tool_environment
 
 SERVER_ENV = {
     "PATH": "/opt/bin:/usr/bin",

@@ -6,9 +6,10 @@ from typing import Any
 
 import pytest
 
+from parkgate.approvals.decisions import DecideInput
 from parkgate.durable.client import DurableDispatcher
-from parkgate.durable.payloads import DecideInput, DecideResult
-from parkgate.remember_spec import RememberSpec
+from parkgate.durable.payloads import DecideResult
+from parkgate.rules.remember_spec import RememberSpec
 
 
 class _Sent(DurableDispatcher):
@@ -49,7 +50,7 @@ def test_the_typed_keywords_are_decide_inputs_fields() -> None:
     """DecideKeywords (what mypy checks at `decide(...)` call sites) names exactly
     DecideInput's fields beside the request, the decision and the proof (the
     dispatcher sets the proof when it sends)."""
-    from parkgate.decisions import DecideInput, DecideKeywords
+    from parkgate.approvals.decisions import DecideInput, DecideKeywords
 
     assert set(DecideKeywords.__annotations__) == (
         set(DecideInput.model_fields) - {"request_id", "decision", "proof"}

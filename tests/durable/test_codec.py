@@ -19,9 +19,9 @@ from parkgate.durable.codec import (
     EncryptionCodec,
     RefusedPayloadError,
     codec_for,
-    data_converter,
     encode_key,
 )
+from parkgate.durable.converter import data_converter
 from parkgate.models import TextBlock
 from parkgate.settings import Settings
 

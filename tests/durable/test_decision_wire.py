@@ -1,7 +1,7 @@
 """The decision's shapes in Temporal history keep their wire form (issue 16).
 
 DecisionRecord, DecideInput, DecideResult and ApprovalRecord are defined once
-in the domain now (parkgate.decisions); their JSON must stay what it was:
+in the domain now (parkgate.approvals.decisions); their JSON must stay what it was:
 old JSON (from tests/histories and hand-written samples of the old classes)
 decodes to the same values, and the dump is the old flat shape, key for key,
 so the previous release can read what this one writes.
@@ -20,8 +20,9 @@ import pytest
 from pydantic import BaseModel
 
 from parkgate.api.schemas import DecisionOut
-from parkgate.call_rows import decision_columns
-from parkgate.decisions import CALL_DECISION_FIELDS
+from parkgate.approvals.decisions import CALL_DECISION_FIELDS, DecideInput, DecisionRecord
+from parkgate.calls.records import ApprovalRecord, CallUpdate
+from parkgate.calls.rows import decision_columns
 from parkgate.durable.payloads import (
     ACT_CREATE_APPROVAL,
     ACT_EXECUTE,
@@ -29,14 +30,11 @@ from parkgate.durable.payloads import (
     ACT_RECORD_COMMITTED,
     ApprovalCreated,
     CallOutcome,
-    DecideInput,
     DecideResult,
-    DecisionRecord,
     ExecuteInput,
     RecordInput,
     SlackOutcomeInput,
 )
-from parkgate.records import ApprovalRecord, CallUpdate
 
 HISTORIES = Path(__file__).resolve().parents[1] / "histories"
 
@@ -54,7 +52,7 @@ DECIDE_INPUT = {
     "reason": None, "decided_by": None, "via": None, "edited_input": None,
     "principal_id": None, "claimed_name": None, "self_approved": False, "approver": None,
     "remember": None,
-    # Added by issue 28 (parkgate.proof): the old release ignores it, and old
+    # Added by issue 28 (parkgate.approvals.proof): the old release ignores it, and old
     # inputs read back with None.
     "proof": None,
     # Added by issue 29, as in DECISION_RECORD.

@@ -40,7 +40,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
 from parkgate.durable.payloads import WORKER_LOST_TEXT, call_workflow_id
-from parkgate.worker_groups import WORKSPACE_ACTIVITIES
+from parkgate.workspaces.worker_groups import WORKSPACE_ACTIVITIES
 from tests.faults.conftest import StackFactory
 from tests.faults.harness import summary
 from tests.faults.harness.apiclient import TERMINAL, AgentClient

@@ -271,8 +271,8 @@ CLIENT_PATHS = {"client_released", "client_lease", "client_late", "client_claime
 async def client_paths(env: WorkflowEnvironment, store: Repository, tmp: Path) -> None:
     """Client-executed calls (issue 24): released, claimed, reported; and a
     claim whose lease ends with no outcome (outcome_unknown)."""
-    from parkgate import proof
-    from parkgate.client_tools import ClientToolSpec
+    from parkgate.approvals import proof
+    from parkgate.clients.client_tools import ClientToolSpec
     from parkgate.durable.client_payloads import (
         LATE_OUTCOME_WORKFLOW,
         UPDATE_CLAIM,
@@ -288,7 +288,7 @@ async def client_paths(env: WorkflowEnvironment, store: Repository, tmp: Path) -
     from parkgate.durable.payloads import call_workflow_id
     from parkgate.durable.plugin import proof_keys_of
     from parkgate.models import TextBlock, input_sha256
-    from parkgate.records import CallRef, CallStatus
+    from parkgate.calls.records import CallRef, CallStatus
 
     client_tmp = tmp / "client"
     client_tmp.mkdir()

@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from parkgate.links import sign_token
+from parkgate.approvals.links import sign_token
 from tests.faults.harness.apiclient import TERMINAL
 from tests.faults.harness.stack import Stack
 from tests.hostile.conftest import WRITE_EXPIRY_SECONDS

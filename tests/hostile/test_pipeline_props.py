@@ -18,12 +18,12 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from parkgate.events import ToolEvent
+from parkgate.calls.events import ToolEvent
 from parkgate.models import Session, ToolErrorClass, ToolUseBlock
 from parkgate.pipeline import Pipeline
-from parkgate.policy import ConfirmationPolicy
 from parkgate.registry import ToolRegistry
-from parkgate.shell_lex import is_control
+from parkgate.rules.policy import ConfirmationPolicy
+from parkgate.rules.shell_lex import is_control
 from parkgate.tools import builtin_tools
 from parkgate.truncation import Limits
 from parkgate.verdicts import Deny, Execute, NeedsApproval, ToolRun

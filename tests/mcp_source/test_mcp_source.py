@@ -11,10 +11,10 @@ from typing import Any, cast
 import psutil
 from temporalio.client import Client
 
+from parkgate.calls.records import HistoryStore
 from parkgate.mcp_source.config import McpServer
 from parkgate.mcp_source.discover import discover
 from parkgate.models import SideEffects
-from parkgate.records import HistoryStore
 from parkgate.runtime.worker import build_deps
 from parkgate.settings import Settings
 from parkgate.store.repository import Repository

@@ -6,7 +6,7 @@ import uuid
 from datetime import datetime, timedelta
 from typing import Any
 
-from parkgate.events import ToolEvent, make_event_id
+from parkgate.calls.events import ToolEvent, make_event_id
 from parkgate.models import SideEffects, utcnow
 from parkgate.store import CallStatus, CallUpdate
 

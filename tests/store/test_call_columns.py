@@ -7,8 +7,8 @@ one and not the other would be silently dropped on write or never read).
 
 from __future__ import annotations
 
+from parkgate.calls.records import CallColumns, CallEnd, CallUpdate, RecordedFinish
 from parkgate.durable.payloads import CallOutcome
-from parkgate.records import CallColumns, CallEnd, CallUpdate, RecordedFinish
 from parkgate.store.results import CallRecord
 from parkgate.store.statements import CALLS
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import uuid
 from datetime import timedelta
 
+from parkgate.calls.records import ApprovalRecord, CallStatus, CallUpdate
 from parkgate.models import utcnow
-from parkgate.records import ApprovalRecord, CallStatus, CallUpdate
 from parkgate.store.repository import Repository
 
 

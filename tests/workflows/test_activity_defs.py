@@ -14,8 +14,8 @@ from temporalio import activity
 
 from parkgate import activities
 from parkgate.activities.deps import Deps
+from parkgate.calls.records import HistoryStore
 from parkgate.durable import activity_defs
-from parkgate.records import HistoryStore
 from parkgate.runtime.worker import build_pipeline
 from parkgate.settings import Settings
 

@@ -10,9 +10,9 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
-from parkgate.decisions import RejectReason
+from parkgate.approvals.decisions import RejectReason
+from parkgate.calls.records import CallStatus
 from parkgate.models import ToolErrorClass, ToolUseBlock, input_hash
-from parkgate.records import CallStatus
 from parkgate.runtime.devserver import DevServer
 from tests.fixtures.temporal import AUTO_ALL, dev_client, durable_rig, replayer
 

@@ -10,6 +10,7 @@ import psutil
 from temporalio.testing import WorkflowEnvironment
 
 from parkgate import ToolContext
+from parkgate.calls.records import CallStatus
 from parkgate.durable.payloads import ACT_EXECUTE
 from parkgate.models import (
     SideEffects,
@@ -19,7 +20,6 @@ from parkgate.models import (
     ToolOutput,
     ToolUseBlock,
 )
-from parkgate.records import CallStatus
 from parkgate.runtime.worker import build_worker
 from tests.fixtures.temporal import AUTO_ALL, durable_rig
 

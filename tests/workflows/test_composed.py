@@ -23,6 +23,7 @@ from parkgate.activities.classify import ClassifyActivities
 from parkgate.activities.deps import Deps
 from parkgate.activities.execute import ExecuteActivities
 from parkgate.activities.record import RecordActivities
+from parkgate.calls.records import CallStatus, HistoryStore
 from parkgate.context import ToolContext
 from parkgate.durable.payloads import ClassifyInput, ExecuteInput, RecordInput
 from parkgate.durable.subcall_approvals import NO_EDITS, sub_call_request_id
@@ -36,7 +37,6 @@ from parkgate.models import (
     ToolUseBlock,
     utcnow,
 )
-from parkgate.records import CallStatus, HistoryStore
 from parkgate.verdicts import Execute
 from tests.fixtures.temporal import durable_rig, make_pipeline, make_settings
 
@@ -312,7 +312,7 @@ async def test_non_atomic_composed_tool_parks_each_sub_call(
 async def test_sub_call_request_is_announced_to_webhooks(
     temporal_env: WorkflowEnvironment, sqlite_repo: Any, tmp_path: Path
 ) -> None:
-    from parkgate.links import token_hash
+    from parkgate.approvals.links import token_hash
     from parkgate.settings_entries import Webhook
     from tests.api.rig import WebhookSink
 
@@ -546,8 +546,8 @@ async def test_store_back_before_a_sub_call_parks_flushes_what_was_pending(
     import dataclasses
     from datetime import timedelta
 
+    from parkgate.approvals.decisions import DecideInput
     from parkgate.durable import subcall_approvals
-    from parkgate.durable.payloads import DecideInput
     from parkgate.models import utcnow
 
     workspace = tmp_path / "ws"

@@ -35,13 +35,10 @@ from temporalio.api.workflowservice.v1 import (
 from temporalio.client import Client, WorkflowHandle
 from temporalio.service import RPCError, RPCStatusCode
 
-from parkgate.durable.payloads import (
-    ACT_CREATE_APPROVAL,
-    UPDATE_DECIDE,
-    DecideInput,
-)
+from parkgate.approvals.decisions import DecideInput
+from parkgate.calls.records import CallStatus
+from parkgate.durable.payloads import ACT_CREATE_APPROVAL, UPDATE_DECIDE
 from parkgate.models import ToolUseBlock
-from parkgate.records import CallStatus
 from parkgate.runtime.devserver import DevServer
 from parkgate.runtime.worker import build_worker
 from tests.fixtures.temporal import DurableRig, dev_client, durable_rig, replayer

@@ -15,10 +15,10 @@ from sqlalchemy import text
 from temporalio.client import WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
+from parkgate.calls.records import CallStatus
 from parkgate.durable.audit import compare_store_with_temporal
 from parkgate.durable.payloads import ACT_EXECUTE, ACT_RECORD_COMMITTED
 from parkgate.models import ToolErrorClass, ToolUseBlock, input_hash
-from parkgate.records import CallStatus
 from parkgate.workflows.call_record import PATCH_COMMITTED_WRITES
 from tests.fixtures.temporal import durable_rig
 

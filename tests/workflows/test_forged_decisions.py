@@ -17,11 +17,11 @@ from typing import Any
 
 from temporalio.testing import WorkflowEnvironment
 
-from parkgate.decisions import DecideInput
+from parkgate.approvals.decisions import DecideInput
+from parkgate.calls.records import CallStatus
 from parkgate.durable.payloads import call_workflow_id
 from parkgate.models import ToolErrorClass, ToolUseBlock
-from parkgate.records import CallStatus
-from parkgate.remember_spec import RememberSpec
+from parkgate.rules.remember_spec import RememberSpec
 from tests.fixtures.forger import FORGED_NAMES, Forger
 from tests.fixtures.temporal import DurableRig, durable_rig
 from tests.workflows.test_quorum import PEOPLE, POLICY
@@ -175,7 +175,7 @@ async def test_a_client_without_proof_keys_is_refused_with_a_clear_reason(
     whose API and workers disagree) is told why, with a typed reason."""
     from temporalio.client import Client
 
-    from parkgate.decisions import RejectReason
+    from parkgate.approvals.decisions import RejectReason
     from parkgate.durable.client import DurableDispatcher
     from tests.fixtures.temporal import TEST_CONVERTER
 
@@ -282,7 +282,8 @@ async def test_rotation_the_new_key_signs_and_the_old_one_still_verifies(
     import base64
 
     from parkgate.durable.client import DurableDispatcher
-    from parkgate.durable.codec import EncryptionCodec, converter_with
+    from parkgate.durable.codec import EncryptionCodec
+    from parkgate.durable.converter import converter_with
     from parkgate.durable.plugin import ParkgatePlugin, proof_keys_of, with_plugin
     from tests.fixtures.temporal import TEST_PAYLOAD_KEY_ID, TEST_PAYLOAD_KEYS
 

@@ -14,9 +14,9 @@ from typing import Any
 
 from temporalio.testing import WorkflowEnvironment
 
+from parkgate.calls.records import CallStatus
 from parkgate.durable.payloads import DecideResult
 from parkgate.models import ToolErrorClass, ToolUseBlock
-from parkgate.records import CallStatus
 from tests.fixtures.temporal import DurableRig, durable_rig
 
 POLICY = {"rules": [{"tool": "write_file", "mode": "prompt",

@@ -16,8 +16,8 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowHistory
 from temporalio.testing import WorkflowEnvironment
 
+from parkgate.calls.records import CallStatus
 from parkgate.models import ToolUseBlock
-from parkgate.records import CallStatus
 from tests.api.rig import WebhookSink
 from tests.fixtures.temporal import durable_rig, replayer
 

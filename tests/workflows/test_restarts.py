@@ -15,10 +15,10 @@ from typing import Any
 import psutil
 import pytest
 
+from parkgate.calls.records import CallStatus
 from parkgate.durable.client import DurableDispatcher
 from parkgate.durable.payloads import WORKER_LOST_TEXT
 from parkgate.models import Session, ToolErrorClass, ToolUseBlock
-from parkgate.records import CallStatus
 from parkgate.runtime.devserver import DevServer
 from tests.fixtures.temporal import AUTO_ALL, WorkerProcess, dev_client, make_settings
 

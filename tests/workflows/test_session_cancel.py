@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
+from parkgate.calls.records import CallStatus
 from parkgate.models import ToolErrorClass, ToolUseBlock
-from parkgate.records import CallStatus
 from parkgate.runtime.devserver import DevServer
 from tests.fixtures.temporal import dev_client, durable_rig
 

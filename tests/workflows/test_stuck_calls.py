@@ -23,11 +23,12 @@ from temporalio.api.failure.v1 import Failure
 from temporalio.client import Client, WorkflowExecutionStatus
 
 from parkgate.api.service import CallService
-from parkgate.durable.codec import CodecError, EncryptionCodec, converter_with, decode_key
+from parkgate.calls.records import CallStatus
+from parkgate.durable.codec import CodecError, EncryptionCodec, decode_key
+from parkgate.durable.converter import converter_with
 from parkgate.durable.payloads import CALL_WORKFLOW, CallInput, call_workflow_id
 from parkgate.durable.stuck import TaskHealer, TaskTrouble, assess, diagnose, healing
 from parkgate.models import Session, ToolErrorClass, ToolUseBlock
-from parkgate.records import CallStatus
 from parkgate.runtime.devserver import DevServer
 from parkgate.settings import Settings
 from tests.fixtures.temporal import (

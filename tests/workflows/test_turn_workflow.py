@@ -7,8 +7,8 @@ from typing import Any
 
 from temporalio.testing import WorkflowEnvironment
 
+from parkgate.calls.records import CallStatus
 from parkgate.models import ToolUseBlock
-from parkgate.records import CallStatus
 from tests.fixtures.temporal import durable_rig
 
 

@@ -23,7 +23,7 @@ from parkgate.durable.payloads import WORKER_LOST_TEXT, call_workflow_id
 from parkgate.runtime.devserver import DevServer
 from parkgate.runtime.worker import serving
 from parkgate.settings import Settings
-from parkgate.worker_groups import WORKSPACE_ACTIVITIES
+from parkgate.workspaces.worker_groups import WORKSPACE_ACTIVITIES
 from tests.api.rig import ApiRig, api_rig
 from tests.fixtures.temporal import (
     AUTO_ALL,

@@ -16,7 +16,7 @@ from parkgate.api.schemas import (
     CallPageOut,
     CallSummary,
 )
-from parkgate.records import CallStatus
+from parkgate.calls.records import CallStatus
 from parkgate.store.errors import InvalidCursorError
 from parkgate.store.results import CallFilters
 

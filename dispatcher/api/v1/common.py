@@ -9,7 +9,6 @@ from typing import Annotated, Any
 from fastapi import Path as PathParam
 from fastapi import Query, Request
 
-from parkgate.access import Principal
 from parkgate.api.approval_links import (
     link_for_principal,
     links_for_admin,
@@ -22,8 +21,9 @@ from parkgate.api.schemas import (
     CallResource,
 )
 from parkgate.api.service import CallService
+from parkgate.approvals.access import Principal
+from parkgate.calls.records import LIVE_STATUSES, CallStatus
 from parkgate.models import ToolUseBlock
-from parkgate.records import LIVE_STATUSES, CallStatus
 from parkgate.schema import MAX_INPUT_DEPTH, depth_error
 from parkgate.settings import Settings
 from parkgate.store.repository import Repository

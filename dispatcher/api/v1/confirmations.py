@@ -7,8 +7,6 @@ from typing import Any
 
 from fastapi import APIRouter, Request, Response
 
-from parkgate import identity
-from parkgate.access import Principal, approver_for, is_self
 from parkgate.api import metrics
 from parkgate.api.approval_links import (
     named_approvers,
@@ -39,7 +37,9 @@ from parkgate.api.v1.common import (
     reject_unencodable,
     session_of,
 )
-from parkgate.durable.payloads import DecideInput
+from parkgate.approvals import identity
+from parkgate.approvals.access import Principal, approver_for, is_self
+from parkgate.approvals.decisions import DecideInput
 
 router = APIRouter(prefix="/v1", tags=["agent"])
 

@@ -9,7 +9,6 @@ from typing import Any
 
 from fastapi import APIRouter, Response
 
-from parkgate.access import Principal
 from parkgate.api.deps import (
     AgentDep,
     DepsDep,
@@ -27,10 +26,11 @@ from parkgate.api.v1.common import (
     reject_unencodable,
     session_of,
 )
+from parkgate.approvals.access import Principal
 from parkgate.settings import Settings
 from parkgate.store.errors import SessionConflictError
 from parkgate.store.repository import Repository
-from parkgate.worker_groups import group_for_workspace, in_group_roots
+from parkgate.workspaces.worker_groups import group_for_workspace, in_group_roots
 
 router = APIRouter(prefix="/v1", tags=["agent"])
 
@@ -106,7 +106,7 @@ def _check_remote_workspace(
 
 
 async def _claim_ground(repo: Repository, session_id: str, path: str, key: Principal) -> None:
-    """403 unless the key's project may hold `path` (parkgate.ground: the project
+    """403 unless the key's project may hold `path` (parkgate.workspaces.ground: the project
     that registered it first, or one an admin granted it to). A session already
     registered is left to `register_session` (200 when the same, else 409)."""
     if await repo.get_session(session_id) is not None:

@@ -7,7 +7,6 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response
 
-from parkgate import client_tools
 from parkgate.api import client_calls, metrics
 from parkgate.api.attach import same_input_call
 from parkgate.api.deps import (
@@ -37,11 +36,12 @@ from parkgate.api.v1.common import (
     for_principal,
     session_of,
 )
+from parkgate.calls.records import CallStatus
+from parkgate.clients import client_tools
 from parkgate.durable.client import IdempotencyConflictError
 from parkgate.durable.client_payloads import ClaimInput
 from parkgate.durable.payloads import call_workflow_id
 from parkgate.models import ToolUseBlock
-from parkgate.records import CallStatus
 from parkgate.store.results import CallFilters
 
 router = APIRouter(prefix="/v1", tags=["agent"])

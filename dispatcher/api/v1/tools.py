@@ -6,7 +6,6 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query
 
-from parkgate import client_tools
 from parkgate.api.deps import (
     DepsDep,
     ReaderDep,
@@ -20,6 +19,7 @@ from parkgate.api.v1.common import (
     SessionId,
     session_of,
 )
+from parkgate.clients import client_tools
 
 router = APIRouter(prefix="/v1", tags=["agent"])
 

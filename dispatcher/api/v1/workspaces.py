@@ -1,7 +1,7 @@
 """/v1 workspaces: the paths a project holds, and admins sharing them.
 
 A workspace path belongs to the project that registered a session on it first
-(parkgate.ground). An admin of that project may grant it, or a directory inside
+(parkgate.workspaces.ground). An admin of that project may grant it, or a directory inside
 it, to another project, and take the grant back; the CLI (`parkgate workspaces
 grant|revoke`) may grant any path to any project. Other projects' holdings are
 never listed.
@@ -15,13 +15,13 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Response
 from pydantic import BaseModel, ConfigDict, Field
 
-from parkgate.access import PROJECT_PATTERN, Principal
 from parkgate.api.deps import AdminDep, RepoDep
 from parkgate.api.errors import ApiError, error_responses, not_found
 from parkgate.api.v1.common import reject_unencodable
-from parkgate.ground import holding_path, within
+from parkgate.approvals.access import PROJECT_PATTERN, Principal
 from parkgate.store.repository import Repository
 from parkgate.store.workspace_store import WorkspaceHoldingRecord
+from parkgate.workspaces.ground import holding_path, within
 
 router = APIRouter(prefix="/v1", tags=["workspaces"])
 

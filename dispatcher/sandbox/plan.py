@@ -1,6 +1,6 @@
 """The sandbox's mount plan: what one tool process sees of the filesystem.
 
-Pure path arithmetic (realpath is its only look at the disk); parkgate.sandbox
+Pure path arithmetic (realpath is its only look at the disk); parkgate.sandbox.launch
 turns the plan into `op path` pairs that its namespace script carries out in
 this order:
 

@@ -14,9 +14,9 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
-from parkgate.client_tools import ClientToolSpec
-from parkgate.diffing import ImpactPreview, unified_diff
+from parkgate.clients.client_tools import ClientToolSpec
 from parkgate.models import SideEffects
+from parkgate.workspaces.diffing import ImpactPreview, unified_diff
 
 #: Claude Code's built-in tools and their class (by capability).
 BUILTIN_TOOLS: dict[str, SideEffects] = {

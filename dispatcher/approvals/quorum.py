@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from parkgate.decisions import Rejection, RejectReason
+from parkgate.approvals.decisions import Rejection, RejectReason
 
 
 def vote_problem(

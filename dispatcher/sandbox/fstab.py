@@ -16,7 +16,7 @@ import os
 import secrets
 from dataclasses import dataclass, field
 
-from parkgate.sandbox_plan import MountPlan, contains
+from parkgate.sandbox.plan import MountPlan, contains
 
 _HOLD = "nosuid,nodev,noexec,size=64k,mode=0755,X-mount.mkdir=0755"
 _HIDE = "ro,nosuid,nodev,noexec,size=4k,mode=0555"

@@ -14,8 +14,8 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, Field
 
-from parkgate.decisions import DECISIONS, DecisionFields, DecisionRecord
-from parkgate.events import ToolEvent
+from parkgate.approvals.decisions import DECISIONS, DecisionFields, DecisionRecord
+from parkgate.calls.events import ToolEvent
 from parkgate.models import SideEffects, ToolErrorClass, ToolResultBlock, ToolUseBlock
 
 
@@ -28,7 +28,7 @@ class CallStatus(StrEnum):
     DENIED = "denied"
     EXPIRED = "expired"
     CANCELLED = "cancelled"
-    #: Client-executed calls (parkgate.client_tools): approved and handed to the
+    #: Client-executed calls (parkgate.clients.client_tools): approved and handed to the
     #: client to run; claimed by one client under a lease; the lease ended with
     #: no outcome reported (never "failed": the tool may well have run).
     RELEASED = "released"
@@ -69,7 +69,7 @@ class CallRef(BaseModel):
     Identity only: what the workflow knows and an activity cannot read back
     (the run's start is when the call was submitted). The durable path hands
     the store a ref plus facts (a verdict, a decision, an outcome); the store
-    side turns them into row values (`parkgate.call_rows`), so no payload in
+    side turns them into row values (`parkgate.calls.rows`), so no payload in
     Temporal history carries a call row.
     """
 
@@ -110,7 +110,7 @@ class CallColumns(BaseModel):
     principal_id: str | None = None
     claimed_name: str | None = None
     self_approved: bool | None = None
-    #: How the decider was identified (parkgate.identity).
+    #: How the decider was identified (parkgate.approvals.identity).
     identity: dict[str, Any] | None = None
     error_class: str | None = None
     result: ToolResultBlock | None = None  # what the model got (truncated)
@@ -128,7 +128,7 @@ class CallUpdate(CallColumns):
     """A partial update of one `tool_calls` row; None fields are left unchanged.
 
     The store's write shape, built on the store side of the durable path
-    (`parkgate.call_rows`), never carried in a workflow payload any more
+    (`parkgate.calls.rows`), never carried in a workflow payload any more
     (older histories still hold some: activities accept them).
     """
 
@@ -164,7 +164,7 @@ class CallOpening(BaseModel):
 
     Sent only where the store may not have seen the call yet (a denied call's
     only write, the record of a call that never parked); activities that hold
-    the prepared call derive it themselves (`parkgate.call_rows.opening_of`).
+    the prepared call derive it themselves (`parkgate.calls.rows.opening_of`).
     """
 
     call: ToolUseBlock  # as classified (hooks may have rewritten the input)
@@ -180,7 +180,7 @@ class CallOpening(BaseModel):
 class CallFacts(BaseModel):
     """What the workflow tells the store in one write: ids and facts, no row.
 
-    The store side turns it into the row (`parkgate.call_rows.row_for`); the
+    The store side turns it into the row (`parkgate.calls.rows.row_for`); the
     decision columns come from the approval the same write carries.
     """
 

@@ -3,7 +3,7 @@
 Quote removal, backslash escapes and substitutions follow sh; what a word
 depends on at run time (expansion, globs, control characters) is noted on the
 word (`Word.unsure`), and command texts inside substitutions are kept for the
-parser (`Word.nested`). parkgate.shellwords turns these tokens into commands.
+parser (`Word.nested`). parkgate.rules.shellwords turns these tokens into commands.
 
 Pure: no I/O, the standard library only (it also runs in workflow code).
 """

@@ -8,7 +8,7 @@ a match runs the call with verdict rule `remembered:<id>`.
 What a rule allows: the same tool with the same input (its hash), or, for a
 tool with a shell `command` field, every line whose simple commands all start
 with the remembered command's words, read by the one tokenizer the policy uses
-(parkgate.shellwords: as /bin/sh reads them). Chain-safe and fail-closed:
+(parkgate.rules.shellwords: as /bin/sh reads them). Chain-safe and fail-closed:
 `git status; rm -rf /` never matches a `git status` rule, and a line the
 tokenizer cannot read with certainty (substitutions, variables, redirections,
 control characters such as `\r`), or whose command changes its environment
@@ -25,8 +25,8 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from parkgate.models import input_hash
-from parkgate.remember_spec import RememberSpec
-from parkgate.shellwords import WrapperShape, parse
+from parkgate.rules.remember_spec import RememberSpec
+from parkgate.rules.shellwords import WrapperShape, parse
 
 #: The input field a prefix rule matches (shell command lines).
 COMMAND_FIELD = "command"

@@ -14,7 +14,7 @@ from pydantic import BaseModel, Field
 
 from parkgate.errors import ToolError
 from parkgate.models import ToolDefinition
-from parkgate.workspace import WorkspaceFileAPI
+from parkgate.workspaces.files import WorkspaceFileAPI
 
 #: Diffs longer than this are cut (the approval page is not a file viewer).
 MAX_DIFF_CHARS = 64_000

@@ -24,8 +24,8 @@ from typing import Any, Literal, TypedDict
 
 from pydantic import BaseModel, Field
 
-from parkgate.proof import Proof
-from parkgate.remember_spec import RememberSpec
+from parkgate.approvals.proof import Proof
+from parkgate.rules.remember_spec import RememberSpec
 
 Decision = Literal["allow", "deny", "allow_with_edits"]
 DECISIONS: tuple[str, ...] = ("allow", "deny", "allow_with_edits")
@@ -49,7 +49,7 @@ class DecisionFields(BaseModel):
     claimed_name: str | None = None
     #: The submitting key decided under a rule with `self_approval: true`.
     self_approved: bool | None = None
-    #: How the decider was identified (parkgate.identity): OIDC issuer +
+    #: How the decider was identified (parkgate.approvals.identity): OIDC issuer +
     #: subject + email, key id, Slack member, personal or generic link.
     identity: dict[str, Any] | None = None
 
@@ -91,7 +91,7 @@ class DecisionRecord(DecisionMade):
     approved_hash: str | None = None
     #: Quorum requests: the distinct named approvers who allowed, in order.
     votes: list[str] = Field(default_factory=list)
-    #: An allow that asked to remember the decision (parkgate.remembered);
+    #: An allow that asked to remember the decision (parkgate.rules.remembered);
     #: the rule is written with the committed decision.
     remember: RememberSpec | None = None
 
@@ -114,7 +114,7 @@ class DecideInput(DecisionMade):
     approver: str | None = None
     #: Allow the same call again (scope, ttl); validated by the API.
     remember: RememberSpec | None = None
-    #: That parkgate's API sent this decision (parkgate.proof, kind "decide"):
+    #: That parkgate's API sent this decision (parkgate.approvals.proof, kind "decide"):
     #: set by the sender (DurableDispatcher.send_decision), checked by the call
     #: workflow; every other field is covered by it.
     proof: Proof | None = None
@@ -230,7 +230,7 @@ def invalid_edits(error: str) -> Rejection:
 
 
 def unproven(problem: str) -> Rejection:
-    """The refusal of a decision whose proof does not hold (parkgate.proof)."""
+    """The refusal of a decision whose proof does not hold (parkgate.approvals.proof)."""
     return Rejection(RejectReason.UNPROVEN, f"decision refused: {problem}")
 
 

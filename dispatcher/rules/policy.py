@@ -8,7 +8,7 @@ named approvers/quorum > prompt > prompt_once > self-approval > auto); a
 ``deny`` from any layer always wins. Every decision names its rule, e.g.
 ``default.WRITE=prompt``.
 
-Command fields are read by the one tokenizer, parkgate.shellwords, as /bin/sh
+Command fields are read by the one tokenizer, parkgate.rules.shellwords, as /bin/sh
 reads them, and judged per simple command: a strict rule (deny, prompt, named
 approvers) applies when ANY command matches it, by any reading (a program by
 its basename, commands inside substitutions and ``sh -c``); a loosening rule
@@ -38,7 +38,7 @@ from pydantic import (
 )
 
 from parkgate.models import Session, SideEffects, ToolDefinition
-from parkgate.shellwords import DEFAULT_WRAPPERS, Command, CommandLine, WrapperShape, parse
+from parkgate.rules.shellwords import DEFAULT_WRAPPERS, Command, CommandLine, WrapperShape, parse
 
 Mode = Literal["auto", "prompt", "prompt_once", "deny"]
 MODES: tuple[str, ...] = ("auto", "prompt", "prompt_once", "deny")
@@ -55,14 +55,14 @@ class PolicyError(ValueError):
 
 
 # --------------------------------------------------------------------------
-# Shell simple-command splitter (kept for callers; the rules use parkgate.shellwords)
+# Shell simple-command splitter (kept for callers; the rules use parkgate.rules.shellwords)
 # --------------------------------------------------------------------------
 
 
 def split_simple_commands(line: str) -> list[str] | None:
     """The source text of each simple command of a certain line, else None.
 
-    Read by the one tokenizer (parkgate.shellwords): None when the line
+    Read by the one tokenizer (parkgate.rules.shellwords): None when the line
     depends on the run (substitutions, redirections, expansions, unbalanced
     quotes, control characters...). Empty commands are dropped.
     """
@@ -196,7 +196,7 @@ class ConfirmationPolicy(BaseModel):
     trusted_workspace_overrides: dict[SideEffects, Mode] = Field(default_factory=dict)
     rules: list[ArgumentRule] = Field(default_factory=list)
     #: Programs that run another program (``nice -n 5 cmd``) and their option
-    #: shapes, merged over parkgate.shellwords.DEFAULT_WRAPPERS; null drops one.
+    #: shapes, merged over parkgate.rules.shellwords.DEFAULT_WRAPPERS; null drops one.
     command_wrappers: dict[str, WrapperShape | None] = Field(default_factory=dict)
 
     def wrappers(self) -> dict[str, WrapperShape]:

@@ -4,7 +4,7 @@ Python environment and its logs.
 A tool that can write the worker's code or virtualenv plants code the worker
 runs at its next start, with every secret; a tool that can read the log of
 `parkgate serve` reads the API keys it printed. The sandbox makes the first
-read-only and hides the second (parkgate.sandbox).
+read-only and hides the second (parkgate.sandbox.launch).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import sys
 from collections.abc import Iterable
 from pathlib import Path
 
-from parkgate.sandbox_plan import contains
+from parkgate.sandbox.plan import contains
 
 #: Where journald keeps the logs of a service (`parkgate worker` under systemd).
 JOURNAL_DIRS = ("/var/log/journal", "/run/log/journal")
@@ -37,7 +37,9 @@ def _package_dirs() -> list[str]:
     """Directories parkgate's code is imported from: the package directories and,
     for an editable install whose package is a tree of links, the source
     directories the links point into."""
-    import parkgate
+    # The package this module belongs to (already loaded: importing it here
+    # would make the sandbox depend on everything parkgate/__init__ exports).
+    parkgate = sys.modules[__name__.partition(".")[0]]
 
     found: list[str] = []
     for location in parkgate.__path__:

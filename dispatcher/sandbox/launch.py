@@ -15,8 +15,8 @@ is not root), where
   parkgate data directory, the directories of configured secret files, the
   logs of this process and `tool_hidden_paths` are covered by an empty
   read-only tmpfs (a file by /dev/null); parkgate's code and Python environment
-  and `tool_readonly_paths` are read-only (see parkgate.sandbox_plan; all set
-  up by one `mount -a`, parkgate.sandbox_fstab); /dev/shm is private;
+  and `tool_readonly_paths` are read-only (see parkgate.sandbox.plan; all set
+  up by one `mount -a`, parkgate.sandbox.fstab); /dev/shm is private;
 - /proc is remounted, so the worker's /proc/<pid>/environ, /proc/<pid>/root
   and open files are out of sight;
 - `setpriv --no-new-privs --bounding-set=-all` drops every capability (and
@@ -47,11 +47,11 @@ from typing import Any, Literal
 
 from parkgate.context import ToolContext
 from parkgate.errors import ToolExecutionError
-from parkgate.sandbox_fstab import render
-from parkgate.sandbox_paths import installation_paths, log_paths, mount_flags
-from parkgate.sandbox_plan import MountPlan, build_plan, warn_once
-from parkgate.tool_user import ToolUser, ToolUserError, resolve
-from parkgate.toolenv import tool_environment
+from parkgate.sandbox.fstab import render
+from parkgate.sandbox.paths import installation_paths, log_paths, mount_flags
+from parkgate.sandbox.plan import MountPlan, build_plan, warn_once
+from parkgate.sandbox.tool_user import ToolUser, ToolUserError, resolve
+from parkgate.sandbox.toolenv import tool_environment
 from parkgate.truncation import Limits
 
 log = logging.getLogger("parkgate.sandbox")
@@ -65,7 +65,7 @@ _SETPRIV_DROP = ["--no-new-privs", "--bounding-set=-all", "--inh-caps=-all"]
 # Runs as pid 1 of the new namespaces, with the namespace's full capabilities,
 # in the workspace: give the namespace a private /dev/shm (the host's holds
 # other processes' shared memory, PostgreSQL's among them), write the mount
-# plan's fstab there (parkgate.sandbox_plan, parkgate.sandbox_fstab) and set
+# plan's fstab there (parkgate.sandbox.plan, parkgate.sandbox.fstab) and set
 # every mount up with one `mount -a`, then the read-only binds of host mount
 # points one by one, bring the namespace's own loopback up, and run the tool
 # with no capabilities as a child (not exec: pid 1 ignores signals it has no

@@ -16,7 +16,7 @@ lines may satisfy an allow rule; deny and other strict rules still judge every
 command they can see, including those inside substitutions, ``sh -c`` strings
 and every guess at a wrapper with options this module does not know.
 
-The words come from parkgate.shell_lex (the lexer); this module turns them
+The words come from parkgate.rules.shell_lex (the lexer); this module turns them
 into commands and judges their certainty.
 
 Pure: no I/O (it also runs in workflow code).
@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from parkgate.shell_lex import Op, Word, is_control, lex
+from parkgate.rules.shell_lex import Op, Word, is_control, lex
 
 _ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
 #: Reserved words that open or close a compound command (never certain).

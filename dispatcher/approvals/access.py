@@ -12,7 +12,7 @@ from enum import StrEnum
 
 from pydantic import BaseModel
 
-from parkgate.identity import oidc_principal_id
+from parkgate.approvals.identity import oidc_principal_id
 
 DEFAULT_PROJECT = "default"
 PROJECT_PATTERN = r"^[A-Za-z0-9_.\-]{1,100}$"

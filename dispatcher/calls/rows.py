@@ -11,8 +11,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, overload
 
-from parkgate.decisions import CALL_DECISION_FIELDS
-from parkgate.records import (
+from parkgate.approvals.decisions import CALL_DECISION_FIELDS
+from parkgate.calls.records import (
     ApprovalRecord,
     CallEnd,
     CallFacts,

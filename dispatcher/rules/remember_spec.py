@@ -1,6 +1,6 @@
 """The `remember` part of a decision: scope, time to live, command prefix.
 
-Kept apart from parkgate.remembered (matching) because it travels in workflow
+Kept apart from parkgate.rules.remembered (matching) because it travels in workflow
 payloads: pydantic and the standard library only.
 """
 
@@ -35,8 +35,8 @@ class RememberSpec(BaseModel):
     def _prefix(cls, value: str | None) -> str | None:
         # Deliberately lenient: this model is read back from workflow histories,
         # so it must accept every prefix it ever accepted. What a prefix may be
-        # (one plain command, read by parkgate.shellwords) is checked where a
-        # rule is made: parkgate.remembered.check_remember and rule_for.
+        # (one plain command, read by parkgate.rules.shellwords) is checked where a
+        # rule is made: parkgate.rules.remembered.check_remember and rule_for.
         if value is not None and not value.strip():
             raise ValueError("command_prefix must hold at least one word")
         return value

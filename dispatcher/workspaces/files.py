@@ -37,7 +37,7 @@ class WorkspaceFileAPI:
     workspace (parkgate's data directories, secret files and logs: a workspace
     may hold them, `~` holds `~/.parkgate`); `read_only`: paths no tool may
     write (parkgate's own code and Python environment). The tool sandbox hides
-    the same paths from tool processes (parkgate.sandbox).
+    the same paths from tool processes (parkgate.sandbox.launch).
     """
 
     def __init__(
