@@ -16,6 +16,9 @@ Optional phases (`--phases` names them; not run by default):
   client      a client-executed call through the agent's gate (submit ->
               released -> claim -> run -> outcome) and each request, beside
               the floor (--calls calls, one after another)
+  scale       N parked calls held by one worker process and one API process
+              (`parkgate api`): both processes' RSS and their sum, the inbox
+              and the audit call list timed with N parked, beside the floor
   peers       the same work on LangGraph (PostgreSQL checkpointer) and DBOS
               (needs `pip install 'parkgate[bench-peers]'`)
 
@@ -42,7 +45,7 @@ from bench.progress import Reporter
 from bench.report import Machine, Report
 
 DEFAULT_PHASES = ("latency", "approval", "parked", "history")
-PHASES = (*DEFAULT_PHASES, "throughput", "drain", "peers", "claude_code", "client")
+PHASES = (*DEFAULT_PHASES, "throughput", "drain", "peers", "claude_code", "client", "scale")
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_PG_ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
 INTEGRITY = ("lost", "ran twice", "hash chain")
@@ -123,7 +126,11 @@ def parser() -> Parser:
                    help="approval round trips measured; Claude Code hook calls "
                         "(default 30; smoke 2)")
     p.add_argument("--parked", type=_positive, default=None,
-                   help="calls parked in one worker (default 2000; smoke 10)")
+                   help="calls parked in one worker, in the parked and scale phases "
+                        "(default 2000; smoke 10)")
+    p.add_argument("--scale-requests", type=_positive, default=None,
+                   help="scale phase: sequential requests timed per page (inbox, call lists) "
+                        "with the calls parked, and the floor's calls (default 50; smoke 5)")
     p.add_argument("--parked-concurrency", type=_positive, default=32,
                    help="concurrent HTTP submissions/decisions in the parked phase (default 32)")
     p.add_argument("--max-cached-workflows", type=_non_negative, default=None,
@@ -183,6 +190,7 @@ def sizes(args: argparse.Namespace) -> dict[str, Any]:
         "approvals": args.approvals or (2 if smoke else 30),
         "parked": args.parked or (10 if smoke else 2000),
         "parked_concurrency": args.parked_concurrency,
+        "scale_requests": args.scale_requests or (5 if smoke else 50),
         "throughput_workers": args.throughput_workers or [1, 2],
         "throughput_concurrency": args.throughput_concurrency or (4 if smoke else 32),
         "drain_workers": args.drain_workers or ([1, 2] if smoke else [1, 2, 3]),
@@ -224,6 +232,7 @@ async def run_phases(args: argparse.Namespace, report: Report, ui: Reporter) -> 
         history,
         latency,
         parked,
+        scale,
         throughput,
     )
     from bench.stack import open_stack
@@ -243,7 +252,8 @@ async def run_phases(args: argparse.Namespace, report: Report, ui: Reporter) -> 
                              else "given by --database-url",
             "worker": "production recipe (parkgate.runtime.worker.build_worker); in this process "
                       "with eager start for latency/approval, `python -m parkgate.runtime.worker` "
-                      "in its own process for parked; 1..K such processes for throughput "
+                      "in its own process for parked and scale (scale: the API in its own "
+                      "process too, `parkgate api`); 1..K such processes for throughput "
                       "and drain (the floor's: `python -m bench.floor_worker`)",
         }
     )
@@ -274,6 +284,9 @@ async def run_phases(args: argparse.Namespace, report: Report, ui: Reporter) -> 
                     "drain": lambda: drain.run(stack, report, ui, workers=size["drain_workers"],
                                                calls=size["drain_calls"],
                                                concurrency=size["parked_concurrency"]),
+                    "scale": lambda: scale.run(stack, report, ui, parked=size["parked"],
+                                               concurrency=size["parked_concurrency"],
+                                               requests=size["scale_requests"]),
                     "peers": lambda: _peers(stack, report, ui, args, size),
                     "claude_code": lambda: claude_code_hook.run(stack, report, ui,
                                                                 samples=size["approvals"],
