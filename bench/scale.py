@@ -68,6 +68,15 @@ def rss_mb(pid: int | None) -> float:
     return float(psutil.Process(pid).memory_info().rss / MB)
 
 
+def pss_mb(pid: int | None) -> float | None:
+    """Its proportional set size in MB (shared pages split among their users), where
+    the system tells it: RSS counts the pages the worker and the API share twice."""
+    try:
+        return float(psutil.Process(pid).memory_full_info().pss / MB)
+    except (AttributeError, psutil.Error):
+        return None
+
+
 @contextlib.asynccontextmanager
 async def api_process(
     stack: Stack, settings: Settings, *, connections: int
@@ -225,6 +234,7 @@ async def run(
                 lambda: api.approver.get("/v1/tool-calls", params={"limit": 50}),
                 _listed(50, _list_items) if parked >= 50 else lambda r: None)
             held = {"worker": rss_mb(worker.pid), "API": rss_mb(proc.pid)}
+            shared = [pss_mb(worker.pid), pss_mb(proc.pid)]
             server = rss_mb(server_pid) if server_pid else None
     finally:
         await worker.astop()
@@ -251,6 +261,10 @@ async def run(
                    n=parked, target=f"< {RSS_SUM_LIMIT_MB:g} MB", met=total < RSS_SUM_LIMIT_MB,
                    note=f"max_cached_workflows={settings.max_cached_workflows}; "
                         "target set for 10,000 parked"))
+    if None not in shared:
+        report.add(Row("scale", f"worker + API PSS with {parked} parked",
+                       value=round(sum(x or 0 for x in shared), 1), unit="MB", n=parked,
+                       note="proportional set size: shared library pages counted once"))
     if server is not None:
         report.add(Row("scale", f"dev server RSS with {parked} parked (not in the target)",
                        value=round(server, 1), unit="MB", n=parked))

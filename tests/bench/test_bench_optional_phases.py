@@ -1,4 +1,4 @@
-"""The optional phases (throughput, drain, peers, claude_code, client) run for real at smoke size.
+"""The optional phases (throughput, drain, peers, claude_code, client, scale) run for real at smoke size.
 
 Not a timed test: it checks that each phase prints its rows in the table and
 the JSON, that nothing was lost or run twice in the multi-worker drains, and
@@ -15,13 +15,14 @@ import pytest
 from bench.cli import DEFAULT_PHASES, PHASES
 from bench.client_call import CALL_ROW, STEPS
 from bench.peers import missing_extra
+from bench.scale import INBOX_ROW, LIST_ALL_ROW, LIST_SESSION_ROW, SUM_ROW
 from tests.bench.test_bench_smoke import _bench, _require_postgres
 from tests.fixtures.db import PG_ADMIN_URL
 
 
 def test_optional_phases_are_not_default() -> None:
     assert set(PHASES) - set(DEFAULT_PHASES) == {"throughput", "drain", "peers", "claude_code",
-                                                   "client"}
+                                                   "client", "scale"}
 
 
 @pytest.mark.devserver
@@ -69,6 +70,38 @@ async def test_client_phase_smoke(tmp_path: Path) -> None:
     assert rows[f"step: {STEPS['report_outcome']}"]["n"] >= 6
     assert f"step: {STEPS['claim']}" not in rows
     assert any(f"client: {CALL_ROW}" in line for line in table)
+
+
+@pytest.mark.devserver
+@pytest.mark.timeout(300)
+async def test_scale_phase_smoke(tmp_path: Path) -> None:
+    """The scale phase: a worker process and an API process hold the parked calls; their
+    RSS, their sum against the target, the inbox and call lists timed, its own floor."""
+    out_json = tmp_path / "smoke.json"
+    code, out, err = await _bench("--smoke", "--phases", "scale", "--parked", "4",
+                                  "--scale-requests", "3", "--json", str(out_json))
+    assert code == 0, f"stdout:\n{out}\nstderr:\n{err}"
+    data = json.loads(out_json.read_text())
+    assert data["errors"] == []
+    table = [line for line in out.splitlines()[2:] if line.startswith("| ")]
+    assert len(table) == len(data["rows"])
+    rows = {r["name"]: r for r in data["rows"] if r["section"] == "scale"}
+    floor = rows["floor: empty workflow, eager start (this phase)"]
+    assert floor["n"] == 3 and floor["p50_ms"] > 0
+    for name in (INBOX_ROW, LIST_SESSION_ROW, LIST_ALL_ROW):
+        row = rows[name]
+        assert row["n"] == 3 and row["p50_ms"] <= row["p95_ms"]
+        assert row["x_floor"] == pytest.approx(row["p50_ms"] / floor["p50_ms"])
+        assert row["target"] == "p95 < 200 ms" and row["met"] in (True, False)
+    for who in ("worker", "API"):
+        assert rows[f"{who} RSS after warm-up (baseline)"]["value"] > 0
+        assert rows[f"{who} RSS with 4 parked"]["value"] > 0
+    total = rows[SUM_ROW.format(n=4)]
+    assert total["value"] == pytest.approx(
+        rows["worker RSS with 4 parked"]["value"] + rows["API RSS with 4 parked"]["value"],
+        abs=0.2)
+    assert total["target"] == "< 400 MB" and total["met"] in (True, False)
+    assert rows["dev server RSS with 4 parked (not in the target)"]["target"] is None
 
 
 @pytest.mark.devserver
