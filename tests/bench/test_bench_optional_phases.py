@@ -1,4 +1,5 @@
-"""The optional phases (throughput, drain, peers, claude_code, client, scale) run for real at smoke size.
+"""The optional phases (throughput, drain, peers, claude_code, client, scale) run for real
+at smoke size.
 
 Not a timed test: it checks that each phase prints its rows in the table and
 the JSON, that nothing was lost or run twice in the multi-worker drains, and
