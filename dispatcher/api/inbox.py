@@ -14,6 +14,7 @@ so an item shown is an item its viewer may decide.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -34,6 +35,7 @@ from parkgate.calls.records import ApprovalRecord, CallStatus
 from parkgate.durable.call_errors import TEMPORAL_NO_ANSWER
 from parkgate.settings import Settings
 from parkgate.store.repository import Repository
+from parkgate.store.results import CallRecord
 
 if TYPE_CHECKING:
     from parkgate.api.service import CallService
@@ -166,13 +168,22 @@ def signature(items: list[Waiting]) -> str:
     return hashlib.sha256(ids.encode()).hexdigest()[:16]
 
 
+def call_key(approval: ApprovalRecord) -> tuple[str, str]:
+    """The call row an item shows: its own, or a composed tool's parent call."""
+    parent = (approval.info or {}).get("parent_tool_use_id") or None
+    return approval.session_id, str(parent or approval.tool_use_id)
+
+
 async def present(repo: Repository, item: Waiting, now: datetime,
-                  votes: list[str]) -> dict[str, Any]:
-    """What the page shows for one item (the approval page's facts and diff)."""
+                  votes: list[str],
+                  calls: Mapping[tuple[str, str], CallRecord] | None = None) -> dict[str, Any]:
+    """What the page shows for one item (the approval page's facts and diff);
+    `calls`, the page's call rows read at once (see CallStore.get_calls)."""
     approval = item.approval
     info = approval.info or {}
     parent = info.get("parent_tool_use_id") or None
-    call = await repo.get_call(approval.session_id, str(parent or approval.tool_use_id))
+    key = call_key(approval)
+    call = calls.get(key) if calls is not None else await repo.get_call(*key)
     args = info.get("input") if parent else (call.input if call is not None else None)
     requested = _aware(approval.requested_at)
     return {

@@ -18,7 +18,16 @@ from itsdangerous import BadSignature, URLSafeTimedSerializer
 
 from parkgate.api import csrf, routes_oidc
 from parkgate.api.approve_page import REMEMBER_TTLS
-from parkgate.api.inbox import SIDE_EFFECTS, Filters, Viewer, present, signature, votes, waiting_for
+from parkgate.api.inbox import (
+    SIDE_EFFECTS,
+    Filters,
+    Viewer,
+    call_key,
+    present,
+    signature,
+    votes,
+    waiting_for,
+)
 from parkgate.calls.records import ApprovalRecord
 from parkgate.durable.payloads import DecideResult
 from parkgate.models import utcnow
@@ -141,7 +150,8 @@ async def render(
     if flash is not None and flash.get("decided"):
         # Just decided here: the workflow has it, its store row may trail by a moment.
         waiting = [w for w in waiting if w.approval.request_id != flash["decided"]]
-    items = [await present(repo, w, now, await votes(request.app.state.calls, w))
+    calls = await repo.get_calls([call_key(w.approval) for w in waiting])
+    items = [await present(repo, w, now, await votes(request.app.state.calls, w), calls)
              for w in waiting]
     nonce, token = csrf.issue(request.app.state.secret, viewer.csrf_purpose,
                               request.cookies.get(csrf.cookie_name(viewer.csrf_purpose)))

@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, Select, and_, func, or_, select
+from sqlalchemy import ColumnElement, Select, and_, func, or_, select, tuple_
 from sqlalchemy.engine import Connection
 
 from parkgate.calls.events import ToolEvent, make_event_id
@@ -160,6 +160,24 @@ class CallStore(EventStore):
         await self.record([], update)
 
     # ------------------------------------------------------------------ call reads
+    async def get_calls(
+        self, keys: Sequence[tuple[str, str]]
+    ) -> dict[tuple[str, str], CallRecord]:
+        """Many call rows in one read, by (session_id, tool_use_id): a page that
+        shows a hundred requests asks once, not a hundred times."""
+        wanted = sorted(set(keys))
+        found: dict[tuple[str, str], CallRecord] = {}
+        for start in range(0, len(wanted), BATCH):
+            chunk = wanted[start:start + BATCH]
+            query = select(CALLS).where(
+                tuple_(CALLS.c.session_id, CALLS.c.tool_use_id).in_(chunk))
+            async with self._read() as conn:
+                rows = (await conn.execute(query)).mappings().all()
+            for row in rows:
+                found[(row["session_id"], row["tool_use_id"])] = CallRecord.model_validate(
+                    dict(row))
+        return found
+
     async def get_call(self, session_id: str, tool_use_id: str) -> CallRecord | None:
         row = await self._first(
             select(CALLS).where(
