@@ -81,7 +81,15 @@ class Send:
     headers: dict[str, str] | None = None
 
 
-Op = Sleep | Use | Execute | Send
+@dataclass(frozen=True)
+class Gather:
+    """Drive these flows (the async client at once, the blocking one in turn);
+    sends back their results in order."""
+
+    flows: list[Generator[Any, Any, Any]]
+
+
+Op = Sleep | Use | Execute | Send | Gather
 Flow = Generator[Op, Any, T]
 
 

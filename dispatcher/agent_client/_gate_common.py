@@ -6,11 +6,11 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from enum import Enum
-from typing import Any
+from typing import Any, Literal
 
 import httpx
 from pydantic import BaseModel, ConfigDict
@@ -19,7 +19,10 @@ from parkgate.agent_client import _common as c
 from parkgate.agent_client._common import Execute, Flow, Sleep, Use
 from parkgate.agent_client.client_tools import (
     ClientToolDefinition,
+    FunctionSignature,
     content_of,
+    definition,
+    description_of,
     error_text,
     local_result,
 )
@@ -31,7 +34,13 @@ from parkgate.agent_client.errors import (
     UnavailableError,
 )
 from parkgate.api.schemas import CallResource
-from parkgate.models import TextBlock, ToolErrorClass, ToolResultBlock, ToolUseBlock
+from parkgate.models import (
+    SideEffects,
+    TextBlock,
+    ToolErrorClass,
+    ToolResultBlock,
+    ToolUseBlock,
+)
 
 #: Statuses (by value) in which the client's next move is to claim the call.
 RELEASED = "released"
@@ -57,6 +66,49 @@ def require_tool(tools: Mapping[str, ClientToolDefinition], name: str) -> None:
     """KeyError unless `name` is one of the gate's client tools (before anything is sent)."""
     if name not in tools:
         raise KeyError(f"{name!r} is not a client tool of this gate")
+
+
+class GateBase:
+    """A session's client tools and how their calls are submitted: what the
+    sync and async gates hold alike (they add the client and the driving)."""
+
+    def __init__(
+        self, session_id: str, workspace_path: str | None, turn_id: str | None,
+        kind: Literal["main", "worker"], lease_seconds: float | None,
+    ) -> None:
+        self.session_id = session_id
+        self.workspace_path = workspace_path
+        self.turn_id = turn_id
+        self.kind: Literal["main", "worker"] = kind
+        self.lease_seconds = lease_seconds
+        self.tools: dict[str, ClientToolDefinition] = {}
+        self._registered: str | None = None  # the declaration last registered
+
+    def add(self, tool: ClientToolDefinition) -> ClientToolDefinition:
+        """Declare a client tool (registered with the session before its first call)."""
+        self.tools[tool.name] = tool  # the latest declaration stands, as on the server
+        return tool
+
+
+class GatedBase:
+    """A plain function behind a gate: its declaration, added to the gate."""
+
+    def __init__(
+        self, fn: Callable[..., Any], tool_gate: GateBase, side_effects: SideEffects | str,
+        name: str | None, description: str | None, wait: float | None,
+        lease_seconds: float | None,
+    ) -> None:
+        self.fn = fn
+        self._call: Callable[..., Any] = fn  # called with the released kwargs
+        self.signature = FunctionSignature(fn)
+        self.definition = tool_gate.add(definition(
+            name or fn.__name__, description or description_of(fn), self.signature.schema(),
+            side_effects))
+        self.wait = wait
+        #: The lease asked for when claiming (None: the gate's, else the server's default).
+        self.lease_seconds = lease_seconds
+        self.__name__ = self.definition.name
+        self.__doc__ = fn.__doc__
 
 
 class Step(Enum):

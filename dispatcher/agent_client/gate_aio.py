@@ -16,12 +16,6 @@ from typing import Any, Generic, Literal, ParamSpec, TypeVar
 from parkgate.agent_client import _common as c
 from parkgate.agent_client import _gate_common as g
 from parkgate.agent_client.aio import AsyncParkgateClient
-from parkgate.agent_client.client_tools import (
-    ClientToolDefinition,
-    FunctionSignature,
-    definition,
-    description_of,
-)
 from parkgate.api.schemas import CallResource
 from parkgate.models import SideEffects, ToolResultBlock, ToolUseBlock
 
@@ -31,7 +25,7 @@ R = TypeVar("R")
 Executor = Callable[[dict[str, Any]], Awaitable[Any]]
 
 
-class AsyncToolGate:
+class AsyncToolGate(g.GateBase):
     """A session's client tools, and the driver of each of their calls."""
 
     def __init__(
@@ -39,22 +33,11 @@ class AsyncToolGate:
         *, turn_id: str | None = None, kind: Literal["main", "worker"] = "main",
         lease_seconds: float | None = None,
     ) -> None:
+        super().__init__(session_id, workspace_path, turn_id, kind, lease_seconds)
         self.client = client
-        self.session_id = session_id
-        self.workspace_path = workspace_path
-        self.turn_id = turn_id
-        self.kind: Literal["main", "worker"] = kind
-        self.lease_seconds = lease_seconds
-        self.tools: dict[str, ClientToolDefinition] = {}
-        self._registered: str | None = None  # the declaration last registered
         self._lock: asyncio.Lock | None = None
 
     # ------------------------------------------------------------ tools
-    def add(self, tool: ClientToolDefinition) -> ClientToolDefinition:
-        """Declare a client tool (registered with the session before its first call)."""
-        self.tools[tool.name] = tool  # the latest declaration stands, as on the server
-        return tool
-
     def gate(
         self, fn: Callable[P, Any] | None = None, /, *, side_effects: SideEffects | str,
         name: str | None = None, description: str | None = None, wait: float | None = None,
@@ -138,7 +121,7 @@ class AsyncToolGate:
         return await op.on(self.client)
 
 
-class AsyncGatedFunction(Generic[P]):
+class AsyncGatedFunction(g.GatedBase, Generic[P]):
     """A plain function behind the gate: calling it returns the call's result block."""
 
     def __init__(
@@ -146,18 +129,8 @@ class AsyncGatedFunction(Generic[P]):
         name: str | None = None, description: str | None = None, wait: float | None = None,
         lease_seconds: float | None = None,
     ) -> None:
-        self.fn = fn
-        self._call: Callable[..., Any] = fn  # called with the released kwargs
+        super().__init__(fn, tool_gate, side_effects, name, description, wait, lease_seconds)
         self.tool_gate = tool_gate
-        self.signature = FunctionSignature(fn)
-        self.definition = tool_gate.add(definition(
-            name or fn.__name__, description or description_of(fn), self.signature.schema(),
-            side_effects))
-        self.wait = wait
-        #: The lease asked for when claiming (None: the gate's, else the server's default).
-        self.lease_seconds = lease_seconds
-        self.__name__ = self.definition.name
-        self.__doc__ = fn.__doc__
 
     async def __call__(self, *args: P.args, **kwargs: P.kwargs) -> ToolResultBlock:
         """Gate `fn(*args, **kwargs)` under a fresh tool_use_id."""

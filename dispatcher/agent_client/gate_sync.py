@@ -11,12 +11,6 @@ from typing import Any, Generic, Literal, ParamSpec, TypeVar
 
 from parkgate.agent_client import _common as c
 from parkgate.agent_client import _gate_common as g
-from parkgate.agent_client.client_tools import (
-    ClientToolDefinition,
-    FunctionSignature,
-    definition,
-    description_of,
-)
 from parkgate.agent_client.sync import ParkgateClient
 from parkgate.api.schemas import CallResource
 from parkgate.models import SideEffects, ToolResultBlock, ToolUseBlock
@@ -27,7 +21,7 @@ T = TypeVar("T")
 Executor = Callable[[dict[str, Any]], Any]
 
 
-class ToolGate:
+class ToolGate(g.GateBase):
     """A session's client tools, and the driver of each of their calls (blocking);
     see AsyncToolGate."""
 
@@ -36,19 +30,9 @@ class ToolGate:
         *, turn_id: str | None = None, kind: Literal["main", "worker"] = "main",
         lease_seconds: float | None = None,
     ) -> None:
+        super().__init__(session_id, workspace_path, turn_id, kind, lease_seconds)
         self.client = client
-        self.session_id = session_id
-        self.workspace_path = workspace_path
-        self.turn_id = turn_id
-        self.kind: Literal["main", "worker"] = kind
-        self.lease_seconds = lease_seconds
-        self.tools: dict[str, ClientToolDefinition] = {}
-        self._registered: str | None = None  # the declaration last registered
         self._lock = threading.Lock()
-
-    def add(self, tool: ClientToolDefinition) -> ClientToolDefinition:
-        self.tools[tool.name] = tool  # the latest declaration stands, as on the server
-        return tool
 
     def gate(
         self, fn: Callable[P, Any] | None = None, /, *, side_effects: SideEffects | str,
@@ -115,7 +99,7 @@ class ToolGate:
         return op.on(self.client)
 
 
-class GatedFunction(Generic[P]):
+class GatedFunction(g.GatedBase, Generic[P]):
     """A plain function behind the gate (blocking): calling it returns the
     call's result block; see AsyncGatedFunction."""
 
@@ -126,18 +110,8 @@ class GatedFunction(Generic[P]):
     ) -> None:
         if inspect.iscoroutinefunction(fn):
             raise TypeError(f"gate: {fn.__name__} is async: gate it with an AsyncParkgateClient")
-        self.fn = fn
-        self._call: Callable[..., Any] = fn  # called with the released kwargs
+        super().__init__(fn, tool_gate, side_effects, name, description, wait, lease_seconds)
         self.tool_gate = tool_gate
-        self.signature = FunctionSignature(fn)
-        self.definition = tool_gate.add(definition(
-            name or fn.__name__, description or description_of(fn), self.signature.schema(),
-            side_effects))
-        self.wait = wait
-        #: The lease asked for when claiming (None: the gate's, else the server's default).
-        self.lease_seconds = lease_seconds
-        self.__name__ = self.definition.name
-        self.__doc__ = fn.__doc__
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> ToolResultBlock:
         return self.call(self.signature.to_input(args, kwargs))
