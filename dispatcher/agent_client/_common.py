@@ -7,9 +7,9 @@ import logging
 import random
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Generator, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import httpx
 
@@ -32,6 +32,87 @@ RETRY_EXCEPTIONS = (httpx.ConnectError, httpx.RemoteProtocolError, httpx.ReadErr
                     httpx.WriteError, httpx.PoolTimeout, httpx.ConnectTimeout)
 
 log = logging.getLogger("parkgate.agent_client")
+T = TypeVar("T")
+
+
+# ------------------------------------------------------------------ sans-IO
+# The sync and async classes share their logic as flows: generators that
+# yield what to do (an `Op`) and get its result (or its exception, thrown in)
+# back. The classes only drive them: `while (op := run.next()) is not None`.
+@dataclass(frozen=True)
+class Sleep:
+    """Wait `seconds` (time.sleep / asyncio.sleep); sends back None."""
+
+    seconds: float
+
+
+@dataclass(frozen=True)
+class Use:
+    """Call the driver's client method `method` (the sync or the async client:
+    same methods) with these arguments; the async driver awaits it."""
+
+    method: str
+    args: tuple[Any, ...] = ()
+    kwargs: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, method: str, *args: Any, **kwargs: Any) -> Use:
+        return cls(method, args, kwargs)
+
+    def on(self, client: Any) -> Any:
+        return getattr(client, self.method)(*self.args, **self.kwargs)
+
+
+@dataclass(frozen=True)
+class Execute:
+    """Run a released input with the caller's function (a gate's executor)."""
+
+    input: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Send:
+    """One HTTP request on the driver's httpx client; sends back the response."""
+
+    method: str
+    path: str
+    json: Any = None
+    params: dict[str, Any] | None = None
+    headers: dict[str, str] | None = None
+
+
+@dataclass(frozen=True)
+class Gather:
+    """Drive these flows (the async client at once, the blocking one in turn);
+    sends back their results in order."""
+
+    flows: list[Generator[Any, Any, Any]]
+
+
+Op = Sleep | Use | Execute | Send | Gather
+Flow = Generator[Op, Any, T]
+
+
+class Run(Generic[T]):
+    """One flow being driven: `next()` is the next op (None: finished, see
+    `result`); set `sent` to the op's result, or call `failed` with its error."""
+
+    def __init__(self, flow: Flow[T]) -> None:
+        self.flow = flow
+        self.sent: Any = None
+        self._error: Exception | None = None
+        self.result: T
+
+    def failed(self, error: Exception) -> None:
+        self._error = error
+
+    def next(self) -> Op | None:
+        sent, error, self.sent, self._error = self.sent, self._error, None, None
+        try:
+            return self.flow.send(sent) if error is None else self.flow.throw(error)
+        except StopIteration as stop:
+            self.result = stop.value
+            return None
 
 
 def backoff(attempt: int, rand: Callable[[], float] = random.random) -> float:
@@ -132,6 +213,24 @@ class Retry:
             503, "unreachable",
             f"parkgate at {self.where} unreachable for {lasted:.0f} s ({what})",
         )
+
+
+def request_flow(retry: Retry, send: Send) -> Flow[httpx.Response]:
+    """One API request, retried through outages (see `Retry`); any other
+    non-2xx raises the typed error."""
+    while True:
+        try:
+            response = yield send
+        except RETRY_EXCEPTIONS as exc:
+            yield Sleep(retry.failed(error=exc))
+            continue
+        if response.status_code in RETRY_STATUSES:
+            yield Sleep(retry.failed(response=response))
+            continue
+        retry.answered()
+        if response.status_code >= 400:
+            raise error_from(response)
+        return response
 
 
 def as_block(tool_use: ToolUseBlock | dict[str, Any]) -> ToolUseBlock:

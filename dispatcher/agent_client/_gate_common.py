@@ -6,20 +6,41 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from enum import Enum
-from typing import Any
+from typing import Any, Literal
 
 import httpx
 from pydantic import BaseModel, ConfigDict
 
 from parkgate.agent_client import _common as c
-from parkgate.agent_client.client_tools import ClientToolDefinition
-from parkgate.agent_client.errors import UnavailableError
+from parkgate.agent_client._common import Execute, Flow, Sleep, Use
+from parkgate.agent_client.client_tools import (
+    ClientToolDefinition,
+    FunctionSignature,
+    content_of,
+    definition,
+    description_of,
+    error_text,
+    local_result,
+)
+from parkgate.agent_client.errors import (
+    CallNotFinishedError,
+    ConflictError,
+    OutcomeNotRecordedError,
+    ParkedError,
+    UnavailableError,
+)
 from parkgate.api.schemas import CallResource
-from parkgate.models import TextBlock, ToolErrorClass, ToolResultBlock
+from parkgate.models import (
+    SideEffects,
+    TextBlock,
+    ToolErrorClass,
+    ToolResultBlock,
+    ToolUseBlock,
+)
 
 #: Statuses (by value) in which the client's next move is to claim the call.
 RELEASED = "released"
@@ -45,6 +66,49 @@ def require_tool(tools: Mapping[str, ClientToolDefinition], name: str) -> None:
     """KeyError unless `name` is one of the gate's client tools (before anything is sent)."""
     if name not in tools:
         raise KeyError(f"{name!r} is not a client tool of this gate")
+
+
+class GateBase:
+    """A session's client tools and how their calls are submitted: what the
+    sync and async gates hold alike (they add the client and the driving)."""
+
+    def __init__(
+        self, session_id: str, workspace_path: str | None, turn_id: str | None,
+        kind: Literal["main", "worker"], lease_seconds: float | None,
+    ) -> None:
+        self.session_id = session_id
+        self.workspace_path = workspace_path
+        self.turn_id = turn_id
+        self.kind: Literal["main", "worker"] = kind
+        self.lease_seconds = lease_seconds
+        self.tools: dict[str, ClientToolDefinition] = {}
+        self._registered: str | None = None  # the declaration last registered
+
+    def add(self, tool: ClientToolDefinition) -> ClientToolDefinition:
+        """Declare a client tool (registered with the session before its first call)."""
+        self.tools[tool.name] = tool  # the latest declaration stands, as on the server
+        return tool
+
+
+class GatedBase:
+    """A plain function behind a gate: its declaration, added to the gate."""
+
+    def __init__(
+        self, fn: Callable[..., Any], tool_gate: GateBase, side_effects: SideEffects | str,
+        name: str | None, description: str | None, wait: float | None,
+        lease_seconds: float | None,
+    ) -> None:
+        self.fn = fn
+        self._call: Callable[..., Any] = fn  # called with the released kwargs
+        self.signature = FunctionSignature(fn)
+        self.definition = tool_gate.add(definition(
+            name or fn.__name__, description or description_of(fn), self.signature.schema(),
+            side_effects))
+        self.wait = wait
+        #: The lease asked for when claiming (None: the gate's, else the server's default).
+        self.lease_seconds = lease_seconds
+        self.__name__ = self.definition.name
+        self.__doc__ = fn.__doc__
 
 
 class Step(Enum):
@@ -163,3 +227,92 @@ def answer(outcome: Outcome, local: ToolResultBlock) -> ToolResultBlock:
     the model would get it), but what the function did here when the report
     came late (recorded beside outcome_unknown)."""
     return outcome.result if outcome.result is not None and not outcome.late else local
+
+
+# ------------------------------------------------------------------ flows
+# What a gate does with one call, once: the sync and async gates drive these
+# (see `_common.Run`), doing only the I/O.
+def call_flow(
+    session_id: str, block: ToolUseBlock, turn_id: str | None, deadline: float | None,
+    lease: float | None,
+) -> Flow[ToolResultBlock]:
+    """Submit -> decision -> claim -> run here -> outcome (see AsyncToolGate.call)."""
+    # claim: released at once by policy, the call is claimed for this
+    # submit in the release's own write (no claim request).
+    resource = yield Use.of(
+        "submit", block, session_id, turn_id=turn_id, wait=c.poll_seconds(deadline), claim=True,
+        lease_seconds=lease)
+    # A fresh id with the same tool and input as a still-parked call of the
+    # session may attach to that call (setting attach_same_input): its id.
+    tid = resource.tool_use_id
+    won = claim_won(resource)
+    if won is not None:
+        return (yield from run_flow(session_id, tid, won))
+    lost_claim = False
+    while True:
+        step = step_of(resource)
+        if step is Step.DONE:
+            return final_result(resource)
+        if step is Step.CLAIM and not lost_claim:
+            try:
+                claim = yield Use.of("claim", session_id, tid, lease_seconds=lease)
+            except ConflictError as exc:
+                # Claimed by someone else (or ended): never here. Not (yet)
+                # released as the workflow sees it: read again, claim again.
+                lost_claim = exc.code != NOT_RELEASED
+                if not lost_claim:
+                    yield Sleep(0.5)
+            else:
+                return (yield from run_flow(session_id, tid, claim))
+            resource = yield Use.of("get_call", session_id, tid)
+            continue
+        if c.passed(deadline):
+            if step is not Step.DECIDING:
+                raise CallNotFinishedError(resource)
+            resource = yield from classified_flow(session_id, resource)  # queued: the verdict
+            if step_of(resource) is Step.DECIDING:
+                raise ParkedError(resource)
+            continue  # released (or final) meanwhile: go on
+        if step is Step.CLAIM:  # lost: do not spin while the row catches up
+            yield Sleep(min(0.5, c.poll_seconds(deadline)))
+        resource = yield Use.of("get_call", session_id, tid, wait=c.poll_seconds(deadline))
+
+
+def classified_flow(session_id: str, resource: CallResource) -> Flow[CallResource]:
+    """A queued call gets policy's verdict in moments: wait for it."""
+    until = time.monotonic() + PROBE_SECONDS
+    while resource.status.value == "queued" and time.monotonic() < until:
+        yield Sleep(0.05)
+        resource = yield Use.of("get_call", session_id, resource.tool_use_id)
+    return resource
+
+
+def run_flow(session_id: str, tid: str, claim: Claim) -> Flow[ToolResultBlock]:
+    """Run the claimed input here and report what it did; an exception in the
+    function is reported as is_error and raised again."""
+    try:
+        value = yield Execute(claim.input)
+    except Exception as exc:
+        yield from report_flow(session_id, tid, claim, error_text(exc), True)
+        raise
+    ran = value if isinstance(value, Ran) else Ran(content_of(value))
+    return (yield from report_flow(session_id, tid, claim, ran.content, ran.is_error))
+
+
+def report_flow(session_id: str, tid: str, claim: Claim, content: str | list[dict[str, Any]],
+                is_error: bool) -> Flow[ToolResultBlock]:
+    """Report the outcome; resent while parkgate is unreachable, until the
+    late-report window after the lease has passed."""
+    local = local_result(tid, content, is_error)
+    give_up = report_deadline(claim)
+    while True:
+        try:
+            outcome = yield Use.of(
+                "report_outcome", session_id, tid, content, is_error=is_error,
+                input_sha256=claim.input_sha256, deadline=monotonic_deadline(give_up))
+        except REPORT_FAILURES as exc:
+            if datetime.now(UTC) >= give_up:
+                raise OutcomeNotRecordedError(local, exc) from exc
+            yield Sleep(REPORT_RETRY_SECONDS)
+            continue
+        return answer(outcome, local)

@@ -11,27 +11,11 @@ import asyncio
 import inspect
 import os
 from collections.abc import Awaitable, Callable, Mapping
-from datetime import UTC, datetime
 from typing import Any, Generic, Literal, ParamSpec, TypeVar
 
 from parkgate.agent_client import _common as c
 from parkgate.agent_client import _gate_common as g
 from parkgate.agent_client.aio import AsyncParkgateClient
-from parkgate.agent_client.client_tools import (
-    ClientToolDefinition,
-    FunctionSignature,
-    content_of,
-    definition,
-    description_of,
-    error_text,
-    local_result,
-)
-from parkgate.agent_client.errors import (
-    CallNotFinishedError,
-    ConflictError,
-    OutcomeNotRecordedError,
-    ParkedError,
-)
 from parkgate.api.schemas import CallResource
 from parkgate.models import SideEffects, ToolResultBlock, ToolUseBlock
 
@@ -41,7 +25,7 @@ R = TypeVar("R")
 Executor = Callable[[dict[str, Any]], Awaitable[Any]]
 
 
-class AsyncToolGate:
+class AsyncToolGate(g.GateBase):
     """A session's client tools, and the driver of each of their calls."""
 
     def __init__(
@@ -49,22 +33,11 @@ class AsyncToolGate:
         *, turn_id: str | None = None, kind: Literal["main", "worker"] = "main",
         lease_seconds: float | None = None,
     ) -> None:
+        super().__init__(session_id, workspace_path, turn_id, kind, lease_seconds)
         self.client = client
-        self.session_id = session_id
-        self.workspace_path = workspace_path
-        self.turn_id = turn_id
-        self.kind: Literal["main", "worker"] = kind
-        self.lease_seconds = lease_seconds
-        self.tools: dict[str, ClientToolDefinition] = {}
-        self._registered: str | None = None  # the declaration last registered
         self._lock: asyncio.Lock | None = None
 
     # ------------------------------------------------------------ tools
-    def add(self, tool: ClientToolDefinition) -> ClientToolDefinition:
-        """Declare a client tool (registered with the session before its first call)."""
-        self.tools[tool.name] = tool  # the latest declaration stands, as on the server
-        return tool
-
     def gate(
         self, fn: Callable[P, Any] | None = None, /, *, side_effects: SideEffects | str,
         name: str | None = None, description: str | None = None, wait: float | None = None,
@@ -107,51 +80,12 @@ class AsyncToolGate:
         """
         g.require_tool(self.tools, name)
         await self.register()
-        deadline = c.deadline_after(wait)  # time.monotonic(), as the client's own waits
-        tid = tool_use_id or g.new_tool_use_id()
-        block = ToolUseBlock(id=tid, name=name, input=dict(tool_input))
-        lease = lease_seconds or self.lease_seconds
-        # claim: released at once by policy, the call is claimed for this
-        # submit in the release's own write (no claim request).
-        resource = await self.client.submit(block, self.session_id,
-                                            turn_id=turn_id or self.turn_id,
-                                            wait=c.poll_seconds(deadline), claim=True,
-                                            lease_seconds=lease)
-        # A fresh id with the same tool and input as a still-parked call of the
-        # session may attach to that call (setting attach_same_input): its id.
-        tid = resource.tool_use_id
-        won = g.claim_won(resource)
-        if won is not None:
-            return await self._run(tid, won, execute)
-        lost_claim = False
-        while True:
-            step = g.step_of(resource)
-            if step is g.Step.DONE:
-                return g.final_result(resource)
-            if step is g.Step.CLAIM and not lost_claim:
-                try:
-                    claim = await self.client.claim(self.session_id, tid, lease_seconds=lease)
-                except ConflictError as exc:
-                    # Claimed by someone else (or ended): never here. Not (yet)
-                    # released as the workflow sees it: read again, claim again.
-                    lost_claim = exc.code != g.NOT_RELEASED
-                    if not lost_claim:
-                        await asyncio.sleep(0.5)
-                else:
-                    return await self._run(tid, claim, execute)
-                resource = await self.client.get_call(self.session_id, tid)
-                continue
-            if c.passed(deadline):
-                if step is not g.Step.DECIDING:
-                    raise CallNotFinishedError(resource)
-                resource = await self._classified(resource)  # queued: policy's verdict
-                if g.step_of(resource) is g.Step.DECIDING:
-                    raise ParkedError(resource)
-                continue  # released (or final) meanwhile: go on
-            if step is g.Step.CLAIM:  # lost: do not spin while the row catches up
-                await asyncio.sleep(min(0.5, c.poll_seconds(deadline)))
-            resource = await self.client.get_call(self.session_id, tid,
-                                                  wait=c.poll_seconds(deadline))
+        block = ToolUseBlock(id=tool_use_id or g.new_tool_use_id(), name=name,
+                             input=dict(tool_input))
+        # deadline: time.monotonic(), as the client's own waits
+        return await self._drive(g.call_flow(
+            self.session_id, block, turn_id or self.turn_id, c.deadline_after(wait),
+            lease_seconds or self.lease_seconds), execute)
 
     async def submit(
         self, name: str, tool_input: Mapping[str, Any], *, tool_use_id: str,
@@ -163,48 +97,31 @@ class AsyncToolGate:
         g.require_tool(self.tools, name)
         await self.register()
         block = ToolUseBlock(id=tool_use_id, name=name, input=dict(tool_input))
-        return await self._classified(await self.client.submit(
-            block, self.session_id, turn_id=turn_id or self.turn_id))
+        resource = await self.client.submit(block, self.session_id,
+                                            turn_id=turn_id or self.turn_id)
+        return await self._drive(g.classified_flow(self.session_id, resource))
 
-    async def _classified(self, resource: CallResource) -> CallResource:
-        """A queued call gets policy's verdict in moments: wait for it."""
-        loop = asyncio.get_running_loop()
-        until = loop.time() + g.PROBE_SECONDS
-        while resource.status.value == "queued" and loop.time() < until:
-            await asyncio.sleep(0.05)
-            resource = await self.client.get_call(self.session_id, resource.tool_use_id)
-        return resource
-
-    async def _run(self, tid: str, claim: g.Claim, execute: Executor) -> ToolResultBlock:
-        try:
-            value = await execute(claim.input)
-        except Exception as exc:
-            await self._report(tid, claim, error_text(exc), True)
-            raise
-        ran = value if isinstance(value, g.Ran) else g.Ran(content_of(value))
-        return await self._report(tid, claim, ran.content, ran.is_error)
-
-    async def _report(self, tid: str, claim: g.Claim, content: str | list[dict[str, Any]],
-                      is_error: bool) -> ToolResultBlock:
-        """Report the outcome; resent while parkgate is unreachable, until the
-        late-report window after the lease has passed."""
-        local = local_result(tid, content, is_error)
-        give_up = g.report_deadline(claim)
-        while True:
+    async def _drive(self, flow: c.Flow[R], execute: Executor | None = None) -> R:
+        """Do what a shared flow (`_gate_common`) asks, awaiting each step."""
+        run = c.Run(flow)
+        while (op := run.next()) is not None:
             try:
-                outcome = await self.client.report_outcome(
-                    self.session_id, tid, content, is_error=is_error,
-                    input_sha256=claim.input_sha256,
-                    deadline=g.monotonic_deadline(give_up))
-            except g.REPORT_FAILURES as exc:
-                if datetime.now(UTC) >= give_up:
-                    raise OutcomeNotRecordedError(local, exc) from exc
-                await asyncio.sleep(g.REPORT_RETRY_SECONDS)
-                continue
-            return g.answer(outcome, local)
+                run.sent = await self._do(op, execute)
+            except Exception as exc:
+                run.failed(exc)
+        return run.result
+
+    async def _do(self, op: c.Op, execute: Executor | None) -> Any:
+        if isinstance(op, c.Sleep):
+            return await asyncio.sleep(op.seconds)
+        if isinstance(op, c.Execute):
+            assert execute is not None  # only a call's flow runs the function
+            return await execute(op.input)
+        assert isinstance(op, c.Use)
+        return await op.on(self.client)
 
 
-class AsyncGatedFunction(Generic[P]):
+class AsyncGatedFunction(g.GatedBase, Generic[P]):
     """A plain function behind the gate: calling it returns the call's result block."""
 
     def __init__(
@@ -212,18 +129,8 @@ class AsyncGatedFunction(Generic[P]):
         name: str | None = None, description: str | None = None, wait: float | None = None,
         lease_seconds: float | None = None,
     ) -> None:
-        self.fn = fn
-        self._call: Callable[..., Any] = fn  # called with the released kwargs
+        super().__init__(fn, tool_gate, side_effects, name, description, wait, lease_seconds)
         self.tool_gate = tool_gate
-        self.signature = FunctionSignature(fn)
-        self.definition = tool_gate.add(definition(
-            name or fn.__name__, description or description_of(fn), self.signature.schema(),
-            side_effects))
-        self.wait = wait
-        #: The lease asked for when claiming (None: the gate's, else the server's default).
-        self.lease_seconds = lease_seconds
-        self.__name__ = self.definition.name
-        self.__doc__ = fn.__doc__
 
     async def __call__(self, *args: P.args, **kwargs: P.kwargs) -> ToolResultBlock:
         """Gate `fn(*args, **kwargs)` under a fresh tool_use_id."""

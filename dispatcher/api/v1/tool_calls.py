@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request, Response
 
@@ -25,6 +25,7 @@ from parkgate.api.schemas import (
     CancelOut,
     SessionCancelOut,
 )
+from parkgate.api.service import CallService
 from parkgate.api.v1.common import (
     LIVE,
     SessionId,
@@ -36,26 +37,52 @@ from parkgate.api.v1.common import (
     for_principal,
     session_of,
 )
+from parkgate.approvals.access import Principal
 from parkgate.calls.records import CallStatus
 from parkgate.clients import client_tools
 from parkgate.durable.client import IdempotencyConflictError
 from parkgate.durable.client_payloads import ClaimInput
 from parkgate.durable.payloads import call_workflow_id
-from parkgate.models import ToolUseBlock
-from parkgate.store.results import CallFilters
+from parkgate.models import Session, ToolUseBlock
+from parkgate.settings import Settings
+from parkgate.store.repository import Repository
+from parkgate.store.results import CallFilters, SessionRecord
 
 router = APIRouter(prefix="/v1", tags=["agent"])
 #: A submit with claim=true and no wait still waits this long for policy's verdict.
 CLAIM_VERDICT_SECONDS = 10.0
 
 
+def _submit_responses(model: type, done: str, not_done: str) -> dict[int | str, Any]:
+    """The OpenAPI answers of a submit (single or batch): 200 done, 202 not yet, errors."""
+    return {200: {"model": model, "description": done},
+            202: {"model": model, "description": not_done},
+            **error_responses(401, 403, 429, 404, 409, 413, 422)}
+
+
+async def _accepted(
+    calls: list[ToolUseBlock], session_id: str, turn_id: str, request: Request,
+    repo: Repository, key: Principal, settings: Settings,
+) -> tuple[SessionRecord, Session, CallService]:
+    """What every submit does first (one call or a batch): check the ids (422, a
+    batch naming one twice too), find the session (404/403) and record who
+    submitted; the session as this turn sees it and the call service."""
+    seen: set[str] = set()
+    for call in calls:
+        check_tool_use_id(call, settings.max_input_depth)
+        if call.id in seen:
+            raise ApiError(422, "duplicate_tool_use_id", f"tool_use id {call.id!r} appears twice")
+        seen.add(call.id)
+    record = await session_of(repo, session_id, key)
+    await repo.record_submission(session_id, [c.id for c in calls], key.key_id, key.name)
+    return record, record.for_turn(turn_id), call_service(request)
+
+
 @router.post(
     "/sessions/{session_id}/turns/{turn_id}/tool-calls",
     response_model=CallResource,
     status_code=202,
-    responses={200: {"model": CallResource, "description": "The call has finished"},
-               202: {"model": CallResource, "description": "Not finished yet"},
-               **error_responses(401, 403, 429, 404, 409, 413, 422)},
+    responses=_submit_responses(CallResource, "The call has finished", "Not finished yet"),
     summary="Submit (or re-attach to) one tool call",
 )
 async def submit_call(
@@ -77,11 +104,8 @@ async def submit_call(
         gt=0, description="With claim=true: the lease asked for (capped by the server's "
         "client_lease_max_seconds).")] = None,
 ) -> CallResource:
-    check_tool_use_id(call, settings.max_input_depth)
-    record = await session_of(repo, session_id, key)
-    await repo.record_submission(session_id, [call.id], key.key_id, key.name)
-    session = record.for_turn(turn_id)
-    service = call_service(request)
+    record, session, service = await _accepted(
+        [call], session_id, turn_id, request, repo, key, settings)
     attached = await same_input_call(repo, settings, record, call)
     if attached is not None:
         # A fresh id for the same tool and input as a still-parked call of this
@@ -147,9 +171,8 @@ def _queued(session_id: str, turn_id: str, call: ToolUseBlock) -> CallResource:
     "/sessions/{session_id}/turns/{turn_id}/tool-calls:batch",
     response_model=BatchOut,
     status_code=202,
-    responses={200: {"model": BatchOut, "description": "Every call has finished"},
-               202: {"model": BatchOut, "description": "Some calls are not finished"},
-               **error_responses(401, 403, 429, 404, 409, 413, 422)},
+    responses=_submit_responses(BatchOut, "Every call has finished",
+                                "Some calls are not finished"),
     summary="Submit one assistant message's tool calls as a turn",
 )
 async def submit_batch(
@@ -163,16 +186,8 @@ async def submit_batch(
     response: Response,
     wait: Wait = 0,
 ) -> BatchOut:
-    seen: set[str] = set()
-    for call in body.calls:
-        check_tool_use_id(call, settings.max_input_depth)
-        if call.id in seen:
-            raise ApiError(422, "duplicate_tool_use_id", f"tool_use id {call.id!r} appears twice")
-        seen.add(call.id)
-    record = await session_of(repo, session_id, key)
-    await repo.record_submission(session_id, [c.id for c in body.calls], key.key_id, key.name)
-    session = record.for_turn(turn_id)
-    service = call_service(request)
+    record, session, service = await _accepted(
+        body.calls, session_id, turn_id, request, repo, key, settings)
     try:
         started = await service.start_turn(body.calls, session,
                                            client_tools.definitions(record.client_tools))
