@@ -199,6 +199,9 @@ _NO_ANSWER = (UnknownCallError, *TEMPORAL_NO_ANSWER)
 #: a call still storing its request; a parked call answers at once).
 _SETTLE_SECONDS = 10.0
 _SETTLE_POLL_SECONDS = 0.05
+#: One status query's bound: with no worker alive it cannot be answered, and
+#: the decision (retried by its caller on 503) should not wait long for it.
+_SETTLE_QUERY_SECONDS = 5.0
 
 
 async def _parked_in_history(handle: WorkflowHandle[Any, Any]) -> None:
@@ -221,7 +224,7 @@ async def _parked_in_history(handle: WorkflowHandle[Any, Any]) -> None:
         try:
             view: CallStatusView = await handle.query(
                 QUERY_STATUS, StatusRequest(), result_type=CallStatusView,
-                rpc_timeout=timedelta(seconds=_SETTLE_SECONDS),
+                rpc_timeout=timedelta(seconds=_SETTLE_QUERY_SECONDS),
             )
         except TEMPORAL_NO_ANSWER:
             return

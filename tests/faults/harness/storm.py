@@ -23,7 +23,9 @@ from tests.faults.harness.apiclient import AgentClient
 from tests.faults.harness.stack import Stack
 
 #: How long one decider keeps retrying while workers or the store are down.
-DECIDE_DEADLINE = 90.0
+#: A decider retries honest 503s (no worker alive: round 1 kills one every
+#: 0.3-1.5 s for as long as any decider is still trying) up to this long.
+DECIDE_DEADLINE = 180.0
 _CSRF = re.compile(r'name="csrf" value="([^"]+)"')
 
 
