@@ -99,6 +99,9 @@ async def test_update_leaves_none_fields_unchanged(repo: Repository) -> None:
 async def test_list_calls_filters_and_keyset_pagination(repo: Repository) -> None:
     sid = uid("s")
     ids = []
+    # One base instant: the window below is relative to it, not to a clock
+    # read after the writes (a slow machine moved c3 out of it).
+    base = utcnow()
     for i in range(7):
         cid = f"c{i}"
         ids.append(cid)
@@ -109,7 +112,7 @@ async def test_list_calls_filters_and_keyset_pagination(repo: Repository) -> Non
                 cid,
                 tool_name="write_file" if i % 2 else "read_file",
                 decided_by="alice" if i == 3 else None,
-                created_at=utcnow() + timedelta(seconds=i),
+                created_at=base + timedelta(seconds=i),
             ),
         )
     await repo.apply([], finished(uid("other"), "c-other"))
@@ -131,7 +134,7 @@ async def test_list_calls_filters_and_keyset_pagination(repo: Repository) -> Non
     status = await repo.list_calls(CallFilters(status=[CallStatus.FAILED]))
     assert status.items == []
     window = await repo.list_calls(
-        CallFilters(session_id=sid, since=utcnow() + timedelta(seconds=2.5))
+        CallFilters(session_id=sid, since=base + timedelta(seconds=2.5))
     )
     assert {c.tool_use_id for c in window.items} == {"c3", "c4", "c5", "c6"}
     with pytest.raises(InvalidCursorError):
