@@ -8,7 +8,6 @@ signed in through OIDC whose groups grant the approver role needs no form.
 
 from __future__ import annotations
 
-from typing import Any
 from urllib.parse import urlencode
 
 from fastapi import APIRouter, Request
@@ -84,16 +83,10 @@ async def login_page(request: Request, next: str | None = None) -> Response:
     nonce, token = csrf.issue(request.app.state.secret, _LOGIN_PURPOSE,
                               request.cookies.get(csrf.cookie_name(_LOGIN_PURPOSE)))
     response = page(request, "inbox_login.html", csrf=token, next=_safe_next(next),
-                    error=None, **_signin_options(request, _safe_next(next)))
+                    error=None, **routes_oidc.signin_options(request, _safe_next(next)))
     set_csrf(response, request, _LOGIN_PURPOSE, nonce)
     return response
 
-
-def _signin_options(request: Request, next_url: str) -> dict[str, Any]:
-    """What the sign-in page offers: the provider's sign-in, the key form, or both."""
-    settings: Settings = request.app.state.settings
-    return {"oidc_url": routes_oidc.login_url(request, next_url) if settings.oidc_enabled
-            else None, "key_form": settings.api_key_signin}
 
 
 @router.post("/inbox/login", response_class=HTMLResponse)
@@ -108,7 +101,7 @@ async def login(request: Request) -> Response:
         nonce, token = csrf.issue(request.app.state.secret, _LOGIN_PURPOSE,
                                   request.cookies.get(csrf.cookie_name(_LOGIN_PURPOSE)))
         response = page(request, "inbox_login.html", signed.status, csrf=token, next=next_url,
-                        error=signed.error, **_signin_options(request, next_url))
+                        error=signed.error, **routes_oidc.signin_options(request, next_url))
         set_csrf(response, request, _LOGIN_PURPOSE, nonce)
         return response
     redirect = RedirectResponse(root(request) + next_url, status_code=303)

@@ -142,15 +142,10 @@ async def login_page(request: Request, next: str | None = None) -> Response:
         request.cookies.get(csrf.cookie_name(_LOGIN_PURPOSE)),
     )
     response = _page(request, "audit_login.html", csrf=token, next=_safe_next(next), error=None,
-                     **_signin_options(request, _safe_next(next)))
+                     **routes_oidc.signin_options(request, _safe_next(next)))
     _set_csrf(response, request, _LOGIN_PURPOSE, nonce)
     return response
 
-
-def _signin_options(request: Request, next_url: str) -> dict[str, Any]:
-    settings: Settings = request.app.state.settings
-    return {"oidc_url": routes_oidc.login_url(request, next_url) if settings.oidc_enabled
-            else None, "key_form": settings.api_key_signin}
 
 
 @router.post("/audit/login", response_class=HTMLResponse)
@@ -174,7 +169,7 @@ async def login(request: Request) -> Response:
         )
         response = _page(
             request, "audit_login.html", signed.status, csrf=token, next=next_url,
-            error=signed.error, **_signin_options(request, next_url),
+            error=signed.error, **routes_oidc.signin_options(request, next_url),
         )
         _set_csrf(response, request, _LOGIN_PURPOSE, nonce)
         return response

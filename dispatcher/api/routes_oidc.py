@@ -123,6 +123,14 @@ def login_url(request: Request, next_path: str) -> str:
     return f"{_root(request)}/auth/oidc/login?{urlencode({'next': next_path})}"
 
 
+def signin_options(request: Request, next_url: str) -> dict[str, Any]:
+    """What a sign-in page (inbox or audit) offers: the provider's sign-in, the
+    key form, or both."""
+    settings: Settings = request.app.state.settings
+    return {"oidc_url": login_url(request, next_url) if settings.oidc_enabled else None,
+            "key_form": settings.api_key_signin}
+
+
 @router.get("/auth/oidc/login")
 async def oidc_login(request: Request, next: str | None = None) -> Response:
     settings: Settings = request.app.state.settings
