@@ -12,6 +12,7 @@ from typing import Any
 import httpx
 import httpx2
 import mcp_types as types
+import pytest
 from fastapi import FastAPI
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
@@ -209,6 +210,7 @@ async def test_without_the_lifespan_the_endpoint_says_so(
 PARK_SECONDS = 20.0
 
 
+@pytest.mark.slow
 async def test_clients_with_default_timeouts_wait_through_a_20_s_park(
     dev_temporal: Client, sqlite_repo: Repository, tmp_path: Path
 ) -> None:

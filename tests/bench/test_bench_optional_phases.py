@@ -73,6 +73,7 @@ async def test_client_phase_smoke(tmp_path: Path) -> None:
     assert any(f"client: {CALL_ROW}" in line for line in table)
 
 
+@pytest.mark.slow
 @pytest.mark.devserver
 @pytest.mark.timeout(300)
 async def test_scale_phase_smoke(tmp_path: Path) -> None:
@@ -125,6 +126,7 @@ async def test_client_phase_profile_smoke(tmp_path: Path) -> None:
     assert "cpu" in profile  # samples, or why there are none (py-spy missing or not allowed)
 
 
+@pytest.mark.slow
 @pytest.mark.devserver
 @pytest.mark.postgres
 @pytest.mark.timeout(300)

@@ -47,6 +47,7 @@ async def _require_postgres() -> None:
         await conn.close()
 
 
+@pytest.mark.slow
 @pytest.mark.devserver
 @pytest.mark.postgres
 @pytest.mark.timeout(300)

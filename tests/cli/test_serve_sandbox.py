@@ -36,6 +36,7 @@ def _section(text: str, name: str) -> str:
     return text.split(f"=={name}==\n", 1)[1].split("==", 1)[0]
 
 
+@pytest.mark.slow
 def test_an_approved_shell_call_in_the_quick_start_reaches_nothing_of_parkgate(
     tmp_path: Path,
 ) -> None:

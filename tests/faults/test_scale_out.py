@@ -189,10 +189,17 @@ def kill_leftovers(token: str) -> None:
 
 
 async def started_by(client: Client, workflow_id: str) -> dict[str, set[int]]:
-    """Activity type -> pids of the workers that started it (from history)."""
+    """Activity type -> pids of the workers that started it (from history).
+
+    Read once the workflow has closed: an activity's started event is written
+    with its completion, and the call's row says "finished" (written by that
+    activity) a moment before Temporal records the activity as completed.
+    """
+    handle = client.get_workflow_handle(workflow_id)
+    await handle.result()
     scheduled: dict[int, str] = {}
     out: dict[str, set[int]] = {}
-    async for event in client.get_workflow_handle(workflow_id).fetch_history_events():
+    async for event in handle.fetch_history_events():
         if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
             attrs = event.activity_task_scheduled_event_attributes
             scheduled[event.event_id] = attrs.activity_type.name

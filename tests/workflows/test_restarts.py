@@ -93,6 +93,7 @@ async def harness(
         h.close()
 
 
+@pytest.mark.slow
 async def test_worker_killed_while_parked_then_each_call_runs_once(
     dev_server: DevServer, sqlite_repo: Any, sqlite_url: str, tmp_path: Path
 ) -> None:
@@ -117,6 +118,7 @@ async def test_worker_killed_while_parked_then_each_call_runs_once(
             assert (h.workspace / f"m{i}.txt").read_text() == "run\n"
 
 
+@pytest.mark.slow
 async def test_worker_killed_during_long_shell_is_outcome_unknown(
     dev_server: DevServer, sqlite_repo: Any, sqlite_url: str, tmp_path: Path
 ) -> None:
@@ -142,6 +144,7 @@ async def test_worker_killed_during_long_shell_is_outcome_unknown(
         assert row.status == CallStatus.FAILED
 
 
+@pytest.mark.slow
 async def test_dev_server_restart_keeps_parked_calls(
     sqlite_repo: Any, sqlite_url: str, tmp_path: Path
 ) -> None:

@@ -49,10 +49,17 @@ async def host(rig: ApiRig, group: str) -> AsyncIterator[None]:
 
 
 async def started_by(client: Client, workflow_id: str) -> dict[str, set[str]]:
-    """Activity type -> identities of the workers that started it (from history)."""
+    """Activity type -> identities of the workers that started it (from history).
+
+    Read once the workflow has closed: an activity's started event is written
+    with its completion, and the call's row says "finished" (written by that
+    activity) a moment before Temporal records the activity as completed.
+    """
+    handle = client.get_workflow_handle(workflow_id)
+    await handle.result()
     scheduled: dict[int, str] = {}
     out: dict[str, set[str]] = {}
-    async for event in client.get_workflow_handle(workflow_id).fetch_history_events():
+    async for event in handle.fetch_history_events():
         if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
             name = event.activity_task_scheduled_event_attributes.activity_type.name
             scheduled[event.event_id] = name
@@ -246,6 +253,7 @@ async def wait_for(rig: ApiRig, sid: str, tid: str, check: Any, timeout: float =
     raise AssertionError(f"{sid}/{tid}: {body}")
 
 
+@pytest.mark.slow
 async def test_hosts_as_processes_killed_host_calls_wait_then_finish(
     dev_server: DevServer, sqlite_repo: Any, sqlite_url: str, tmp_path: Path
 ) -> None:
