@@ -28,7 +28,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
-from typing import Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import httpx
 
@@ -41,7 +41,6 @@ from parkgate.channels.webhook import WebhookError, deliver
 from parkgate.durable.payloads import NotifyInput
 from parkgate.durable.subcall_approvals import (
     EXPIRED,
-    ApprovalDecisions,
     can_decide,
     sub_call_request_id,
 )
@@ -49,6 +48,9 @@ from parkgate.models import ToolErrorClass, utcnow
 from parkgate.pipeline import Pipeline, deny_result
 from parkgate.settings import Settings
 from parkgate.verdicts import Deny, NeedsApproval, PreparedCall
+
+if TYPE_CHECKING:
+    from parkgate.store.approval_store import ApprovalStore
 
 log = logging.getLogger(__name__)
 
@@ -61,12 +63,6 @@ DEADLINE_MARGIN_SECONDS = 5.0
 MIN_WAIT_SECONDS = 1.0
 #: Store polling: start fast (a decision right after the prompt), then back off.
 POLL_FIRST, POLL_MAX = 0.2, 1.0
-
-
-class ApprovalStoreWriter(ApprovalDecisions, Protocol):
-    """Sub-call approvals also need the store's approval write."""
-
-    async def save_approval(self, approval: ApprovalRecord) -> None: ...
 
 
 class SubCallApprover:
@@ -106,7 +102,7 @@ class SubCallApprover:
                 rule=sub.prepared.rule,
                 definition=sub.prepared.definition,
             )
-        store = cast(ApprovalDecisions, self.store)
+        store = cast("ApprovalStore", self.store)
         if self.cancel_event.is_set():
             return self._cancelled(sub)
         expires_in = self._expires_in(sub)
@@ -205,7 +201,7 @@ class SubCallApprover:
         delay = 0.5
         while True:
             try:
-                await cast(ApprovalStoreWriter, self.store).save_approval(record)
+                await cast("ApprovalStore", self.store).save_approval(record)
                 return True
             except Exception:
                 log.warning("could not store sub-call approval %s; retrying", record.request_id)
@@ -221,7 +217,7 @@ class SubCallApprover:
         return time.monotonic() + (record.expires_at - utcnow()).total_seconds()
 
     async def _wait(
-        self, store: ApprovalDecisions, record: ApprovalRecord
+        self, store: ApprovalStore, record: ApprovalRecord
     ) -> ApprovalRecord | None:
         """Poll until decided or expired; None when cancelled. Expiry is itself a
         first-write-wins decision, so a human who decided at the last instant wins."""

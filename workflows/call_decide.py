@@ -183,10 +183,7 @@ class Decisions(CallRecording):
                 return self._refused(invalid_edits(str(checked.error)), winner=False)
             prepared = checked.prepared
             self._prepared = prepared
-        self._decision = self._tally(self._decision_record(inp, prepared), inp)
-        if self._decision is None:
-            return self._counted()  # a quorum vote that does not decide yet
-        return DecideResult(accepted=True, winner=self._decision, message="decision applied")
+        return self._settled(inp, prepared)
 
     async def _revalidate(self, prepared: PreparedCall, inp: DecideInput) -> RevalidateOutput:
         """Full re-scope of edited input (pure: no store writes, safe to discard)."""
@@ -208,6 +205,14 @@ class Decisions(CallRecording):
             start_to_close_timeout=LOCAL_TIMEOUT,
             retry_policy=LOCAL_RETRY,
         )
+
+    def _settled(self, inp: DecideInput, prepared: PreparedCall) -> DecideResult:
+        """Count `inp` (pure: no command): the decision when it decides, else a
+        quorum vote that does not decide yet."""
+        self._decision = self._tally(self._decision_record(inp, prepared), inp)
+        if self._decision is None:
+            return self._counted()
+        return DecideResult(accepted=True, winner=self._decision, message="decision applied")
 
     def _decision_record(self, inp: DecideInput, prepared: PreparedCall) -> DecisionRecord:
         """The winning decision as recorded."""
@@ -239,10 +244,7 @@ class Decisions(CallRecording):
                     return self._refused(invalid_edits(str(checked.error)), winner=False)
                 prepared = checked.prepared
                 self._prepared = prepared
-            self._decision = self._tally(self._decision_record(inp, prepared), inp)
-            if self._decision is None:
-                return self._counted()
-            return DecideResult(accepted=True, winner=self._decision, message="decision applied")
+            return self._settled(inp, prepared)
         finally:
             self._deciding = False
 

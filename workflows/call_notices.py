@@ -8,7 +8,9 @@ Deterministic code only.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
+from typing import TypeVar
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
@@ -29,6 +31,8 @@ with workflow.unsafe.imports_passed_through():
 
 _NOTIFY_SCHEDULE_TO_CLOSE = timedelta(minutes=15)
 _NOTIFY_RETRY = RetryPolicy(maximum_attempts=6, maximum_interval=timedelta(minutes=2))
+
+T = TypeVar("T")
 
 
 class Notices(CallRecording):
@@ -83,16 +87,7 @@ class Notices(CallRecording):
             expires_at=created.approval.expires_at,
             kind=kind,  # type: ignore[arg-type]
         )
-        try:
-            await workflow.execute_activity(
-                acts.notify,
-                notice,
-                schedule_to_close_timeout=_NOTIFY_SCHEDULE_TO_CLOSE,
-                start_to_close_timeout=timedelta(seconds=30),
-                retry_policy=_NOTIFY_RETRY,
-            )
-        except (ActivityError, asyncio.CancelledError) as exc:
-            workflow.logger.warning("notify failed for %s: %s", info.request_id, exc)
+        await self._notice(acts.notify, notice, "notify")
 
     async def _slack_post(self, created: ApprovalCreated) -> None:
         """Post the interactive Slack message; a failure never blocks the call."""
@@ -101,16 +96,24 @@ class Notices(CallRecording):
         notice = NotifyInput(info=info, session=self._input.session,
                              requested_at=created.approval.requested_at,
                              expires_at=created.approval.expires_at)
+        self._slack_message = await self._notice(acts.slack_post, notice, "slack post")
+
+    async def _notice(
+        self, activity: Callable[[NotifyInput], Awaitable[T]], notice: NotifyInput, what: str,
+    ) -> T | None:
+        """Run one notice activity under the notices' timeouts and retries; a
+        failure (or its cancellation when the call ends) is logged, never raised."""
         try:
-            self._slack_message = await workflow.execute_activity(
-                acts.slack_post,
+            return await workflow.execute_activity(
+                activity,
                 notice,
                 schedule_to_close_timeout=_NOTIFY_SCHEDULE_TO_CLOSE,
                 start_to_close_timeout=timedelta(seconds=30),
                 retry_policy=_NOTIFY_RETRY,
             )
         except (ActivityError, asyncio.CancelledError) as exc:
-            workflow.logger.warning("slack post failed for %s: %s", info.request_id, exc)
+            workflow.logger.warning("%s failed for %s: %s", what, notice.info.request_id, exc)
+            return None
 
     async def _slack_outcome(self, outcome: CallOutcome) -> None:
         """Start the child that shows the outcome on the Slack message (it

@@ -29,9 +29,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from parkgate.api import client_calls
 from parkgate.api.attach import same_input_call
 from parkgate.api.errors import ApiError
-from parkgate.api.schemas import CallResource
+from parkgate.api.schemas import ID_RE, CallResource
 from parkgate.api.service import CallService
-from parkgate.api.v1.common import ID_RE
+from parkgate.api.workspace_checks import check_workspace, claim_ground
 from parkgate.approvals.access import Principal
 from parkgate.calls.events import make_event_id
 from parkgate.calls.records import CallStatus
@@ -136,11 +136,9 @@ async def _session(ctx: HookContext, hook: HookInput, tool_name: str) -> Session
     """The session with `tool_name` declared, or why the call cannot be gated."""
     # The API's one workspace check and its projects' ground (a path belongs to
     # the project that registered it first), as POST /v1/sessions applies them.
-    from parkgate.api.v1.sessions import _check_workspace, _claim_ground
-
     project_roots = ctx.settings.workspace_roots_for(ctx.key.project)
     try:
-        workspace = await asyncio.to_thread(_check_workspace, hook.cwd, project_roots)
+        workspace = await asyncio.to_thread(check_workspace, hook.cwd, project_roots)
     except ApiError as exc:
         roots = ", ".join(str(r) for r in project_roots)
         return f"the working directory {hook.cwd!r} cannot be gated ({exc.message}; " \
@@ -158,7 +156,7 @@ async def _session(ctx: HookContext, hook: HookInput, tool_name: str) -> Session
         path = record.workspace_path if record is not None else str(workspace)
         if record is None:
             try:
-                await _claim_ground(ctx.repo, hook.session_id, path, ctx.key)
+                await claim_ground(ctx.repo, hook.session_id, path, ctx.key)
             except ApiError as exc:
                 return f"the working directory {hook.cwd!r} cannot be gated ({exc.message})"
         try:

@@ -1,4 +1,5 @@
-"""Client-executed calls on the API side: the released view, claim, outcome.
+"""Client-executed calls on the API side: claim and outcome (the released view
+is `CallService.with_release`).
 
 Claims and outcomes are workflow updates (`claim`, `report_outcome`): the
 API answers only after the workflow accepted them, and after the store write
@@ -57,10 +58,6 @@ R = TypeVar("R", ClaimResult, OutcomeResult)
 _RETRIED = (RPCStatusCode.RESOURCE_EXHAUSTED, RPCStatusCode.ABORTED, RPCStatusCode.UNAVAILABLE)
 _RETRY_SECONDS = 20.0
 
-#: A long-poll re-reads a live call this often (a release in another process
-#: wakes nobody here).
-RELEASE_POLL_SECONDS = 2.0
-
 #: HTTP status of each refusal.
 _STATUS = {
     ClientReject.ALREADY_CLAIMED: 409,
@@ -72,25 +69,6 @@ _STATUS = {
     ClientReject.INVALID: 422,
     ClientReject.UNPROVEN: 503,
 }
-
-
-async def with_release(service: CallService, resource: CallResource) -> CallResource:
-    """A released (or claimed) call's input as released, its hash and its claim:
-    only its workflow knows them (the store keeps the input redacted)."""
-    try:
-        view = await service.query(resource.session_id, resource.tool_use_id)
-    except TEMPORAL_NO_ANSWER:
-        return resource
-    if view is None or view.release is None:
-        return resource
-    release = view.release
-    update: dict[str, Any] = {"input": release.input, "input_sha256": release.input_sha256,
-                              "released_at": release.released_at}
-    if release.claim is not None:
-        update.update(claimed_by=release.claim.claimed_by,
-                      claimed_at=release.claim.claimed_at,
-                      lease_expires_at=release.claim.lease_expires_at)
-    return resource.model_copy(update=update)
 
 
 async def start_claiming(service: CallService, call: ToolUseBlock, session: Session,
@@ -135,12 +113,12 @@ async def claimed_for_submitter(service: CallService, resource: CallResource,
         return resource
     event = await _claimed_at_release(service, sid, tid) if started else None
     if event is None:
-        return await with_release(service, resource)  # someone else's: as a GET shows it
+        return await service.with_release(resource)  # someone else's: as a GET shows it
     data = event.data or {}
     sha = input_sha256(call.input)
     if data.get("input_sha256") != sha:
         # A before-hook rewrote the input: the workflow has the input as released.
-        return (await with_release(service, resource)).model_copy(update={"claim_won": True})
+        return (await service.with_release(resource)).model_copy(update={"claim_won": True})
     # Released as submitted: the claim's event says all (no status query).
     return resource.model_copy(update={
         "input": call.input, "input_sha256": sha, "released_at": event.at,

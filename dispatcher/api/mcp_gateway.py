@@ -35,7 +35,7 @@ from parkgate.api.approval_links import link_for_principal, submitter_of
 from parkgate.api.attach import same_input_call
 from parkgate.api.deps import ApiDeps, principal_of
 from parkgate.api.ratelimit import RateLimiter
-from parkgate.api.schemas import CallResource
+from parkgate.api.schemas import ID_RE, CallResource
 from parkgate.api.service import CallService
 from parkgate.approvals.access import Principal, Role
 from parkgate.calls.records import CallStatus
@@ -50,7 +50,7 @@ MCP_PATH = "/v1/sessions/{session_id}/mcp"
 #: `_meta` keys a tools/call may carry (and every result carries back).
 META_TOOL_USE_ID = "tool_use_id"
 META_TURN_ID = "turn_id"
-_ID_RE = re.compile(r"^[A-Za-z0-9_.:\-]{1,200}$")
+_ID_RE = re.compile(ID_RE)
 _STATE_KEY = "parkgate_mcp_caller"
 _READERS = (Role.AGENT, Role.APPROVER, Role.AUDITOR, Role.ADMIN)
 

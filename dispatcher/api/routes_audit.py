@@ -68,6 +68,15 @@ def _not_found(request: Request) -> HTMLResponse:
                  text="Audit pages are not enabled on this server.", detail="", kind="error")
 
 
+async def _auditor(request: Request) -> Principal | Response:
+    """The signed-in auditor of an audit page, else its answer: 404 while the
+    pages are off, the sign-in (or no-role) page when nobody may audit."""
+    if not request.app.state.settings.audit_pages_enabled:
+        return _not_found(request)
+    key = await current_auditor(request)
+    return key if key is not None else _signed_out(request)
+
+
 def _serializer(request: Request) -> URLSafeTimedSerializer:
     return URLSafeTimedSerializer(request.app.state.secret, salt=_SALT)
 
@@ -211,11 +220,9 @@ async def audit_list(
     after: Annotated[str | None, Query(max_length=500)] = None,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
 ) -> Response:
-    if not request.app.state.settings.audit_pages_enabled:
-        return _not_found(request)
-    key = await current_auditor(request)
-    if key is None:
-        return _signed_out(request)
+    key = await _auditor(request)
+    if isinstance(key, Response):
+        return key
     statuses = [s.value for s in CallStatus]
     chosen = CallStatus(status) if status in statuses else None
     filters = CallFilters(
@@ -256,11 +263,9 @@ async def audit_list(
 
 @router.get("/audit/calls/{call_id}", response_class=HTMLResponse)
 async def audit_call(request: Request, call_id: str) -> Response:
-    if not request.app.state.settings.audit_pages_enabled:
-        return _not_found(request)
-    key = await current_auditor(request)
-    if key is None:
-        return _signed_out(request)
+    key = await _auditor(request)
+    if isinstance(key, Response):
+        return key
     record = await _audit_record(request, key, call_id)
     if record is None:
         return _page(request, "message.html", 404, title="Not found",
@@ -289,11 +294,9 @@ async def audit_call_output(
     request: Request, call_id: str, format: OutputFormat = "text"
 ) -> Response:
     """The whole stored output of a call (the model saw it truncated)."""
-    if not request.app.state.settings.audit_pages_enabled:
-        return _not_found(request)
-    key = await current_auditor(request)
-    if key is None:
-        return _signed_out(request)
+    key = await _auditor(request)
+    if isinstance(key, Response):
+        return key
     record = await _audit_record(request, key, call_id)
     out = output_response(record, format) if record is not None else None
     if out is None:

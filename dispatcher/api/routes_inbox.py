@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Annotated, Any
 from urllib.parse import parse_qsl
@@ -225,16 +225,27 @@ def _stream(request: Request, viewer: Viewer, filters: Filters) -> EventSourceRe
 
 
 # ------------------------------------------------------------------ decide
-@router.post("/inbox/decide", response_class=HTMLResponse)
-async def inbox_decide(request: Request) -> Response:
-    return await _decide_for(request, None)
+_Form = Callable[[Request, str | None], Awaitable[Response]]
 
 
-@router.post("/inbox/p/{token}", response_class=HTMLResponse)
-async def personal_decide(request: Request, token: str) -> Response:
-    return await _decide_for(request, token)
+def _posted_to(shared: str, personal: str) -> Callable[[_Form], _Form]:
+    """Mount a form handler `(request, token)` twice, as every inbox form is:
+    POST `shared` for the signed-in inbox (token None) and POST `personal`
+    for a personal link's (its token from the path)."""
+    def mount(handler: _Form) -> _Form:
+        async def signed_in(request: Request) -> Response:
+            return await handler(request, None)
+
+        async def linked(request: Request, token: str) -> Response:
+            return await handler(request, token)
+
+        router.add_api_route(shared, signed_in, methods=["POST"], response_class=HTMLResponse)
+        router.add_api_route(personal, linked, methods=["POST"], response_class=HTMLResponse)
+        return handler
+    return mount
 
 
+@_posted_to("/inbox/decide", "/inbox/p/{token}")
 async def _decide_for(request: Request, token: str | None) -> Response:
     def signed_out() -> Response:
         if oidc_sessions.signed_in(request) is not None:
@@ -370,16 +381,7 @@ async def _outcome(request: Request, viewer: Viewer, back: str, item: Waiting, d
 
 
 # ---------------------------------------------------- remembered decisions
-@router.post("/inbox/remembered/revoke", response_class=HTMLResponse)
-async def inbox_revoke(request: Request) -> Response:
-    return await _revoke_for(request, None)
-
-
-@router.post("/inbox/p/{token}/remembered/revoke", response_class=HTMLResponse)
-async def personal_revoke(request: Request, token: str) -> Response:
-    return await _revoke_for(request, token)
-
-
+@_posted_to("/inbox/remembered/revoke", "/inbox/p/{token}/remembered/revoke")
 async def _revoke_for(request: Request, token: str | None) -> Response:
     viewer = await _viewer(request, token, lambda: message(
         request, 403, "Signed out", "Your inbox session ended; sign in again and retry."))

@@ -16,6 +16,8 @@ from parkgate.rules.remember_spec import MAX_TTL_SECONDS, MIN_TTL_SECONDS
 from parkgate.rules.remembered import RememberedFields
 from parkgate.store.results import CallRecord
 
+#: An id the API accepts in a path or a hook (a session, turn, tool_use, request).
+ID_RE = r"^[A-Za-z0-9_.:\-]{1,200}$"
 _ID = Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9_.:\-]+$")
 
 

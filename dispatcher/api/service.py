@@ -35,7 +35,6 @@ from temporalio.client import WorkflowFailureError, WorkflowHandle
 from temporalio.service import RPCError, RPCStatusCode
 
 from parkgate.api.approval_links import link_for, named_approvers
-from parkgate.api.client_calls import RELEASE_POLL_SECONDS, with_release
 from parkgate.api.errors import ApiError
 from parkgate.api.schemas import CallLinks, CallResource
 from parkgate.approvals.decisions import DecideInput, DecisionRecord, RejectReason
@@ -54,6 +53,10 @@ from parkgate.workspaces.worker_groups import WORKSPACE_ACTIVITIES
 #: A claiming long-poll waits this long for this process's worker to wake it
 #: before it also asks Temporal for the workflow's end.
 IN_PROCESS_GRACE_SECONDS = 0.5
+
+#: A long-poll re-reads a live call this often (a release in another process
+#: wakes nobody here).
+RELEASE_POLL_SECONDS = 2.0
 
 
 class CallService:
@@ -98,6 +101,24 @@ class CallService:
             return await self.dispatcher.status(session_id, tool_use_id)
         except UnknownCallError:
             return None
+
+    async def with_release(self, resource: CallResource) -> CallResource:
+        """A released (or claimed) call's input as released, its hash and its claim:
+        only its workflow knows them (the store keeps the input redacted)."""
+        try:
+            view = await self.query(resource.session_id, resource.tool_use_id)
+        except TEMPORAL_NO_ANSWER:
+            return resource
+        if view is None or view.release is None:
+            return resource
+        release = view.release
+        update: dict[str, Any] = {"input": release.input, "input_sha256": release.input_sha256,
+                                  "released_at": release.released_at}
+        if release.claim is not None:
+            update.update(claimed_by=release.claim.claimed_by,
+                          claimed_at=release.claim.claimed_at,
+                          lease_expires_at=release.claim.lease_expires_at)
+        return resource.model_copy(update=update)
 
     async def resource(
         self, session_id: str, tool_use_id: str, *, turn_id: str | None = None
@@ -148,7 +169,7 @@ class CallService:
         """
         sid, tid = row.session_id, row.tool_use_id
         if row.status in (CallStatus.RELEASED, CallStatus.CLAIMED):
-            return await with_release(self, resource)
+            return await self.with_release(resource)
         if row.status == CallStatus.RUNNING:
             # A running call whose workflow task keeps failing would otherwise
             # show `running` forever: say what is wrong (a describe, no worker).

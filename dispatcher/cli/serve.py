@@ -8,6 +8,7 @@ next start finds parked calls still parked.
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import typer
 from rich.panel import Panel
@@ -30,6 +31,12 @@ def warn_root(tool_user: str | None) -> None:
                                 border_style="bold red"), style="bold red")
 
 
+def _stack_port(default: int, flag: str, what: str) -> Any:
+    """An option for a port of the embedded dev server (one wording for all)."""
+    return typer.Option(default, flag, min=0, max=65535,
+                        help=f"{what} (another free port when taken; 0 = any).")
+
+
 def serve(
     port: int | None = typer.Option(
         None,
@@ -39,20 +46,8 @@ def serve(
         max=65535,
         help="API port (default: the api_port setting, 8420).",
     ),
-    temporal_port: int = typer.Option(
-        7233,
-        "--temporal-port",
-        min=0,
-        max=65535,
-        help="Dev server gRPC port (another free port when taken; 0 = any).",
-    ),
-    ui_port: int = typer.Option(
-        8233,
-        "--ui-port",
-        min=0,
-        max=65535,
-        help="Temporal UI port (another free port when taken; 0 = any).",
-    ),
+    temporal_port: int = _stack_port(7233, "--temporal-port", "Dev server gRPC port"),
+    ui_port: int = _stack_port(8233, "--ui-port", "Temporal UI port"),
     log_level: str = typer.Option("warning", "--log-level", help="API (uvicorn) log level."),
     key_name: str | None = typer.Option(
         None, "--key-name", help="Name of the API key created at start (default: serve-<4 hex>)."

@@ -40,6 +40,9 @@ from parkgate.durable.payloads import (
 )
 from parkgate.durable.plugin import proof_keys_of
 
+if TYPE_CHECKING:
+    from parkgate.store.approval_store import ApprovalStore
+
 
 class ApprovalLookup(Protocol):
     """Finds which call an approval request belongs to (the Repository does)."""
@@ -99,7 +102,7 @@ class DecisionSending:
             return DecideResult.refused(
                 no_longer_waiting(status), record.decision_record()
             )
-        approvals = cast(subcall_approvals.ApprovalDecisions, self.approvals)
+        approvals = cast("ApprovalStore", self.approvals)
         return await subcall_approvals.decide(approvals, record, inp)
 
     async def decide(

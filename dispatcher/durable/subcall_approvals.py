@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hashlib
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import TYPE_CHECKING
 
 from parkgate.approvals.decisions import (
     DecideInput,
@@ -28,6 +28,9 @@ from parkgate.calls.records import ApprovalRecord
 from parkgate.durable.payloads import DecideResult
 from parkgate.models import utcnow
 
+if TYPE_CHECKING:
+    from parkgate.store.approval_store import ApprovalStore
+
 #: Decisions a human may give a sub-call (no edits: see docs/DURABLE.md).
 SUB_CALL_DECISIONS = ("allow", "deny")
 #: Stored when no decision arrived in time (same word as a parked call's expiry).
@@ -39,26 +42,9 @@ NO_EDITS = (
 )
 
 
-class ApprovalDecisions(Protocol):
-    """What deciding a sub-call needs from the history store (the Repository has it)."""
-
-    async def get_approval(self, request_id: str) -> ApprovalRecord | None: ...
-
-    async def decide_approval(
-        self,
-        request_id: str,
-        decision: str,
-        decided_by: str | None = None,
-        via: str | None = None,
-        reason: str | None = None,
-        *,
-        decided_at: datetime | None = None,
-        principal: dict[str, Any] | None = None,
-    ) -> tuple[bool, ApprovalRecord]: ...
-
-
 def can_decide(store: object) -> bool:
-    """True when `store` offers what sub-call approvals need."""
+    """True when `store` offers what sub-call approvals need (the Repository's
+    `ApprovalStore` part: get_approval, decide_approval)."""
     return callable(getattr(store, "get_approval", None)) and callable(
         getattr(store, "decide_approval", None)
     )
@@ -126,7 +112,7 @@ def _named_problem(record: ApprovalRecord, inp: DecideInput) -> Rejection | None
 
 
 async def decide(
-    store: ApprovalDecisions, record: ApprovalRecord, inp: DecideInput
+    store: ApprovalStore, record: ApprovalRecord, inp: DecideInput
 ) -> DecideResult:
     """Apply a human's decision to a sub-call request: first write wins in the store."""
     refused = problem(record, inp)

@@ -96,6 +96,19 @@ def _backtick(text: str, i: int) -> tuple[str, int]:
     return "".join(out), (j + 1 if j < n else -1)
 
 
+def _substitution(text: str, i: int, word: Word, out: list[str]) -> int:
+    """A backtick substitution at ``text[i] == '`'``, quoted or not: record it in
+    ``word``, return the next index, or -1 when it is unbalanced."""
+    content, end = _backtick(text, i)
+    word.unsure.append("command substitution")
+    word.nested.append(content)
+    if end < 0:
+        word.unsure.append("unbalanced backtick")
+        return -1
+    out.append(text[i:end])
+    return end
+
+
 def _dollar(text: str, i: int, word: Word, out: list[str]) -> int:
     """An expansion at ``text[i] == '$'``: record it in ``word``, return the next index."""
     n = len(text)
@@ -175,14 +188,9 @@ def _double_quoted(text: str, i: int, word: Word, out: list[str]) -> int:
             i = _dollar(text, i, word, out)
             continue
         if ch == "`":
-            content, end = _backtick(text, i)
-            word.unsure.append("command substitution")
-            word.nested.append(content)
-            if end < 0:
-                word.unsure.append("unbalanced backtick")
+            i = _substitution(text, i, word, out)
+            if i < 0:
                 return n
-            out.append(text[i:end])
-            i = end
             continue
         out.append(ch)
         i += 1
@@ -230,15 +238,10 @@ def _word(text: str, i: int) -> Word:
             i = _dollar(text, i, word, out)
             continue
         if ch == "`":
-            content, end = _backtick(text, i)
-            word.unsure.append("command substitution")
-            word.nested.append(content)
-            if end < 0:
-                word.unsure.append("unbalanced backtick")
+            i = _substitution(text, i, word, out)
+            if i < 0:
                 i = n
                 break
-            out.append(text[i:end])
-            i = end
             continue
         if ch in "*?[":
             word.unsure.append("pathname pattern")

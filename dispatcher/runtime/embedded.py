@@ -268,6 +268,20 @@ def temporal_address_for(settings: Settings) -> str:
 # ---------------------------------------------------------------------------
 
 
+@contextlib.asynccontextmanager
+async def _external(
+    settings: Settings, stop: asyncio.Event, connect_timeout: float
+) -> AsyncIterator[tuple[Repository, Client, Deps]]:
+    """What `parkgate api` and `worker` stand on: the migrated store (closed on the
+    way out), Temporal (Interrupted once `stop` is set), the worker's deps."""
+    repo = await migrated_repository(settings)
+    try:
+        client = await connect_temporal(settings, timeout=connect_timeout, stop=stop, blobs=repo)
+        yield repo, client, await worker_deps(settings, repo)
+    finally:
+        await repo.close()
+
+
 async def run_api(
     settings: Settings,
     app_factory: AppFactory,
@@ -285,23 +299,13 @@ async def run_api(
     with stop_on_signals(stop):
         if announce is not None:
             announce()
-        repo = await migrated_repository(settings)
         try:
-            client = await connect_temporal(
-                settings, timeout=connect_timeout, stop=stop, blobs=repo
-            )
-            deps = await worker_deps(settings, repo)
-            server = api_server(
-                app_factory(settings, repo, client, deps.pipeline.registry),
-                settings.api_host,
-                settings.api_port,
-                log_level=log_level,
-            )
-            await serve_until(server, stop)
+            async with _external(settings, stop, connect_timeout) as (repo, client, deps):
+                app = app_factory(settings, repo, client, deps.pipeline.registry)
+                server = api_server(app, settings.api_host, settings.api_port, log_level=log_level)
+                await serve_until(server, stop)
         except Interrupted:
             return
-        finally:
-            await repo.close()
 
 
 async def run_worker(
@@ -320,23 +324,17 @@ async def run_worker(
         from parkgate.durable.stuck import healing
         from parkgate.runtime.worker import serving
 
-        repo = await migrated_repository(settings)
         try:
-            client = await connect_temporal(
-                settings, timeout=connect_timeout, stop=stop, blobs=repo
-            )
-            deps = await worker_deps(settings, repo)
-            queues = served_queues(
-                settings.temporal_task_queue, settings.serve_groups,
-                main=settings.serve_main_queue,
-            )
-            log.info("worker polling task queues %s", ", ".join(map(repr, queues)))
-            async with serving(client, settings, deps), healing(client, settings, deps.store):
-                await stop.wait()
+            async with _external(settings, stop, connect_timeout) as (_, client, deps):
+                queues = served_queues(
+                    settings.temporal_task_queue, settings.serve_groups,
+                    main=settings.serve_main_queue,
+                )
+                log.info("worker polling task queues %s", ", ".join(map(repr, queues)))
+                async with serving(client, settings, deps), healing(client, settings, deps.store):
+                    await stop.wait()
         except Interrupted:
             return
-        finally:
-            await repo.close()
 
 
 # ---------------------------------------------------------------------------

@@ -26,6 +26,23 @@ def resolve_root(workspace_path: str) -> str:
     return os.path.realpath(os.path.expanduser(workspace_path))
 
 
+_IS_A_DIRECTORY = "Is a directory, not a file"
+
+
+def _refusal(
+    exc: OSError, path: str, verb: tuple[str, str], *kinds: tuple[type[OSError], str]
+) -> ToolExecutionError:
+    """A file access the OS refused, in one wording for reads, listings and
+    writes: the message of the first of `kinds` it is, else permission denied,
+    else the OS's reason (`verb`: the access and its -ing form)."""
+    for kind, message in kinds:
+        if isinstance(exc, kind):
+            return ToolExecutionError(f"{message}: {path}")
+    if isinstance(exc, PermissionError):
+        return ToolExecutionError(f"Permission denied {verb[1]} {path}")
+    return ToolExecutionError(f"Cannot {verb[0]} {path}: {exc.strerror}")
+
+
 def _under(outer: str, inner: str) -> bool:
     return inner == outer or inner.startswith(outer.rstrip(os.sep) + os.sep)
 
@@ -100,14 +117,9 @@ class WorkspaceFileAPI:
         target = self.resolve(path)
         try:
             return target.read_bytes()
-        except FileNotFoundError:
-            raise ToolExecutionError(f"File not found: {path}") from None
-        except IsADirectoryError:
-            raise ToolExecutionError(f"Is a directory, not a file: {path}") from None
-        except PermissionError:
-            raise ToolExecutionError(f"Permission denied reading {path}") from None
         except OSError as exc:
-            raise ToolExecutionError(f"Cannot read {path}: {exc.strerror}") from None
+            raise _refusal(exc, path, ("read", "reading"), (FileNotFoundError, "File not found"),
+                           (IsADirectoryError, _IS_A_DIRECTORY)) from None
 
     def read(self, path: str) -> str:
         data = self.read_bytes(path)
@@ -127,14 +139,10 @@ class WorkspaceFileAPI:
         target = self.resolve(path)
         try:
             entries = sorted(os.scandir(target), key=lambda e: e.name)
-        except FileNotFoundError:
-            raise ToolExecutionError(f"Directory not found: {path}") from None
-        except NotADirectoryError:
-            raise ToolExecutionError(f"Not a directory: {path}") from None
-        except PermissionError:
-            raise ToolExecutionError(f"Permission denied listing {path}") from None
         except OSError as exc:
-            raise ToolExecutionError(f"Cannot list {path}: {exc.strerror}") from None
+            raise _refusal(exc, path, ("list", "listing"),
+                           (FileNotFoundError, "Directory not found"),
+                           (NotADirectoryError, "Not a directory")) from None
         return [e.name + ("/" if e.is_dir(follow_symlinks=False) else "") for e in entries]
 
     # ----------------------------------------------------------------- writes
@@ -154,12 +162,9 @@ class WorkspaceFileAPI:
         try:
             # Truncate only after the link-count check below.
             fd = os.open(target, (flags & ~os.O_TRUNC) | os.O_NOFOLLOW, 0o644)
-        except IsADirectoryError:
-            raise ToolExecutionError(f"Is a directory, not a file: {path}") from None
-        except PermissionError:
-            raise ToolExecutionError(f"Permission denied writing {path}") from None
         except OSError as exc:  # ELOOP (final symlink), ENOTDIR, ...
-            raise ToolExecutionError(f"Cannot write {path}: {exc.strerror}") from None
+            raise _refusal(exc, path, ("write", "writing"),
+                           (IsADirectoryError, _IS_A_DIRECTORY)) from None
         info = os.fstat(fd)
         if info.st_nlink > 1:
             os.close(fd)

@@ -17,9 +17,7 @@ from parkgate.api.approval_links import (
     submitter_of,
 )
 from parkgate.api.errors import ApiError, not_found
-from parkgate.api.schemas import (
-    CallResource,
-)
+from parkgate.api.schemas import ID_RE, CallResource
 from parkgate.api.service import CallService
 from parkgate.approvals.access import Principal
 from parkgate.calls.records import LIVE_STATUSES, CallStatus
@@ -29,7 +27,6 @@ from parkgate.settings import Settings
 from parkgate.store.repository import Repository
 from parkgate.store.results import SessionRecord
 
-ID_RE = r"^[A-Za-z0-9_.:\-]{1,200}$"
 SessionId = Annotated[str, PathParam(pattern=ID_RE, description="Session id.")]
 TurnId = Annotated[str, PathParam(pattern=ID_RE, description="Turn id.")]
 ToolUseId = Annotated[str, PathParam(pattern=ID_RE, description="The tool_use block's id.")]

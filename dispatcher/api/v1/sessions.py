@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import posixpath
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -26,42 +25,12 @@ from parkgate.api.v1.common import (
     reject_unencodable,
     session_of,
 )
-from parkgate.approvals.access import Principal
+from parkgate.api.workspace_checks import check_remote_workspace, check_workspace, claim_ground
 from parkgate.settings import Settings
 from parkgate.store.errors import SessionConflictError
-from parkgate.store.repository import Repository
-from parkgate.workspaces.worker_groups import group_for_workspace, in_group_roots
+from parkgate.workspaces.worker_groups import group_for_workspace
 
 router = APIRouter(prefix="/v1", tags=["agent"])
-
-
-def _in_roots(path: Path, roots: list[Path]) -> bool:
-    return any(path == root or path.is_relative_to(root) for root in roots)
-
-
-def _check_workspace(raw_path: str, roots: list[Path]) -> Path:
-    """The resolved workspace, or a 422 saying why it is not acceptable."""
-    if "\x00" in raw_path:
-        raise ApiError(422, "invalid_workspace", "workspace_path contains a NUL byte")
-    raw = Path(raw_path)  # the server's "~" means nothing to a remote agent
-    if not raw.is_absolute():
-        raise ApiError(422, "invalid_workspace", "workspace_path must be an absolute path")
-    try:
-        resolved = raw.resolve()
-    except (OSError, RuntimeError) as exc:
-        raise ApiError(
-            422, "invalid_workspace", f"workspace_path cannot be resolved: {exc}"
-        ) from exc
-    if not _in_roots(resolved, roots):
-        raise ApiError(
-            422,
-            "workspace_not_allowed",
-            "workspace_path is not under any configured workspace root",
-            {"workspace_roots": [str(r) for r in roots]},
-        )
-    if not resolved.is_dir():
-        raise ApiError(422, "invalid_workspace", "workspace_path is not an existing directory")
-    return resolved
 
 
 def _worker_group(body: SessionIn, settings: Settings) -> str | None:
@@ -78,43 +47,6 @@ def _worker_group(body: SessionIn, settings: Settings) -> str | None:
             )
         return body.worker_group
     return group_for_workspace(body.workspace_path, groups)
-
-
-def _check_remote_workspace(
-    raw_path: str, group: str, settings: Settings, project: str
-) -> PurePosixPath:
-    """A grouped session's workspace, checked without touching this host's disk:
-    absolute, normalized, under the group's roots or the workspace roots (the
-    project's own roots only, when it has some)."""
-    if "\x00" in raw_path:
-        raise ApiError(422, "invalid_workspace", "workspace_path contains a NUL byte")
-    if not raw_path.startswith("/"):
-        raise ApiError(422, "invalid_workspace", "workspace_path must be an absolute path")
-    path = PurePosixPath(posixpath.normpath(raw_path))
-    own = settings.project_workspace_roots.get(project)
-    roots = own if own is not None else [
-        *settings.worker_groups.get(group, []), *settings.workspace_roots]
-    if not in_group_roots(path, roots):
-        raise ApiError(
-            422,
-            "workspace_not_allowed",
-            f"workspace_path is not under a root of worker group {group!r} "
-            "or a configured workspace root",
-            {"workspace_roots": [str(r) for r in roots]},
-        )
-    return path
-
-
-async def _claim_ground(repo: Repository, session_id: str, path: str, key: Principal) -> None:
-    """403 unless the key's project may hold `path` (parkgate.workspaces.ground: the project
-    that registered it first, or one an admin granted it to). A session already
-    registered is left to `register_session` (200 when the same, else 409)."""
-    if await repo.get_session(session_id) is not None:
-        return
-    verdict = await repo.claim_workspace(path, key.project, by=key.key_id)
-    if not verdict.allowed:
-        raise ApiError(403, "workspace_taken", f"workspace_path {path!r} is refused: "
-                       f"{verdict.reason}", {"workspace_path": path})
 
 
 def _check_client_tools(body: SessionIn, deps: Any) -> None:
@@ -147,12 +79,12 @@ async def register_session(
     resolved: Path | PurePosixPath
     if group is None:
         resolved = await asyncio.to_thread(
-            _check_workspace, body.workspace_path, settings.workspace_roots_for(key.project))
+            check_workspace, body.workspace_path, settings.workspace_roots_for(key.project))
     else:
         # The workspace lives on the group's hosts, not necessarily here: a
         # lexical check only; the group's worker resolves it when it classifies.
-        resolved = _check_remote_workspace(body.workspace_path, group, settings, key.project)
-    await _claim_ground(repo, body.session_id, str(resolved), key)
+        resolved = check_remote_workspace(body.workspace_path, group, settings, key.project)
+    await claim_ground(repo, body.session_id, str(resolved), key)
     try:
         record, created = await repo.register_session(
             body.session_id, str(resolved), body.kind,
