@@ -36,7 +36,6 @@ from typing import Any
 import httpx
 import psutil
 import pytest
-from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
 from parkgate.durable.payloads import WORKER_LOST_TEXT, call_workflow_id
@@ -50,6 +49,7 @@ from tests.faults.harness.procs import ManagedProcess
 from tests.faults.harness.stack import CLI, START_TIMEOUT, Stack
 from tests.faults.harness.temporal import DevServer
 from tests.fixtures.db import fresh_pg_database
+from tests.fixtures.temporal import activity_workers
 
 pytestmark = [pytest.mark.postgres, pytest.mark.devserver, pytest.mark.slow,
               pytest.mark.timeout(300)]
@@ -189,25 +189,10 @@ def kill_leftovers(token: str) -> None:
 
 
 async def started_by(client: Client, workflow_id: str) -> dict[str, set[int]]:
-    """Activity type -> pids of the workers that started it (from history).
-
-    Read once the workflow has closed: an activity's started event is written
-    with its completion, and the call's row says "finished" (written by that
-    activity) a moment before Temporal records the activity as completed.
-    """
-    handle = client.get_workflow_handle(workflow_id)
-    await handle.result()
-    scheduled: dict[int, str] = {}
-    out: dict[str, set[int]] = {}
-    async for event in handle.fetch_history_events():
-        if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
-            attrs = event.activity_task_scheduled_event_attributes
-            scheduled[event.event_id] = attrs.activity_type.name
-        elif event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED:
-            started = event.activity_task_started_event_attributes
-            pid = int(started.identity.split("@", 1)[0])
-            out.setdefault(scheduled[started.scheduled_event_id], set()).add(pid)
-    return out
+    """Activity type -> pids of the workers that started it (from history; a
+    worker's default identity is "<pid>@<host>")."""
+    ran = await activity_workers(client, workflow_id)
+    return {name: {int(i.split("@", 1)[0]) for i in ids} for name, ids in ran.items()}
 
 
 async def placement(client: Client, call: HostCall) -> tuple[set[int], set[int], set[int]]:

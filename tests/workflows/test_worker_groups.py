@@ -15,8 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from temporalio.api.enums.v1 import EventType
-from temporalio.client import Client
 
 from parkgate.activities.deps import Deps
 from parkgate.durable.payloads import WORKER_LOST_TEXT, call_workflow_id
@@ -29,6 +27,7 @@ from tests.fixtures.temporal import (
     AUTO_ALL,
     PROMPT_WRITES,
     WorkerProcess,
+    activity_workers,
     dev_client,
     make_pipeline,
 )
@@ -46,27 +45,6 @@ async def host(rig: ApiRig, group: str) -> AsyncIterator[None]:
     deps = Deps(settings=settings, pipeline=make_pipeline(settings), store=rig.repo)
     async with serving(rig.rig.client, settings, deps, identity=f"host-{group}"):
         yield
-
-
-async def started_by(client: Client, workflow_id: str) -> dict[str, set[str]]:
-    """Activity type -> identities of the workers that started it (from history).
-
-    Read once the workflow has closed: an activity's started event is written
-    with its completion, and the call's row says "finished" (written by that
-    activity) a moment before Temporal records the activity as completed.
-    """
-    handle = client.get_workflow_handle(workflow_id)
-    await handle.result()
-    scheduled: dict[int, str] = {}
-    out: dict[str, set[str]] = {}
-    async for event in handle.fetch_history_events():
-        if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
-            name = event.activity_task_scheduled_event_attributes.activity_type.name
-            scheduled[event.event_id] = name
-        elif event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED:
-            attrs = event.activity_task_started_event_attributes
-            out.setdefault(scheduled[attrs.scheduled_event_id], set()).add(attrs.identity)
-    return out
 
 
 @contextlib.asynccontextmanager
@@ -116,14 +94,15 @@ async def test_each_sessions_calls_run_only_on_its_groups_worker(
             for g in ("a", "b"):
                 assert (roots[g] / "agent" / "out.txt").read_text() == g
                 for tid in (f"tu-read-{g}", f"tu-write-{g}"):
-                    ran = await started_by(rig.rig.client, call_workflow_id(f"s-{g}", tid))
+                    ran = await activity_workers(rig.rig.client, call_workflow_id(f"s-{g}", tid))
                     workspace_work = {k: v for k, v in ran.items() if k in WORKSPACE_ACTIVITIES}
                     assert "parkgate.classify" in workspace_work, ran
                     assert all(ids == {f"host-{g}"} for ids in workspace_work.values()), ran
                     # store writes may run on any main-queue worker, never on a host
                     others = set().union(*(v for k, v in ran.items() if k not in workspace_work))
                     assert not any(i.startswith("host-") for i in others), ran
-            write_ran = await started_by(rig.rig.client, call_workflow_id("s-a", "tu-write-a"))
+            write_ran = await activity_workers(rig.rig.client,
+                                               call_workflow_id("s-a", "tu-write-a"))
             assert write_ran["parkgate.execute"] == {"host-a"}
 
 
@@ -165,7 +144,7 @@ async def test_call_waits_for_its_group_and_says_so_then_runs(
             assert out["status"] == "succeeded", out
             assert "waiting_for" not in out or out["waiting_for"] is None
             assert "from c" in str(out["result"])
-        ran = await started_by(rig.rig.client, call_workflow_id("s-c", "tu-c"))
+        ran = await activity_workers(rig.rig.client, call_workflow_id("s-c", "tu-c"))
         assert ran["parkgate.classify"] == {"host-c"}, ran
 
 
@@ -312,10 +291,10 @@ async def test_hosts_as_processes_killed_host_calls_wait_then_finish(
             assert done_a["status"] == "succeeded", done_a
             assert (roots["a"] / "ws" / "after.txt").read_text() == "a"
             assert (roots["a"] / "ws" / "runs.txt").read_text() == "run\n"  # at most once
-            ran = await started_by(rig.rig.client, call_workflow_id("s-a", "tu-after"))
+            ran = await activity_workers(rig.rig.client, call_workflow_id("s-a", "tu-after"))
             # Default worker identity is "<pid>@<host>": each ran on its host's process.
             assert pids(ran["parkgate.execute"]) == {restarted.pid}
-            ran_b = await started_by(rig.rig.client, call_workflow_id("s-b", "tu-after"))
+            ran_b = await activity_workers(rig.rig.client, call_workflow_id("s-b", "tu-after"))
             assert pids(ran_b["parkgate.execute"]) == {hosts["b"].pid}
         finally:
             for proc in hosts.values():
