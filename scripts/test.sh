@@ -41,26 +41,41 @@ if [ "$#" -gt 0 ]; then
     exec .venv/bin/python -m pytest -q -p no:cacheprovider "$@"
 fi
 
-# The whole suite in two stages (docs/TESTING.md):
+# The whole suite in two lanes that run at the same time (docs/TESTING.md):
 # 1. everything but the fault and hostile suites, on PARKGATE_TEST_WORKERS
 #    pytest-xdist workers (each with its own dev server, time-skipping server
-#    and throwaway databases);
-# 2. tests/faults and tests/hostile alone, in one process: they run whole
-#    stacks of subprocesses and must not compete with other tests for 2 cores.
-# Both stages always run; the exit code is the first failing stage's (5, "no
-# tests collected", only when neither stage ran a test).
+#    and throwaway databases), longest tests first (tests/fixtures/ordering.py);
+# 2. tests/faults and tests/hostile in one process beside it: their scenarios
+#    run whole stacks of subprocesses one after another, never two at once.
+# Most of the suite waits (on timers, restarts, subprocesses), so the lanes
+# share two cores well. PARKGATE_TEST_LANES=1 runs lane 2 after lane 1 instead.
+# The exit code is the first failing lane's (5, "no tests collected", only
+# when neither lane ran a test).
 workers="${PARKGATE_TEST_WORKERS:-2}"
 serial=(tests/faults tests/hostile)
+lane1=(.venv/bin/python -m pytest -q -p no:cacheprovider -n "$workers" --dist load
+       --maxschedchunk 2 --durations=15 "${serial[@]/#/--ignore=}")
+lane2=(.venv/bin/python -m pytest -q -p no:cacheprovider --durations=10 "${serial[@]}")
 status=()
-echo "== pytest, stage 1 of 2: all but ${serial[*]}, on $workers workers"
-stage=0
-.venv/bin/python -m pytest -q -p no:cacheprovider -n "$workers" --dist load \
-    --durations=15 "${serial[@]/#/--ignore=}" || stage=$?
-status+=("$stage")
-echo "== pytest, stage 2 of 2: ${serial[*]}, alone"
-stage=0
-.venv/bin/python -m pytest -q -p no:cacheprovider --durations=10 "${serial[@]}" || stage=$?
-status+=("$stage")
+started=$SECONDS
+if [ "${PARKGATE_TEST_LANES:-2}" = "1" ]; then
+    echo "== pytest, lane 1 of 2: all but ${serial[*]}, on $workers workers"
+    stage=0; "${lane1[@]}" || stage=$?; status+=("$stage")
+    echo "== pytest, lane 2 of 2: ${serial[*]}"
+    stage=0; "${lane2[@]}" || stage=$?; status+=("$stage")
+else
+    lane2_log="$(mktemp)"
+    echo "== pytest, lane 2 (${serial[*]}) starts in the background; its output follows lane 1's"
+    "${lane2[@]}" >"$lane2_log" 2>&1 &
+    lane2_pid=$!
+    trap 'kill "$lane2_pid" 2>/dev/null; rm -f "$lane2_log"' EXIT
+    echo "== pytest, lane 1: all but ${serial[*]}, on $workers workers"
+    stage=0; "${lane1[@]}" || stage=$?; status+=("$stage")
+    echo "== pytest, lane 2: ${serial[*]} (after $((SECONDS - started)) s; following until it ends)"
+    tail -n +1 --pid="$lane2_pid" -f "$lane2_log"
+    stage=0; wait "$lane2_pid" || stage=$?; status+=("$stage")
+fi
+echo "== pytest took $((SECONDS - started)) s"
 
 rc=5
 for s in "${status[@]}"; do
