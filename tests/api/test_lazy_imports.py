@@ -1,6 +1,7 @@
 """The optional integrations stay unloaded until used (docs/PERFORMANCE.md, "Scale on
 one machine"): an API without MCP clients, Slack or OIDC, and a store opened at head,
-do not pay for the MCP SDK, slack-sdk/aiohttp, Authlib/joserfc or Alembic."""
+do not pay for the MCP SDK, slack-sdk/aiohttp, Authlib/joserfc, Alembic, or (without
+webhooks) httpx. The worker's recipe is imported too."""
 
 from __future__ import annotations
 
@@ -11,11 +12,12 @@ from pathlib import Path
 from parkgate.store.migrate import upgrade
 from tests.fixtures.db import fresh_sqlite_url
 
-OPTIONAL = ("mcp", "mcp_types", "slack_sdk", "aiohttp", "authlib", "joserfc", "alembic")
+OPTIONAL = ("mcp", "mcp_types", "slack_sdk", "aiohttp", "authlib", "joserfc", "alembic", "httpx")
 
 PROBE = """
 import asyncio, sys
 from parkgate.api.assemble import api_app
+from parkgate.runtime.worker import build_deps
 from parkgate.store import Repository
 
 async def main() -> None:
