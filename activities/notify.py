@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import httpx
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
@@ -46,6 +45,8 @@ class NotifyActivities:
             delivered = {i if isinstance(i, int) else str(i) for i in details[0]}
         failures: list[str] = []
         approvers = self._approvers(req)
+        import httpx  # here, not at import: a worker without webhooks never loads it (~7 MB)
+
         async with httpx.AsyncClient() as client:
             for index, hook in enumerate(hooks):
                 if index in delivered:

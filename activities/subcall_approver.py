@@ -30,8 +30,6 @@ from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, cast
 
-import httpx
-
 from parkgate.activities.plan import approval_expiry
 from parkgate.activities.record import approval_url
 from parkgate.approvals.links import sign_token, token_hash
@@ -320,6 +318,8 @@ class SubCallApprover:
         )
 
         async def send() -> None:
+            import httpx  # here: a worker without webhooks never loads it (~7 MB)
+
             async with httpx.AsyncClient() as client:
                 for index, hook in enumerate(self.settings.webhooks):
                     try:

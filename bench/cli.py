@@ -134,8 +134,8 @@ def parser() -> Parser:
     p.add_argument("--parked-concurrency", type=_positive, default=32,
                    help="concurrent HTTP submissions/decisions in the parked phase (default 32)")
     p.add_argument("--max-cached-workflows", type=_non_negative, default=None,
-                   help="the parked worker's sticky cache size (default: the setting's "
-                        "default, 500)")
+                   help="the parked and scale workers' sticky cache size (default: the "
+                        "setting's default, 100)")
     p.add_argument("--throughput-workers", type=_int_list, default=None,
                    help="throughput phase: worker process counts (default 1,2)")
     p.add_argument("--throughput-concurrency", type=_positive, default=None,
@@ -286,7 +286,8 @@ async def run_phases(args: argparse.Namespace, report: Report, ui: Reporter) -> 
                                                concurrency=size["parked_concurrency"]),
                     "scale": lambda: scale.run(stack, report, ui, parked=size["parked"],
                                                concurrency=size["parked_concurrency"],
-                                               requests=size["scale_requests"]),
+                                               requests=size["scale_requests"],
+                                               max_cached_workflows=args.max_cached_workflows),
                     "peers": lambda: _peers(stack, report, ui, args, size),
                     "claude_code": lambda: claude_code_hook.run(stack, report, ui,
                                                                 samples=size["approvals"],

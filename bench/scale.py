@@ -182,10 +182,12 @@ def _list_items(r: httpx.Response) -> int:
 
 async def run(
     stack: Stack, report: Report, ui: Reporter, *, parked: int, concurrency: int,
-    requests: int,
+    requests: int, max_cached_workflows: int | None = None,
 ) -> None:
     floor = await _floor(stack, report, ui, requests)
-    settings = stack.settings(stack.task_queue("scale"))
+    overrides = {} if max_cached_workflows is None else {
+        "max_cached_workflows": max_cached_workflows}
+    settings = stack.settings(stack.task_queue("scale"), **overrides)
     worker = WorkerProcess(settings, stack.root / "scale-worker.log").start()
     sid = f"scale-{stack.run}"
     ids = [f"s{i:05d}" for i in range(parked)]

@@ -87,7 +87,11 @@ class Settings(HostPaths, BaseSettings):
     approval_expiry_seconds: float = Field(default=24 * 3600.0, ge=0)
     approval_expiry_by_class: dict[str, float] = Field(default_factory=dict)
     webhooks: list[Webhook] = Field(default_factory=list)
-    max_cached_workflows: int = Field(default=500, ge=0)
+    #: The worker's sticky cache. Each cached workflow holds its own sandboxed
+    #: copy of the workflow modules (~0.2 MB of Python objects, ~0.35 MB RSS:
+    #: docs/PERFORMANCE.md, "Scale on one machine"); a decision on an evicted
+    #: parked call replays its short history first (a few ms of worker CPU).
+    max_cached_workflows: int = Field(default=100, ge=0)
     #: Heartbeat timeout of the at-most-once execute activity: how long a dead
     #: worker goes unnoticed before the call ends "outcome unknown".
     execute_heartbeat_timeout_seconds: float = Field(default=20.0, gt=0)

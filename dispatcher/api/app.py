@@ -7,7 +7,7 @@ from fastapi.staticfiles import StaticFiles
 
 from parkgate.api import (
     inbox_signin,
-    mcp_gateway,
+    mcp_endpoint,
     metrics,
     routes_approve,
     routes_audit,
@@ -78,7 +78,7 @@ def create_app(settings: Settings, deps: ApiDeps) -> FastAPI:
     app.include_router(routes_oidc.router)
     app.include_router(routes_codec.router)
     app.include_router(routes_slack.router)
-    mcp_gateway.install(app, settings, deps, app.state.calls)
+    mcp_endpoint.install(app, settings, deps, app.state.calls)
     app.mount("/static", StaticFiles(directory=str(STATIC_DIR)), name="static")
     app.add_middleware(BodySizeLimitMiddleware, max_bytes=settings.max_request_bytes)
     return app

@@ -8,6 +8,8 @@ class; `tools/call` goes through the same CallService as the /v1 submit route
 call holds the request with progress notifications until it is decided or
 `mcp_call_wait_seconds` pass; then the result is an error naming the
 tool_use_id, and calling again with `_meta.tool_use_id` attaches to the call.
+The route is mounted by parkgate.api.mcp_endpoint, which imports this module
+(and the SDK) on the endpoint's first request.
 """
 
 from __future__ import annotations
@@ -17,18 +19,15 @@ import contextlib
 import json
 import re
 import uuid
-from collections.abc import AsyncIterator, Callable
-from contextlib import AbstractAsyncContextManager
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
 import mcp_types as types
-from fastapi import FastAPI
 from mcp.server import Server, ServerRequestContext
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from starlette.requests import Request
 from starlette.responses import JSONResponse
-from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from parkgate.api.approval_links import link_for_principal, submitter_of
@@ -46,7 +45,6 @@ from parkgate.models import ImageBlock, SideEffects, ToolDefinition, ToolUseBloc
 from parkgate.settings import Settings
 from parkgate.store.results import SessionRecord
 
-MCP_PATH = "/v1/sessions/{session_id}/mcp"
 #: `_meta` keys a tools/call may carry (and every result carries back).
 META_TOOL_USE_ID = "tool_use_id"
 META_TURN_ID = "turn_id"
@@ -339,19 +337,3 @@ def _released(block: ToolUseBlock, resource: CallResource) -> types.CallToolResu
 def _error(text: str, tool_use_id: str | None = None) -> types.CallToolResult:
     meta = {META_TOOL_USE_ID: tool_use_id} if tool_use_id else None
     return types.CallToolResult(content=[types.TextContent(text=text)], is_error=True, meta=meta)
-
-
-def install(app: FastAPI, settings: Settings, deps: ApiDeps, calls: CallService) -> McpGateway:
-    """Mount the endpoint and run the SDK's session manager in the app lifespan."""
-    gateway = McpGateway(settings, deps, calls)
-    app.router.routes.append(Route(MCP_PATH, gateway, methods=["GET", "POST", "DELETE"]))
-    previous: Callable[[Any], AbstractAsyncContextManager[Any]] = app.router.lifespan_context
-
-    @contextlib.asynccontextmanager
-    async def lifespan(app_: Any) -> AsyncIterator[Any]:
-        async with gateway.run(), previous(app_) as state:
-            yield state
-
-    app.router.lifespan_context = lifespan
-    app.state.mcp = gateway
-    return gateway

@@ -8,6 +8,10 @@ accepted only when its issuer is the configured one, its audience names our
 client, its nonce is the one this browser's login started with, and exp/iat
 hold within the configured clock skew. Bearer access tokens (JWT) pass the
 same checks against `oidc_audience` instead of a nonce.
+
+httpx, Authlib and joserfc (~20 MB of imports with their dependencies) are
+imported when a sign-in or a token is first handled, never by an API without
+OIDC configured (docs/PERFORMANCE.md, "Scale on one machine").
 """
 
 from __future__ import annotations
@@ -16,17 +20,15 @@ import asyncio
 import json
 import time
 from dataclasses import dataclass, field
-from typing import Any
-
-import httpx
-from authlib.common.security import generate_token
-from authlib.integrations.httpx_client import AsyncOAuth2Client
-from joserfc import jwt
-from joserfc.errors import ExpiredTokenError, JoseError
-from joserfc.jwk import KeySet
-from joserfc.jws import extract_compact
+from typing import TYPE_CHECKING, Any
 
 from parkgate.settings import Settings
+
+if TYPE_CHECKING:
+    import httpx
+    from authlib.integrations.httpx_client import AsyncOAuth2Client
+    from joserfc.errors import JoseError
+    from joserfc.jwk import KeySet
 
 #: Signature algorithms accepted on provider tokens (never "none" or HMAC:
 #: an HMAC key would be the client secret, which is not how providers sign).
@@ -74,9 +76,13 @@ class OidcProvider:
 
     # ------------------------------------------------------------ discovery
     def _client(self) -> httpx.AsyncClient:
+        import httpx
+
         return self._http or httpx.AsyncClient(timeout=10.0)
 
     async def _get_json(self, url: str) -> dict[str, Any]:
+        import httpx
+
         client = self._client()
         try:
             response = await client.get(url, headers={"Accept": "application/json"})
@@ -119,6 +125,9 @@ class OidcProvider:
             return data
 
     async def _keys(self, *, refresh: bool = False) -> KeySet:
+        from joserfc.errors import JoseError
+        from joserfc.jwk import KeySet
+
         cache = self._cache
         now = time.monotonic()
         fresh = cache.keys is not None and now - cache.keys_at < _CACHE_SECONDS
@@ -138,6 +147,8 @@ class OidcProvider:
 
     # ------------------------------------------------------------ the flow
     def _oauth(self) -> AsyncOAuth2Client:
+        from authlib.integrations.httpx_client import AsyncOAuth2Client
+
         s = self.settings
         return AsyncOAuth2Client(
             client_id=s.oidc_client_id, client_secret=s.oidc_client_secret,
@@ -150,6 +161,8 @@ class OidcProvider:
 
     async def start(self) -> Login:
         """A new authorization request (fresh state, nonce and PKCE verifier)."""
+        from authlib.common.security import generate_token
+
         meta = await self.metadata()
         state, nonce, verifier = generate_token(32), generate_token(32), generate_token(64)
         async with self._oauth() as client:
@@ -177,6 +190,9 @@ class OidcProvider:
     # ----------------------------------------------------------- validation
     async def verify(self, token: str, *, audience: str, nonce: str | None) -> dict[str, Any]:
         """The claims of a provider-signed JWT, or OidcError saying why not."""
+        from joserfc import jwt
+        from joserfc.errors import ExpiredTokenError, JoseError
+
         issuer = _unverified_issuer(token)
         if issuer != self.settings.oidc_issuer:
             # Said before checking the signature, so the answer names the problem;
@@ -224,6 +240,9 @@ class OidcProvider:
 
 
 def _unverified_issuer(token: str) -> str | None:
+    from joserfc.errors import JoseError
+    from joserfc.jws import extract_compact
+
     try:
         payload = json.loads(extract_compact(token.encode()).payload)
     except (JoseError, ValueError, TypeError, UnicodeError):

@@ -10,13 +10,16 @@ signed `user.id`, mapped to a named approver by the `slack_user_id` setting.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from datetime import datetime
-from typing import Any
-
-from slack_sdk.signature import Clock, SignatureVerifier
+from functools import cache
+from typing import TYPE_CHECKING, Any
 
 from parkgate.approvals.decisions import DecisionRecord
 from parkgate.verdicts import ApprovalInfo
+
+if TYPE_CHECKING:
+    from slack_sdk.signature import Clock
 
 ACTION_APPROVE = "parkgate_approve"
 ACTION_DENY = "parkgate_deny"
@@ -41,20 +44,29 @@ def check_signature(
     current = time.time() if now is None else now
     if abs(current - sent) > MAX_AGE_SECONDS:
         return "the request timestamp is outside the 5-minute window (replayed or clock skew)"
-    verifier = SignatureVerifier(signing_secret, clock=_Clock(current))
+    # slack-sdk on first use only: an API without Slack never loads it (memory).
+    from slack_sdk.signature import SignatureVerifier
+
+    verifier = SignatureVerifier(signing_secret, clock=_clock_class()(current))
     if not verifier.is_valid(body=body, timestamp=timestamp, signature=signature):
         return "the Slack signature does not match"
     return None
 
 
-class _Clock(Clock):
-    """slack-sdk's clock interface, pinned to the time the window was checked at."""
+@cache
+def _clock_class() -> Callable[[float], Clock]:
+    """slack-sdk's clock interface, pinned to the time the window was checked at
+    (defined on first use: slack-sdk is imported only when Slack is used)."""
+    from slack_sdk.signature import Clock
 
-    def __init__(self, now: float) -> None:
-        self._now = now
+    class _Clock(Clock):
+        def __init__(self, now: float) -> None:
+            self._now = now
 
-    def now(self) -> float:
-        return self._now
+        def now(self) -> float:
+            return self._now
+
+    return _Clock
 
 
 def _code(info: ApprovalInfo) -> str:

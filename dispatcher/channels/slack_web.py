@@ -2,22 +2,23 @@
 through slack-sdk's AsyncWebClient / AsyncWebhookClient.
 
 Shared by the Slack activities and the interactivity endpoint. Every failure
-becomes SlackError with Slack's error code (never the token).
+becomes SlackError with Slack's error code (never the token). slack-sdk (and
+aiohttp under it, ~10 MB) is imported on first use, so an API or worker
+without Slack configured never loads it.
 """
 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
-
-from slack_sdk.errors import SlackApiError, SlackClientError
-from slack_sdk.web.async_client import AsyncWebClient
-from slack_sdk.webhook.async_client import AsyncWebhookClient
+from typing import TYPE_CHECKING, Any
 
 from parkgate.channels import slack
 from parkgate.durable.payloads import SlackMessageRef
 from parkgate.settings import Settings
 from parkgate.verdicts import ApprovalInfo
+
+if TYPE_CHECKING:
+    from slack_sdk.web.async_client import AsyncWebClient
 
 
 class SlackError(Exception):
@@ -25,11 +26,15 @@ class SlackError(Exception):
 
 
 def web_client(settings: Settings) -> AsyncWebClient:
+    from slack_sdk.web.async_client import AsyncWebClient
+
     return AsyncWebClient(token=settings.slack_bot_token, base_url=settings.slack_api_url,
                           timeout=10)
 
 
 async def _call(method: str, coro: Any) -> Any:
+    from slack_sdk.errors import SlackApiError, SlackClientError
+
     try:
         return await coro
     except SlackApiError as exc:
@@ -79,6 +84,8 @@ async def update_outcome(
 
 async def tell_clicker(response_url: str, text: str) -> None:
     """An ephemeral reply only the user who clicked sees (message left as it is)."""
+    from slack_sdk.webhook.async_client import AsyncWebhookClient
+
     client = AsyncWebhookClient(response_url, timeout=10)
     response = await _call("response_url", client.send(
         text=text, response_type="ephemeral", replace_original=False,

@@ -28,6 +28,9 @@ def api(
     """Serve the agent API, approval pages and audit pages until SIGTERM/Ctrl-C."""
     from parkgate.api.assemble import api_app
     from parkgate.runtime.embedded import StartupError, run_api
+    from parkgate.runtime.malloc import limit_arenas
+
+    limit_arenas()  # before the server's threads start: memory, see the module
 
     if log_level not in ("critical", "error", "warning", "info", "debug", "trace"):
         raise typer.BadParameter(f"unknown log level {log_level!r}", param_hint="--log-level")

@@ -22,8 +22,10 @@ def worker(
 ) -> None:
     """Run a worker (classification, approvals, tool execution) until SIGTERM/Ctrl-C."""
     from parkgate.runtime.embedded import StartupError, run_worker
+    from parkgate.runtime.malloc import limit_arenas
     from parkgate.workspaces.worker_groups import served_queues
 
+    limit_arenas()  # before the worker's threads start: memory, see the module
     settings = load_settings()
 
     def announce() -> None:

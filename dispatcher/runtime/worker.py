@@ -184,6 +184,9 @@ def main() -> None:
     A bad configuration, an unmigrated database or an unreachable Temporal
     server is one line on stderr and exit code 2.
     """
+    from parkgate.runtime.malloc import limit_arenas
+
+    limit_arenas()
     try:
         asyncio.run(run_worker(get_settings()))
     except KeyboardInterrupt:

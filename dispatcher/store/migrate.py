@@ -4,22 +4,21 @@ The CLI (`parkgate db upgrade`) and `parkgate serve` call these; the Alembic
 scripts live in the top-level `migrations` package and `migrations/env.py`
 uses the connection handed over here (or the settings' URL when Alembic is run
 from its own command line with `-c migrations/alembic.ini`).
+
+Alembic itself (~11 MB of imports) is imported by the functions that need it:
+the start-up schema check of the API and of every worker reads the stamped
+revision plainly first (parkgate.store.schema_check) and loads Alembic only
+to explain a mismatch.
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import importlib.util
 from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
-from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from alembic import command
-from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
 from sqlalchemy import inspect
 from sqlalchemy.engine import URL, Connection
 from sqlalchemy.exc import DBAPIError
@@ -27,24 +26,20 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from parkgate.store.engine import WRITE, make_engine
 from parkgate.store.errors import SchemaNotMigratedError, SchemaTooNewError, unavailable
+from parkgate.store.schema_check import migrations_dir, script_head, stamped_revisions
 from parkgate.store.urls import async_url, display_url
+
+if TYPE_CHECKING:
+    from alembic.config import Config
+    from alembic.script import ScriptDirectory
 
 T = TypeVar("T")
 
 
-def migrations_dir() -> Path:
-    """Where the Alembic scripts are (the `migrations` package).
-
-    Found, not imported: the scripts import the store's models, so importing
-    them here would make store and migrations import each other.
-    """
-    spec = importlib.util.find_spec("parkgate.migrations")
-    assert spec is not None and spec.origin is not None
-    return Path(spec.origin).resolve().parent
-
-
 def alembic_config(url: str | URL | None = None) -> Config:
     """A programmatic Alembic config (no alembic.ini needed)."""
+    from alembic.config import Config
+
     cfg = Config()
     cfg.set_main_option("script_location", str(migrations_dir()))
     if url is not None:
@@ -53,6 +48,8 @@ def alembic_config(url: str | URL | None = None) -> Config:
 
 
 def script_directory() -> ScriptDirectory:
+    from alembic.script import ScriptDirectory
+
     return ScriptDirectory.from_config(alembic_config())
 
 
@@ -65,6 +62,8 @@ def head_revision() -> str:
 
 
 def _current(conn: Connection) -> str | None:
+    from alembic.runtime.migration import MigrationContext
+
     return MigrationContext.configure(conn).get_current_revision()
 
 
@@ -100,6 +99,8 @@ async def upgrade_async(url: str | URL, revision: str = "head") -> None:
     """Migrate the database at `url` up to `revision`."""
 
     def run(conn: Connection) -> None:
+        from alembic import command
+
         cfg = alembic_config(url)
         cfg.attributes["connection"] = conn
         command.upgrade(cfg, revision)
@@ -111,6 +112,8 @@ async def downgrade_async(url: str | URL, revision: str) -> None:
     """Migrate the database at `url` down to `revision` ("base" drops everything)."""
 
     def run(conn: Connection) -> None:
+        from alembic import command
+
         cfg = alembic_config(url)
         cfg.attributes["connection"] = conn
         command.downgrade(cfg, revision)
@@ -152,8 +155,15 @@ async def check_schema_on(engine: AsyncEngine) -> str:
     """Raise a one-line SchemaError unless the database is exactly at head.
 
     Returns the revision. Not migrated (or behind) -> SchemaNotMigratedError;
-    a revision this code does not know -> SchemaTooNewError.
+    a revision this code does not know -> SchemaTooNewError. At head (the
+    usual case) Alembic is not imported: see parkgate.store.schema_check.
     """
+    plain_head = script_head()
+    if plain_head is not None:
+        async with _connect(engine) as conn:
+            stamped = await conn.run_sync(stamped_revisions)
+        if stamped == [plain_head]:
+            return plain_head
     async with _connect(engine) as conn:
         has_version = await conn.run_sync(lambda c: inspect(c).has_table("alembic_version"))
         rev = await conn.run_sync(_current) if has_version else None

@@ -21,6 +21,7 @@ from parkgate.store.migrate import (
     upgrade_async,
 )
 from parkgate.store.models import Base
+from parkgate.store.schema_check import script_head
 from parkgate.store.statements import SESSIONS
 from tests.fixtures.db import fresh_pg_database, fresh_sqlite_url
 
@@ -96,6 +97,11 @@ async def test_check_schema_refuses_unmigrated_and_newer(empty_url: str) -> None
         assert "\n" not in str(info.value)
     finally:
         await repo.close()
+
+
+def test_plain_script_head_is_alembics_head() -> None:
+    """The start-up check's Alembic-free reading of the scripts finds Alembic's head."""
+    assert script_head() == head_revision()
 
 
 def test_sync_upgrade_helper(tmp_path: Path) -> None:
