@@ -106,3 +106,23 @@ def test_another_shape_goes_through_the_sdk() -> None:
     with pytest.raises(ValueError, match=r"Missing @workflow\.run"):
         workflow_defn.defn(name="no-run")(NoRun)
     assert "no-run" not in workflow_defn._validated
+
+
+async def test_each_run_executes_the_workflow_code_afresh_from_one_code_object() -> None:
+    # parkgate.durable.workflow_code: read once per process, executed per run.
+    first_cls = _sandboxed_definition(ToolCallWorkflow).cls
+    second_cls = _sandboxed_definition(ToolCallWorkflow).cls
+    assert first_cls is not second_cls and first_cls is not ToolCallWorkflow
+    # The same code, new functions over new module globals each run.
+    assert first_cls.run.__code__ is second_cls.run.__code__
+    assert first_cls.run.__globals__ is not second_cls.run.__globals__
+    assert first_cls.run.__globals__ is not ToolCallWorkflow.run.__globals__
+    assert type(first_cls.run.__globals__["__loader__"]).__name__ == "_CodeCachingLoader"
+    # The sandbox's restrictions still apply to the re-executed modules: the
+    # part modules see `datetime` through the sandbox's restricting proxy.
+    parking = next(c for c in first_cls.__mro__ if c.__name__ == "Parking")
+    host_parking = next(c for c in ToolCallWorkflow.__mro__ if c.__name__ == "Parking")
+    assert parking is not host_parking
+    seen = next(f.__globals__ for f in vars(parking).values()
+                if callable(f) and hasattr(f, "__globals__"))
+    assert "Restricted" in type(seen["datetime"]).__name__
