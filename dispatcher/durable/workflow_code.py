@@ -27,7 +27,6 @@ import threading
 from collections.abc import Sequence
 from importlib.abc import MetaPathFinder
 from importlib.machinery import ModuleSpec, PathFinder, SourceFileLoader
-from importlib.util import spec_from_file_location
 from types import CodeType, ModuleType
 
 #: The modules the sandbox re-executes per run: the workflow package (its
@@ -55,46 +54,52 @@ class _CodeCachingLoader(SourceFileLoader):
 
 
 class _Found:
-    """Where a module was found (what a fresh spec needs)."""
+    """Where a module was found: what a fresh spec needs (the loader is
+    stateless past its name and path, so one serves every run)."""
 
-    __slots__ = ("locations", "origin")
+    __slots__ = ("cached", "loader", "locations", "origin")
 
-    def __init__(self, origin: str, locations: list[str] | None) -> None:
-        self.origin = origin
-        self.locations = locations
+    def __init__(self, spec: ModuleSpec) -> None:
+        assert spec.origin is not None
+        self.origin: str = spec.origin
+        self.cached = spec.cached
+        self.locations = spec.submodule_search_locations
+        self.loader = _CodeCachingLoader(spec.name, spec.origin)
+
+    def spec(self, fullname: str) -> ModuleSpec:
+        spec = ModuleSpec(fullname, self.loader, origin=self.origin,
+                          is_package=self.locations is not None)
+        if self.locations is not None:
+            spec.submodule_search_locations = list(self.locations)
+        spec.cached = self.cached
+        spec.has_location = True
+        return spec
 
 
 class WorkflowCodeFinder(MetaPathFinder):
     """Finds parkgate's workflow modules once; their code is read once."""
 
     def __init__(self) -> None:
-        self._found: dict[tuple[str, tuple[str, ...] | None], _Found | None] = {}
+        #: By name: a module of this process is always found in the same place
+        #: (its parent package's `__path__` does not change).
+        self._found: dict[str, _Found | None] = {}
 
     def find_spec(
         self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
     ) -> ModuleSpec | None:
+        found = self._found.get(fullname)
+        if found is not None:
+            return found.spec(fullname)
         if fullname not in NAMES and not fullname.startswith(PREFIXES):
             return None
-        key = (fullname, tuple(path) if path is not None else None)
-        if key in self._found:
-            found = self._found[key]
-        else:
-            spec = PathFinder.find_spec(fullname, path, target)
-            found = None
-            if (spec is not None and type(spec.loader) is SourceFileLoader
-                    and spec.origin is not None):
-                found = _Found(spec.origin, spec.submodule_search_locations)
-            with _lock:
-                self._found.setdefault(key, found)
-            if found is None:
-                return spec
-        if found is None:
+        if fullname in self._found:  # found before, not a plain source module
             return None
-        return spec_from_file_location(
-            fullname, found.origin, loader=_CodeCachingLoader(fullname, found.origin),
-            submodule_search_locations=(list(found.locations)
-                                        if found.locations is not None else None),
-        )
+        spec = PathFinder.find_spec(fullname, path, target)
+        ours = (spec is not None and type(spec.loader) is SourceFileLoader
+                and spec.origin is not None)
+        with _lock:
+            self._found.setdefault(fullname, _Found(spec) if ours and spec else None)
+        return spec
 
 
 def install() -> None:
