@@ -37,6 +37,7 @@ from parkgate.workflows.client_exec import ClientExecution
 with workflow.unsafe.imports_passed_through():
     from parkgate.calls.records import CallStatus
     from parkgate.durable import activity_defs as acts
+    from parkgate.durable import workflow_defn
     from parkgate.durable.payloads import (
         CALL_WORKFLOW,
         QUERY_STATUS,
@@ -54,7 +55,8 @@ with workflow.unsafe.imports_passed_through():
 _CLASSIFY_TIMEOUT = timedelta(minutes=3)
 
 
-@workflow.defn(name=CALL_WORKFLOW)
+# Validated once per process, not once per run (parkgate.durable.workflow_defn).
+@workflow_defn.defn(name=CALL_WORKFLOW)
 class ToolCallWorkflow(Decisions, Parking, Notices, Execution, ClientExecution):
     """One tool call, from classification to its recorded outcome (a client
     tool's call is released to its client instead: `ClientExecution`)."""

@@ -62,7 +62,13 @@ WORKFLOW_FAILURE_TYPES: tuple[type[BaseException], ...] = ()
 
 
 def workflow_runner() -> SandboxedWorkflowRunner:
-    """The sandbox every parkgate worker and replayer uses."""
+    """The sandbox every parkgate worker and replayer uses.
+
+    It re-executes the workflow modules for every run, from code objects read
+    once per process (parkgate.durable.workflow_code)."""
+    from parkgate.durable import workflow_code
+
+    workflow_code.install()
     return SandboxedWorkflowRunner(
         restrictions=SandboxRestrictions.default.with_passthrough_modules(*PASSTHROUGH_MODULES)
     )
