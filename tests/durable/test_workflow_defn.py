@@ -126,3 +126,35 @@ async def test_each_run_executes_the_workflow_code_afresh_from_one_code_object()
     seen = next(f.__globals__ for f in vars(parking).values()
                 if callable(f) and hasattr(f, "__globals__"))
     assert "Restricted" in type(seen["datetime"]).__name__
+
+
+
+class _Later:
+    @workflow.run
+    async def run(self) -> None:
+        return None
+
+
+class _LaterAgain:
+    @workflow.run
+    async def run(self) -> None:
+        return None
+
+
+def test_a_definition_that_no_longer_fits_falls_back_to_the_sdk(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A future SDK whose private _Definition takes other fields: the builder
+    # fails, and the run gets temporalio's own (validating) decorator instead of
+    # a failed workflow task.
+    workflow_defn.defn(name="later")(_Later)  # validated outside the sandbox
+    assert "later" in workflow_defn._validated
+
+    def no_longer_fits(cls: type, name: str) -> _Definition | None:
+        raise TypeError("_Definition.__init__() got an unexpected keyword argument")
+
+    monkeypatch.setattr(workflow_defn, "definition_of", no_longer_fits)
+    monkeypatch.setattr(workflow.unsafe, "in_sandbox", lambda: True)
+    built = _Definition.must_from_class(workflow_defn.defn(name="later")(_LaterAgain))
+    assert built.name == "later"
+    assert built.run_fn.__qualname__ == "_LaterAgain.run"
