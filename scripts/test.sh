@@ -68,7 +68,7 @@ else
     echo "== pytest, lane 2 (${serial[*]}) starts in the background; its output follows lane 1's"
     "${lane2[@]}" >"$lane2_log" 2>&1 &
     lane2_pid=$!
-    trap 'kill "$lane2_pid" 2>/dev/null; rm -f "$lane2_log"' EXIT
+    trap 'kill "$lane2_pid" 2>/dev/null || true; rm -f "$lane2_log"' EXIT
     echo "== pytest, lane 1: all but ${serial[*]}, on $workers workers"
     stage=0; "${lane1[@]}" || stage=$?; status+=("$stage")
     echo "== pytest, lane 2: ${serial[*]} (after $((SECONDS - started)) s; following until it ends)"
