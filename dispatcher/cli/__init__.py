@@ -31,6 +31,7 @@ from parkgate.cli.common import (
     one_line,
     use_config_file,
 )
+from parkgate.cli.process_exit import exit_code_of, finish
 
 __all__ = ["CliError", "app", "main"]
 
@@ -190,5 +191,11 @@ _register(app)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """Console-script entry point (`parkgate`)."""
-    app(args=list(argv) if argv is not None else None, prog_name="parkgate")
+    """Console-script entry point (`parkgate`): run the command, then end the
+    process (`parkgate.cli.process_exit`: past a Temporal runtime, without the
+    interpreter teardown that can abort it)."""
+    try:
+        app(args=list(argv) if argv is not None else None, prog_name="parkgate")
+    except SystemExit as exc:
+        finish(exit_code_of(exc))
+    finish(0)
