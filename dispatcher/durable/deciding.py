@@ -11,7 +11,12 @@ import asyncio
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Protocol, Unpack, cast
 
-from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
+from temporalio.client import (
+    Client,
+    RPCTimeoutOrCancelledError,
+    WorkflowHandle,
+    WorkflowUpdateFailedError,
+)
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
@@ -198,13 +203,20 @@ class DecisionSending:
 
 #: A status query that could not be answered (no call, or no answer).
 _NO_ANSWER = (UnknownCallError, *TEMPORAL_NO_ANSWER)
-#: How long a decision waits for its call's park to be in history (a bound for
-#: a call still storing its request; a parked call answers at once).
-_SETTLE_SECONDS = 10.0
+#: How long a decision waits for its call's park to be in history: a parked
+#: call with a live worker answers at once; this bounds a call still storing its
+#: request, or a worker restarting (the update would wait for one anyway).
+_SETTLE_SECONDS = 30.0
 _SETTLE_POLL_SECONDS = 0.05
-#: One status query's bound: with no worker alive it cannot be answered, and
-#: the decision (retried by its caller on 503) should not wait long for it.
+#: One status query's bound: with no worker alive it cannot be answered; it is
+#: asked again until _SETTLE_SECONDS have passed.
 _SETTLE_QUERY_SECONDS = 5.0
+
+
+class ParkNotSettled(RPCTimeoutOrCancelledError):
+    """The call's park is not known to be in history yet: no worker answered
+    its status, or it still reports `queued`. The decision is not sent; the
+    API answers 503 (retry shortly), like an update no worker accepted."""
 
 
 async def _parked_in_history(handle: WorkflowHandle[Any, Any]) -> None:
@@ -218,21 +230,38 @@ async def _parked_in_history(handle: WorkflowHandle[Any, Any]) -> None:
     is wedged (docs/FAULTS.md, finding 11; an SDK ordering issue of updates
     handled on a cold start). A query is answered only once the workflow
     task in flight is done, so an answer past `queued` means the park is in
-    history and the update lands in a task of its own. Best effort: with no
-    answer within the bound the decision goes out as before.
+    history and the update lands in a task of its own.
+
+    Strict: without that answer the decision is not sent (ParkNotSettled, or
+    the query's own no-answer error; the API answers 503 and the person or
+    agent retries). An update needs a live worker to be accepted anyway, so
+    this refuses nothing that could have been applied safely. Only a call
+    Temporal does not know (NOT_FOUND) goes on, to the update's own answer.
     """
     loop = asyncio.get_running_loop()
     deadline = loop.time() + _SETTLE_SECONDS
     while True:
+        left = deadline - loop.time()
         try:
             view: CallStatusView = await handle.query(
                 QUERY_STATUS, StatusRequest(), result_type=CallStatusView,
-                rpc_timeout=timedelta(seconds=_SETTLE_QUERY_SECONDS),
+                rpc_timeout=timedelta(seconds=max(0.5, min(_SETTLE_QUERY_SECONDS, left))),
             )
-        except TEMPORAL_NO_ANSWER:
-            return
-        if view.status != CallStatus.QUEUED or loop.time() >= deadline:
-            return
+        except RPCError as exc:
+            if exc.status == RPCStatusCode.NOT_FOUND:
+                return
+            # A timeout (the core reports it with varying codes) or no server.
+            if loop.time() >= deadline:
+                raise ParkNotSettled(
+                    "no worker answered the call's status in time; retry shortly"
+                ) from exc
+        else:
+            if view.status != CallStatus.QUEUED:
+                return
+            if loop.time() >= deadline:
+                raise ParkNotSettled(
+                    "the call is still storing its approval request; retry shortly"
+                )
         await asyncio.sleep(_SETTLE_POLL_SECONDS)
 
 

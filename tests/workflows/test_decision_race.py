@@ -37,6 +37,8 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from parkgate.approvals.decisions import DecideInput
 from parkgate.calls.records import CallStatus
+from parkgate.durable import deciding
+from parkgate.durable.deciding import ParkNotSettled
 from parkgate.durable.payloads import ACT_CREATE_APPROVAL, UPDATE_DECIDE
 from parkgate.models import ToolUseBlock
 from parkgate.runtime.devserver import DevServer
@@ -162,5 +164,49 @@ async def test_decision_in_the_task_that_learns_the_request_was_stored_replays(
     assert _same_task(list(history.events)), "the race was not built: no shared task"
     assert outcome.status == CallStatus.SUCCEEDED, outcome
     assert (rig.workspace / "race.txt").read_text() == "once"
+    replay = await replayer().replay_workflow(history, raise_on_replay_failure=False)
+    assert replay.replay_failure is None, replay.replay_failure
+
+
+async def test_a_decision_waits_for_the_park_in_history_and_never_shares_its_task(
+    dev_server: DevServer, sqlite_repo: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The API's own path (DurableDispatcher.send_decision): while the task that
+    learns the request was stored is not done (no worker runs workflows), the
+    decision is refused as ParkNotSettled (the API's 503, retry) instead of
+    being sent into that task; once a worker has run it, the same decision
+    goes through, in a task of its own."""
+    monkeypatch.setattr(deciding, "_SETTLE_SECONDS", 6.0)  # its wait, shortened
+    client = await dev_client(dev_server)
+    async with durable_rig(client, sqlite_repo, tmp_path, run_worker=False) as rig:
+        session = rig.session()
+        call = ToolUseBlock(id="tu_settle", name="write_file",
+                            input={"path": "settle.txt", "content": "once"})
+        async with build_worker(client, rig.settings, rig.deps, no_remote_activities=True,
+                                sticky_queue_schedule_to_start_timeout=_STICKY):
+            handle = await rig.dispatcher.start(call, session)
+            await _until("create_approval scheduled",
+                         lambda: _scheduled(handle, ACT_CREATE_APPROVAL))
+        async with build_worker(client, rig.settings, rig.deps, workflows=[]):
+            async def parked() -> Any:
+                row = await sqlite_repo.get_call(session.session_id, "tu_settle")
+                return row if row is not None and row.status == CallStatus.PARKED else None
+
+            row = await _until("the parked row", parked)
+        with pytest.raises(ParkNotSettled):
+            await rig.dispatcher.decide(row.request_id, "allow", decided_by="alice")
+        history = await handle.fetch_history()
+        assert not any(e.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ADMITTED
+                       or e.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED
+                       for e in history.events)
+        async with build_worker(client, rig.settings, rig.deps):
+            result = await rig.dispatcher.decide(row.request_id, "allow", decided_by="alice")
+            assert result.accepted, result
+            outcome = await asyncio.wait_for(handle.result(), 60)
+        history = await handle.fetch_history()
+
+    assert not _same_task(list(history.events))
+    assert outcome.status == CallStatus.SUCCEEDED, outcome
+    assert (rig.workspace / "settle.txt").read_text() == "once"
     replay = await replayer().replay_workflow(history, raise_on_replay_failure=False)
     assert replay.replay_failure is None, replay.replay_failure
