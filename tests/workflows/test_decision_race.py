@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -130,28 +132,39 @@ def _same_task(events: list[Any]) -> bool:
     return len(completed) == 1  # the task that accepted the update
 
 
+@asynccontextmanager
+async def _stored_but_unheard(
+    client: Client, rig: DurableRig, repo: Any, call: ToolUseBlock
+) -> AsyncIterator[tuple[WorkflowHandle[Any, Any], Any]]:
+    """A call whose approval request is stored (its row says parked) while the
+    workflow task that reports it waits for a workflow worker: yields its
+    handle and row, with an activity-only worker running."""
+    session = rig.session()
+    # 1. Workflows only: the call is classified and create_approval scheduled.
+    async with build_worker(client, rig.settings, rig.deps, no_remote_activities=True,
+                            sticky_queue_schedule_to_start_timeout=_STICKY):
+        handle = await rig.dispatcher.start(call, session)
+        await _until("create_approval scheduled",
+                     lambda: _scheduled(handle, ACT_CREATE_APPROVAL))
+    # 2. Activities only: the request is stored, the row says parked; the
+    # workflow task that reports it waits for a workflow worker.
+    async with build_worker(client, rig.settings, rig.deps, workflows=[]):
+        async def parked() -> Any:
+            row = await repo.get_call(session.session_id, call.id)
+            return row if row is not None and row.status == CallStatus.PARKED else None
+
+        yield handle, await _until("the parked row", parked)
+
+
 async def test_decision_in_the_task_that_learns_the_request_was_stored_replays(
     dev_server: DevServer, sqlite_repo: Any, tmp_path: Path
 ) -> None:
     client = await dev_client(dev_server)
     async with durable_rig(client, sqlite_repo, tmp_path, run_worker=False) as rig:
-        session = rig.session()
         call = ToolUseBlock(id="tu_race", name="write_file",
                             input={"path": "race.txt", "content": "once"})
-        # 1. Workflows only: the call is classified and create_approval scheduled.
-        async with build_worker(client, rig.settings, rig.deps, no_remote_activities=True,
-                                sticky_queue_schedule_to_start_timeout=_STICKY):
-            handle = await rig.dispatcher.start(call, session)
-            await _until("create_approval scheduled",
-                         lambda: _scheduled(handle, ACT_CREATE_APPROVAL))
-        # 2. Activities only: the request is stored, the row says parked; the
-        # workflow task that reports it waits for a workflow worker.
-        async with build_worker(client, rig.settings, rig.deps, workflows=[]):
-            async def parked() -> Any:
-                row = await sqlite_repo.get_call(session.session_id, "tu_race")
-                return row if row is not None and row.status == CallStatus.PARKED else None
-
-            row = await _until("the parked row", parked)
+        # 1.-2. The request stored; the task that reports it not run yet.
+        async with _stored_but_unheard(client, rig, sqlite_repo, call) as (handle, row):
             # 3. A human decides from the stored request; no worker runs workflows.
             decided = await _admit_decision(client, rig, handle, DecideInput(
                 request_id=row.request_id, decision="allow", decided_by="alice", via="api"))
@@ -179,20 +192,10 @@ async def test_a_decision_waits_for_the_park_in_history_and_never_shares_its_tas
     monkeypatch.setattr(deciding, "_SETTLE_SECONDS", 6.0)  # its wait, shortened
     client = await dev_client(dev_server)
     async with durable_rig(client, sqlite_repo, tmp_path, run_worker=False) as rig:
-        session = rig.session()
         call = ToolUseBlock(id="tu_settle", name="write_file",
                             input={"path": "settle.txt", "content": "once"})
-        async with build_worker(client, rig.settings, rig.deps, no_remote_activities=True,
-                                sticky_queue_schedule_to_start_timeout=_STICKY):
-            handle = await rig.dispatcher.start(call, session)
-            await _until("create_approval scheduled",
-                         lambda: _scheduled(handle, ACT_CREATE_APPROVAL))
-        async with build_worker(client, rig.settings, rig.deps, workflows=[]):
-            async def parked() -> Any:
-                row = await sqlite_repo.get_call(session.session_id, "tu_settle")
-                return row if row is not None and row.status == CallStatus.PARKED else None
-
-            row = await _until("the parked row", parked)
+        async with _stored_but_unheard(client, rig, sqlite_repo, call) as (handle, row):
+            pass
         with pytest.raises(ParkNotSettled):
             await rig.dispatcher.decide(row.request_id, "allow", decided_by="alice")
         history = await handle.fetch_history()
