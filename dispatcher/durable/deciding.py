@@ -240,6 +240,7 @@ async def _parked_in_history(handle: WorkflowHandle[Any, Any]) -> None:
     """
     loop = asyncio.get_running_loop()
     deadline = loop.time() + _SETTLE_SECONDS
+    cause: RPCError | None
     while True:
         left = deadline - loop.time()
         try:
@@ -251,17 +252,13 @@ async def _parked_in_history(handle: WorkflowHandle[Any, Any]) -> None:
             if exc.status == RPCStatusCode.NOT_FOUND:
                 return
             # A timeout (the core reports it with varying codes) or no server.
-            if loop.time() >= deadline:
-                raise ParkNotSettled(
-                    "no worker answered the call's status in time; retry shortly"
-                ) from exc
+            why, cause = "no worker answered the call's status in time", exc
         else:
             if view.status != CallStatus.QUEUED:
                 return
-            if loop.time() >= deadline:
-                raise ParkNotSettled(
-                    "the call is still storing its approval request; retry shortly"
-                )
+            why, cause = "the call is still storing its approval request", None
+        if loop.time() >= deadline:
+            raise ParkNotSettled(f"{why}; retry shortly") from cause
         await asyncio.sleep(_SETTLE_POLL_SECONDS)
 
 
