@@ -26,6 +26,8 @@ from temporalio.plugin import SimplePlugin
 from temporalio.worker import ReplayerConfig, WorkerConfig
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
+from parkgate.durable.sandbox_runner import CompiledSandboxRunner
+
 if TYPE_CHECKING:
     from temporalio.client import Client
 
@@ -65,11 +67,12 @@ def workflow_runner() -> SandboxedWorkflowRunner:
     """The sandbox every parkgate worker and replayer uses.
 
     It re-executes the workflow modules for every run, from code objects read
-    once per process (parkgate.durable.workflow_code)."""
+    once per process (parkgate.durable.workflow_code), and compiles the SDK's
+    own code strings once (parkgate.durable.sandbox_runner)."""
     from parkgate.durable import workflow_code
 
     workflow_code.install()
-    return SandboxedWorkflowRunner(
+    return CompiledSandboxRunner(
         restrictions=SandboxRestrictions.default.with_passthrough_modules(*PASSTHROUGH_MODULES)
     )
 
