@@ -26,7 +26,7 @@ from temporalio.plugin import SimplePlugin
 from temporalio.worker import ReplayerConfig, WorkerConfig
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
-from parkgate.durable.sandbox_runner import CompiledSandboxRunner
+from parkgate.durable.sandbox_runner import LeanSandboxRunner
 
 if TYPE_CHECKING:
     from temporalio.client import Client
@@ -72,7 +72,7 @@ def workflow_runner() -> SandboxedWorkflowRunner:
     from parkgate.durable import workflow_code
 
     workflow_code.install()
-    return CompiledSandboxRunner(
+    return LeanSandboxRunner(
         restrictions=SandboxRestrictions.default.with_passthrough_modules(*PASSTHROUGH_MODULES)
     )
 

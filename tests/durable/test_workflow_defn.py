@@ -26,10 +26,10 @@ from parkgate.durable.plugin import workflow_runner
 from parkgate.workflows.call import ToolCallWorkflow
 
 
-def _sandboxed_definition(cls: type) -> _Definition:
-    """The definition a new run of `cls` gets inside parkgate's sandbox."""
+def sandboxed_instance(cls: type) -> Any:
+    """A new run of `cls` in parkgate's sandbox (the runner's instance)."""
     defn = _Definition.must_from_class(cls)
-    instance: Any = workflow_runner().create_instance(
+    return workflow_runner().create_instance(
         WorkflowInstanceDetails(
             payload_converter_factory=temporalio.converter.DataConverter.default._new_payload_converter,
             failure_converter_class=temporalio.converter.DataConverter.default.failure_converter_class,
@@ -45,7 +45,11 @@ def _sandboxed_definition(cls: type) -> _Definition:
             last_failure=Failure(),
         )
     )
-    inner = instance.globals_and_locals["__temporal_in_sandbox"].instance
+
+
+def _sandboxed_definition(cls: type) -> _Definition:
+    """The definition a new run of `cls` gets inside parkgate's sandbox."""
+    inner = sandboxed_instance(cls).globals_and_locals["__temporal_in_sandbox"].instance
     return inner._defn
 
 
