@@ -92,6 +92,13 @@ class Settings(HostPaths, BaseSettings):
     #: docs/PERFORMANCE.md, "Scale on one machine"); a decision on an evicted
     #: parked call replays its short history first (a few ms of worker CPU).
     max_cached_workflows: int = Field(default=100, ge=0)
+    #: Run workflows in Temporal's sandbox (re-executes the workflow modules for
+    #: every run and checks what their code reaches). Off saves about a fifth of a
+    #: call's CPU in the worker (docs/PERFORMANCE.md, "Third round"); the workflow
+    #: modules are then held to determinism by tests/workflows/test_determinism.py
+    #: (every path, statically), and the suite and the replays of recorded
+    #: histories still run in the sandbox.
+    workflow_sandbox: bool = True
     #: Heartbeat timeout of the at-most-once execute activity: how long a dead
     #: worker goes unnoticed before the call ends "outcome unknown".
     execute_heartbeat_timeout_seconds: float = Field(default=20.0, gt=0)

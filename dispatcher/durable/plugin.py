@@ -23,8 +23,13 @@ from typing import TYPE_CHECKING
 
 from temporalio.converter import DataConverter
 from temporalio.plugin import SimplePlugin
-from temporalio.worker import ReplayerConfig, WorkerConfig
-from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
+from temporalio.worker import (
+    ReplayerConfig,
+    UnsandboxedWorkflowRunner,
+    WorkerConfig,
+    WorkflowRunner,
+)
+from temporalio.worker.workflow_sandbox import SandboxRestrictions
 
 from parkgate.durable.sandbox_runner import LeanSandboxRunner
 
@@ -63,7 +68,7 @@ PASSTHROUGH_MODULES = (*_parkgate_modules(), "jsonschema", "pydantic", "pydantic
 WORKFLOW_FAILURE_TYPES: tuple[type[BaseException], ...] = ()
 
 
-def workflow_runner() -> SandboxedWorkflowRunner:
+def workflow_runner() -> LeanSandboxRunner:
     """The sandbox every parkgate worker and replayer uses.
 
     It re-executes the workflow modules for every run, from code objects read
@@ -83,6 +88,8 @@ class ParkgatePlugin(SimplePlugin):
     From `settings` (the converter of `parkgate.durable.converter.data_converter`,
     large payloads in `blobs`, by default the settings' history store) or from
     a ready `converter` (tests with a fixed key, tools reading old histories).
+    Workflows run in the sandbox unless `sandbox` (by default the settings'
+    `workflow_sandbox`, else on) says otherwise; a replayer always sandboxes.
     """
 
     def __init__(
@@ -91,6 +98,7 @@ class ParkgatePlugin(SimplePlugin):
         *,
         blobs: BlobStore | None = None,
         converter: DataConverter | None = None,
+        sandbox: bool | None = None,
     ) -> None:
         if converter is None:
             if settings is None:
@@ -104,10 +112,15 @@ class ParkgatePlugin(SimplePlugin):
         sealer = encryption_of(converter.payload_codec)
         #: What this plugin's clients prove messages with (None: no payload keys).
         self.proof_keys: ProofKeys | None = sealer.proof_keys if sealer else None
+        if sandbox is None:
+            sandbox = settings.workflow_sandbox if settings is not None else True
+        #: Whether workers built with this plugin run workflows in the sandbox.
+        self.sandbox = sandbox
+        runner: WorkflowRunner = workflow_runner() if sandbox else UnsandboxedWorkflowRunner()
         super().__init__(
             PLUGIN_NAME,
             data_converter=converter,
-            workflow_runner=workflow_runner(),
+            workflow_runner=runner,
             workflow_failure_exception_types=list(WORKFLOW_FAILURE_TYPES),
         )
 
@@ -123,11 +136,13 @@ class ParkgatePlugin(SimplePlugin):
         return super().configure_worker(config)
 
     def configure_replayer(self, config: ReplayerConfig) -> ReplayerConfig:
-        """A replayer reads histories as they were written: plaintext ones too."""
+        """A replayer reads histories as they were written: plaintext ones too.
+        It replays in the sandbox whatever the workers run in (it checks them)."""
         from parkgate.durable.converter import lenient_codec
 
         self._install_proof_keys()
         config = super().configure_replayer(config)
+        config["workflow_runner"] = workflow_runner()
         converter = config.get("data_converter")
         if converter is not None:
             config["data_converter"] = dataclasses.replace(

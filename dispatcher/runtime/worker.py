@@ -22,7 +22,7 @@ from temporalio.worker import Worker
 from parkgate import activities, workflows
 from parkgate.activities.deps import Deps
 from parkgate.calls.records import HistoryStore
-from parkgate.durable.plugin import ParkgatePlugin, plugin_of
+from parkgate.durable.plugin import ParkgatePlugin, plugin_of, with_plugin
 from parkgate.settings import Settings, get_settings
 from parkgate.workspaces.worker_groups import group_queue
 
@@ -46,10 +46,16 @@ def build_worker(client: Client, settings: Settings, deps: Deps, **overrides: ob
         # Let a running tool finish (or clean up) before a graceful stop.
         "graceful_shutdown_timeout": timedelta(seconds=settings.cancel_grace_seconds),
     }
-    if plugin_of(client) is None:
+    plugin = plugin_of(client)
+    if plugin is None:
         # A client made without the plugin (a test's own converter): the worker
         # still gets parkgate's sandbox and failure types, over that converter.
-        options["plugins"] = [ParkgatePlugin(converter=client.data_converter)]
+        options["plugins"] = [ParkgatePlugin(converter=client.data_converter,
+                                             sandbox=settings.workflow_sandbox)]
+    elif plugin.sandbox != settings.workflow_sandbox:
+        # The worker's own settings say whether its workflows run in the sandbox.
+        client = with_plugin(client, ParkgatePlugin(converter=plugin.converter,
+                                                    sandbox=settings.workflow_sandbox))
     options.update(overrides)
     return Worker(client, **options)  # type: ignore[arg-type]
 
