@@ -173,6 +173,10 @@ def parser() -> Parser:
                    help="do not write .pyc files for parkgate's packages first (see "
                         "docs/PERFORMANCE.md: without them every new workflow recompiles "
                         "its module)")
+    p.add_argument("--workflow-sandbox", choices=["on", "off"], default="on",
+                   help="run every worker's workflows, the floor's too, in Temporal's sandbox "
+                        "(on, the default) or not (the `workflow_sandbox` setting; "
+                        "docs/PERFORMANCE.md, \"Third round\")")
     p.add_argument("--profile", action="store_true",
                    help="the client and claude_code phases: count store calls, codec, Temporal "
                         "RPCs and durable steps per call and sample the CPU (py-spy); printed "
@@ -238,8 +242,11 @@ async def run_phases(args: argparse.Namespace, report: Report, ui: Reporter) -> 
     from bench.stack import open_stack
 
     size = sizes(args)
+    # Every Settings of the run reads it, the worker processes' included.
+    os.environ["PARKGATE_WORKFLOW_SANDBOX"] = "true" if args.workflow_sandbox == "on" else "false"
     report.setup.update(
         {
+            "workflow_sandbox": args.workflow_sandbox,
             "bytecode": "precompiled (as pip install does)" if args.precompile
                         else "as found (not precompiled)",
             "sizes": size,
