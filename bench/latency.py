@@ -14,7 +14,11 @@ Concurrency C means C agents, each with its own session, calling back to back.
 At C = 1 the paths are measured interleaved, call by call (floor, in-process,
 durable, http, floor, ...; the order rotated each round): a shared machine
 drifts over the seconds one path takes, and a ratio of two paths measured
-apart moved by ±0.3x with it. Each call's CPU is metered on its own. At higher
+apart moved by ±0.3x with it. After each call the bench waits `SETTLE_S`,
+untimed, so that the call's trailing work (the workflow's close, the store's
+and the dev server's writes) is not charged to the next call of another path;
+each call's CPU is metered from its start to the end of that wait, less what
+the processes use when idle (measured before the loop). At higher
 concurrency each path runs alone (mixing them would mix their loads).
 The durable read also carries issue 27's rows: its CPU per call (this process
 plus the dev server) against the floor's, and at the highest concurrency its
@@ -53,6 +57,8 @@ TARGETS = {"read_file": 1.5, "write_file": 2.5}
 HTTP_TARGETS = {"read_file": 2.0, "write_file": 4.5}
 #: Issue 27: CPU per durable read (this process + dev server) over the floor's.
 CPU_TARGET = 1.3
+#: Untimed pause after each interleaved call: its trailing work ends there.
+SETTLE_S = 0.03
 #: Issue 27: durable reads per second at the highest concurrency over the floor's.
 THROUGHPUT_TARGET = 0.8
 #: How long a submission may wait for its result in one request (seconds).
@@ -102,6 +108,9 @@ async def run_interleaved(
     """`total` calls of every path, one lane, round-robin (the order rotated
     each round); each call timed and its CPU metered on its own."""
     names = list(calls)
+    idle = meter.read()
+    await asyncio.sleep(1.0)
+    idle_per_s = {proc: sec - idle[proc] for proc, sec in meter.read().items()}
     samples: dict[str, list[float]] = {name: [] for name in names}
     busy_s: dict[str, float] = dict.fromkeys(names, 0.0)
     cpu_s: dict[str, dict[str, float]] = {name: {} for name in names}
@@ -112,11 +121,14 @@ async def run_interleaved(
             t0 = time.perf_counter()
             await calls[name](0, i)
             elapsed = time.perf_counter() - t0
+            await asyncio.sleep(SETTLE_S)
+            settled = time.perf_counter() - t0 - elapsed
             after = meter.read()
             samples[name].append(elapsed * 1000)
             busy_s[name] += elapsed
             for proc in after:
-                cpu_s[name][proc] = cpu_s[name].get(proc, 0.0) + after[proc] - before[proc]
+                used = after[proc] - before[proc] - idle_per_s[proc] * settled
+                cpu_s[name][proc] = cpu_s[name].get(proc, 0.0) + max(used, 0.0)
             on_done()
     loads = {}
     for name in names:
