@@ -6,20 +6,22 @@ auto), releases it, and the hook claims it before answering `allow`.
 Measured: that request, end to end over HTTP, then the PostToolUse request
 that records the outcome (Claude Code does not wait on the latter's answer
 for the model, but it runs before the next step). Compared with the serial
-empty-workflow floor of the latency phase when it ran first, else with the
-same floor measured by this phase on its worker (`bench.serial_floor`).
+empty-workflow floor timed after each call on the same worker
+(`bench.serial_floor.PairedFloor`; not in a `--profile` run).
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import time
 import uuid
 
+from bench.cpu import SETTLE_S
 from bench.profile import Probe
 from bench.progress import Reporter
 from bench.report import Report, Row
-from bench.serial_floor import floor_p50 as run_floor_p50
+from bench.serial_floor import PairedFloor
 from bench.stack import Api, Stack, durable_dispatcher, in_process_worker, serve_api
 from parkgate.durable.payloads import call_workflow_id
 
@@ -58,8 +60,8 @@ async def run(stack: Stack, report: Report, ui: Reporter, *, samples: int,
     target = stack.workspace / "claude-code-bench.txt"
     target.write_text("bench\n")
     async with worker, serve_api(stack, settings, pipeline.registry, dispatcher=dispatcher) as api:
-        floor_p50 = await run_floor_p50(stack, settings.temporal_task_queue, report, ui,
-                                        section="claude_code", calls=samples)
+        floor = PairedFloor(stack, settings.temporal_task_queue, "claude_code")
+        await floor.warm_up()
         sid = f"claude-code-{stack.run}"
         for _ in range(3):  # warm up (the first also registers the session and the tool)
             await one_call(api, sid, str(stack.workspace), str(target))
@@ -78,6 +80,10 @@ async def run(stack: Stack, report: Report, ui: Reporter, *, samples: int,
                     probe.note("HTTP PostToolUse (ended)", post)
                 pres.append(pre)
                 posts.append(post)
+                if probe is None:  # a profiled run times nothing against the floor
+                    await floor.one()
+                else:
+                    await asyncio.sleep(SETTLE_S)
                 step.advance()
         if probe is not None:
             probe.uninstall()
@@ -86,6 +92,7 @@ async def run(stack: Stack, report: Report, ui: Reporter, *, samples: int,
             report.setup.setdefault("profile", []).append(
                 await probe.breakdown("claude_code", samples, time.perf_counter() - start,
                                       sampler))
+    floor_p50 = floor.add_row(report)
     row = Row.latency("claude_code", "PreToolUse (Read, allowed by policy) → allow", pres,
                       concurrency=1)
     if floor_p50 and row.p50_ms is not None:

@@ -11,9 +11,10 @@ Measured: the whole `gate.call(...)`, one call after another, and each of
 its requests on the way (the same calls, timed by the client). The worker
 runs in the API's process (as `parkgate serve` runs them), eager start on.
 
-The floor is the serial empty-workflow p50 of this run's latency phase when
-it ran first; otherwise this phase measures that floor itself, on the same
-worker, before its calls (`bench.serial_floor`).
+The floor is one empty workflow timed after each call, on the same worker
+(`bench.serial_floor.PairedFloor`; not in a `--profile` run, whose rows are
+not to be quoted). Each call's CPU is metered from its start to the end of
+an untimed settle after it (`bench.cpu.SettledCpu`).
 """
 
 from __future__ import annotations
@@ -24,11 +25,11 @@ import time
 from collections import defaultdict
 from typing import Any
 
-from bench.cpu import CpuMeter
+from bench.cpu import CpuMeter, SettledCpu
 from bench.profile import Probe
 from bench.progress import Reporter
 from bench.report import Report, Row
-from bench.serial_floor import floor_p50 as run_floor_p50
+from bench.serial_floor import PairedFloor
 from bench.stack import Stack, durable_dispatcher, in_process_worker, serve_api
 from parkgate.agent_client import AsyncParkgateClient, AsyncToolGate
 from parkgate.agent_client.client_tools import definition
@@ -106,8 +107,10 @@ async def run(stack: Stack, report: Report, ui: Reporter, *, calls: int,
     server = stack.server.process.pid if stack.server.process else None
     meter = CpuMeter({"this process": os.getpid(), "dev server": server})
     async with worker, serve_api(stack, settings, pipeline.registry, dispatcher=dispatcher) as api:
-        floor_p50 = await run_floor_p50(stack, settings.temporal_task_queue, report, ui,
-                                        section="client", calls=calls)
+        floor = PairedFloor(stack, settings.temporal_task_queue, "client")
+        await floor.warm_up()
+        cpu = SettledCpu(meter)
+        await cpu.calibrate()
         client = TimedClient(api.base_url, api.key)
         async with client:
             gate = AsyncToolGate(client, f"client-{stack.run}", str(stack.workspace))
@@ -130,17 +133,18 @@ async def run(stack: Stack, report: Report, ui: Reporter, *, calls: int,
             probe = Probe(stack.client, stack.store).install() if profile else None
             client.probe = probe
             client.recording = True
-            before = meter.read()
             start = time.perf_counter()
             totals: list[float] = []
             with probe.measuring() if probe else contextlib.nullcontext() as sampler:
                 for i in range(calls):
                     if probe is not None:
                         probe.next_call()
-                    totals.append(await one("call", i))
+                    async with cpu.metered("call"):
+                        totals.append(await one("call", i))
+                    if probe is None:  # a profiled run times nothing against the floor
+                        await floor.one()
                     step.advance()
             wall = time.perf_counter() - start
-            cpu = "CPU ms/call: " + meter.per_call_ms(before, meter.read(), calls)
             client.recording = False
             if probe is not None:
                 probe.uninstall()
@@ -151,8 +155,9 @@ async def run(stack: Stack, report: Report, ui: Reporter, *, calls: int,
                 report.setup.setdefault("profile", []).append(
                     await probe.breakdown("client", calls, wall, sampler))
     requests = sum(len(v) for v in client.samples.values())
+    floor_p50 = floor.add_row(report)
     row = Row.latency("client", CALL_ROW, totals, concurrency=1, wall_s=wall,
-                      note=f"{cpu}; {requests / calls:.1f} requests/call")
+                      note=f"{cpu.text('call')}; {requests / calls:.1f} requests/call")
     if floor_p50 and row.p50_ms is not None:
         row.x_floor = row.p50_ms / floor_p50
         row.target = f"p50 ≤ {CLIENT_TARGET:g}x floor"

@@ -14,8 +14,8 @@ Concurrency C means C agents, each with its own session, calling back to back.
 At C = 1 the paths are measured interleaved, call by call (floor, in-process,
 durable, http, floor, ...; the order rotated each round): a shared machine
 drifts over the seconds one path takes, and a ratio of two paths measured
-apart moved by ±0.3x with it. After each call the bench waits `SETTLE_S`,
-untimed, so that the call's trailing work (the workflow's close, the store's
+apart moved by ±0.3x with it. After each call the bench waits
+`bench.cpu.SETTLE_S`, untimed, so that the call's trailing work (the workflow's close, the store's
 and the dev server's writes) is not charged to the next call of another path;
 each call's CPU is metered from its start to the end of that wait, less what
 the processes use when idle (measured before the loop). At higher
@@ -34,7 +34,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from bench.cpu import CpuMeter
+from bench.cpu import CpuMeter, SettledCpu
 from bench.floor import Empty, FloorWorkflow
 from bench.progress import Reporter
 from bench.report import Report, Row
@@ -57,8 +57,6 @@ TARGETS = {"read_file": 1.5, "write_file": 2.5}
 HTTP_TARGETS = {"read_file": 2.0, "write_file": 4.5}
 #: Issue 27: CPU per durable read (this process + dev server) over the floor's.
 CPU_TARGET = 1.3
-#: Untimed pause after each interleaved call: its trailing work ends there.
-SETTLE_S = 0.03
 #: Issue 27: durable reads per second at the highest concurrency over the floor's.
 THROUGHPUT_TARGET = 0.8
 #: How long a submission may wait for its result in one request (seconds).
@@ -106,37 +104,24 @@ async def run_interleaved(
     calls: dict[str, Call], total: int, meter: CpuMeter, on_done: Callable[[], None]
 ) -> dict[str, Load]:
     """`total` calls of every path, one lane, round-robin (the order rotated
-    each round); each call timed and its CPU metered on its own."""
+    each round); each call timed, then settled and its CPU metered on its own."""
     names = list(calls)
-    idle = meter.read()
-    await asyncio.sleep(1.0)
-    idle_per_s = {proc: sec - idle[proc] for proc, sec in meter.read().items()}
+    cpu = SettledCpu(meter)
+    await cpu.calibrate()
     samples: dict[str, list[float]] = {name: [] for name in names}
     busy_s: dict[str, float] = dict.fromkeys(names, 0.0)
-    cpu_s: dict[str, dict[str, float]] = {name: {} for name in names}
     for i in range(total):
         shift = i % len(names)
         for name in names[shift:] + names[:shift]:
-            before = meter.read()
-            t0 = time.perf_counter()
-            await calls[name](0, i)
-            elapsed = time.perf_counter() - t0
-            await asyncio.sleep(SETTLE_S)
-            settled = time.perf_counter() - t0 - elapsed
-            after = meter.read()
+            async with cpu.metered(name):
+                t0 = time.perf_counter()
+                await calls[name](0, i)
+                elapsed = time.perf_counter() - t0
             samples[name].append(elapsed * 1000)
             busy_s[name] += elapsed
-            for proc in after:
-                used = after[proc] - before[proc] - idle_per_s[proc] * settled
-                cpu_s[name][proc] = cpu_s[name].get(proc, 0.0) + max(used, 0.0)
             on_done()
-    loads = {}
-    for name in names:
-        per_call = {proc: 1000 * sec / total for proc, sec in cpu_s[name].items()}
-        loads[name] = Load(samples[name], busy_s[name], cpu_ms=per_call,
-                           cpu="CPU ms/call: " + ", ".join(
-                               f"{proc} {ms:.1f}" for proc, ms in per_call.items()))
-    return loads
+    return {name: Load(samples[name], busy_s[name], cpu=cpu.text(name),
+                       cpu_ms=cpu.per_call_ms(name)) for name in names}
 
 
 def _check(result: ToolResultBlock) -> None:

@@ -17,6 +17,7 @@ from bench.cli import DEFAULT_PHASES, PHASES
 from bench.client_call import CALL_ROW, STEPS
 from bench.peers import missing_extra
 from bench.scale import INBOX_ROW, LIST_ALL_ROW, LIST_SESSION_ROW, SUM_ROW
+from bench.serial_floor import PAIRED_FLOOR_ROW as PAIRED_FLOOR
 from tests.bench.test_bench_smoke import _bench, _require_postgres
 from tests.fixtures.db import PG_ADMIN_URL
 
@@ -38,8 +39,8 @@ async def test_claude_code_hook_phase_smoke(tmp_path: Path) -> None:
     allow = rows["PreToolUse (Read, allowed by policy) → allow"]
     assert allow["n"] == 2 and allow["p50_ms"] <= allow["p95_ms"]
     assert rows["PostToolUse → outcome recorded"]["n"] == 2
-    # Alone, the phase measures its own serial floor: p50 and p95 beside it.
-    floor = rows["floor: empty workflow, eager start (this phase)"]
+    # The floor is timed after each call, on the phase's own worker.
+    floor = rows[PAIRED_FLOOR]
     assert floor["n"] == 2 and floor["p50_ms"] > 0
     assert allow["x_floor"] == pytest.approx(allow["p50_ms"] / floor["p50_ms"])
     assert allow["target"] == "p50 ≤ 1x floor" and allow["met"] in (True, False)
@@ -48,7 +49,7 @@ async def test_claude_code_hook_phase_smoke(tmp_path: Path) -> None:
 @pytest.mark.devserver
 @pytest.mark.timeout(300)
 async def test_client_phase_smoke(tmp_path: Path) -> None:
-    """Alone, the client phase measures its own floor; its rows carry the ratio to it."""
+    """The client phase times a floor after each call; its rows carry the ratio to it."""
     out_json = tmp_path / "smoke.json"
     code, out, err = await _bench("--smoke", "--phases", "client", "--json", str(out_json))
     assert code == 0, f"stdout:\n{out}\nstderr:\n{err}"
@@ -57,7 +58,7 @@ async def test_client_phase_smoke(tmp_path: Path) -> None:
     table = [line for line in out.splitlines()[2:] if line.startswith("| ")]
     assert len(table) == len(data["rows"])
     rows = {r["name"]: r for r in data["rows"] if r["section"] == "client"}
-    floor = rows["floor: empty workflow, eager start (this phase)"]
+    floor = rows[PAIRED_FLOOR]
     assert floor["n"] == 6 and floor["p50_ms"] > 0
     call = rows[CALL_ROW]
     assert call["n"] == 6 and call["p50_ms"] <= call["p95_ms"]

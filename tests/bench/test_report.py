@@ -49,8 +49,8 @@ def test_markdown_and_json_agree(tmp_path: Path) -> None:
     assert data["machine"]["cores"] == cores and data["targets_met"] is False
 
 
-def test_the_approval_target_reads_the_serial_floor_of_the_same_run() -> None:
-    from bench.approval import serial_floor_p50
+def test_the_scale_phase_reads_the_serial_floor_of_the_same_run() -> None:
+    from bench.serial_floor import serial_floor_p50
 
     report = Report(machine=Machine.here(), command="python -m bench")
     assert serial_floor_p50(report) is None  # latency phase not run: no ratio, no verdict
