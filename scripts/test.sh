@@ -46,15 +46,13 @@ fi
 #    pytest-xdist workers (each with its own dev server, time-skipping server
 #    and throwaway databases), longest tests first (tests/fixtures/ordering.py);
 # 2. tests/faults and tests/hostile in one process beside it: their scenarios
-#    run whole stacks of subprocesses one after another, never two at once;
-#    with them the agent clients' restart scenario (45 s; lane 1 was the
-#    longer lane by ~110 s on a slower machine).
+#    run whole stacks of subprocesses one after another, never two at once.
 # Most of the suite waits (on timers, restarts, subprocesses), so the lanes
 # share two cores well. PARKGATE_TEST_LANES=1 runs lane 2 after lane 1 instead.
 # The exit code is the first failing lane's (5, "no tests collected", only
 # when neither lane ran a test).
 workers="${PARKGATE_TEST_WORKERS:-2}"
-serial=(tests/faults tests/hostile tests/agent_client/test_outlasts_restart.py)
+serial=(tests/faults tests/hostile)
 lane1=(.venv/bin/python -m pytest -q -p no:cacheprovider -n "$workers" --dist load
        --maxschedchunk 2 --durations=15 "${serial[@]/#/--ignore=}")
 lane2=(.venv/bin/python -m pytest -q -p no:cacheprovider --durations=10 "${serial[@]}")
