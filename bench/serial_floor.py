@@ -36,8 +36,9 @@ PAIRED_FLOOR_ROW = "floor: empty workflow, eager start (one after each call of t
 
 
 class PairedFloor:
-    """One floor call after each of a phase's calls (the worker serving
-    `task_queue` must register FloorWorkflow, as `bench.stack.in_process_worker` does)."""
+    """One floor call after each of a phase's calls (`one`), or back to back
+    (`timed`, `floor_p50`); the worker serving `task_queue` must register
+    FloorWorkflow, as `bench.stack.in_process_worker` does."""
 
     def __init__(self, stack: Stack, task_queue: str, section: str) -> None:
         self.stack, self.task_queue, self.section = stack, task_queue, section
@@ -55,12 +56,16 @@ class PairedFloor:
         for _ in range(3):
             await self._call("warm")
 
-    async def one(self) -> None:
-        """Settle, time one floor call, settle again."""
-        await asyncio.sleep(SETTLE_S)
+    async def timed(self) -> None:
+        """Time one floor call (a sample)."""
         t0 = time.perf_counter()
         await self._call("call")
         self.samples.append((time.perf_counter() - t0) * 1000)
+
+    async def one(self) -> None:
+        """Settle, time one floor call, settle again."""
+        await asyncio.sleep(SETTLE_S)
+        await self.timed()
         await asyncio.sleep(SETTLE_S)
 
     def add_row(self, report: Report) -> float | None:
@@ -83,21 +88,14 @@ async def floor_p50(stack: Stack, task_queue: str, report: Report, ui: Reporter,
     if found is not None:
         return found
 
-    async def floor(i: int) -> None:
-        await stack.client.execute_workflow(
-            FloorWorkflow.run, Empty(), id=f"bench/{stack.run}/{section}-floor/{i}",
-            task_queue=task_queue, request_eager_start=True)
-
-    for i in range(3):  # warm up on ids past the measured ones
-        await floor(-1 - i)
+    floor = PairedFloor(stack, task_queue, section)
+    await floor.warm_up()
     step = ui.step(f"{section}: floor", calls)
-    samples: list[float] = []
     start = time.perf_counter()
-    for i in range(calls):
-        t0 = time.perf_counter()
-        await floor(i)
-        samples.append((time.perf_counter() - t0) * 1000)
+    for _ in range(calls):
+        await floor.timed()
         step.advance()
     row = report.add(Row.latency(section, "floor: empty workflow, eager start (this phase)",
-                                 samples, concurrency=1, wall_s=time.perf_counter() - start))
+                                 floor.samples, concurrency=1,
+                                 wall_s=time.perf_counter() - start))
     return row.p50_ms
