@@ -86,6 +86,9 @@ class SettledCpu:
         return {proc: 1000 * s / n for proc, s in self.used_s.get(name, {}).items()}
 
     def text(self, name: str) -> str:
-        """'CPU ms/call: this process 12.3, dev server 4.5' for the rows' notes."""
-        return "CPU ms/call: " + ", ".join(
-            f"{proc} {ms:.1f}" for proc, ms in self.per_call_ms(name).items())
+        return cpu_text(self.per_call_ms(name))
+
+
+def cpu_text(per_call_ms: dict[str, float]) -> str:
+    """'CPU ms/call: this process 12.3, dev server 4.5' for the rows' notes."""
+    return "CPU ms/call: " + ", ".join(f"{proc} {ms:.1f}" for proc, ms in per_call_ms.items())

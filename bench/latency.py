@@ -34,7 +34,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from bench.cpu import CpuMeter, SettledCpu
+from bench.cpu import CpuMeter, SettledCpu, cpu_text
 from bench.floor import Empty, FloorWorkflow
 from bench.progress import Reporter
 from bench.report import Report, Row
@@ -75,9 +75,12 @@ class Dispatcher(Protocol):
 class Load:
     samples_ms: list[float]
     wall_s: float
-    cpu: str = ""
     #: CPU ms per call by process (this process, dev server).
     cpu_ms: dict[str, float] | None = None
+
+    @property
+    def cpu(self) -> str:
+        return cpu_text(self.cpu_ms) if self.cpu_ms else ""
 
 
 async def run_load(call: Call, total: int, concurrency: int, on_done: Callable[[], None]) -> Load:
@@ -120,8 +123,8 @@ async def run_interleaved(
             samples[name].append(elapsed * 1000)
             busy_s[name] += elapsed
             on_done()
-    return {name: Load(samples[name], busy_s[name], cpu=cpu.text(name),
-                       cpu_ms=cpu.per_call_ms(name)) for name in names}
+    return {name: Load(samples[name], busy_s[name], cpu_ms=cpu.per_call_ms(name))
+            for name in names}
 
 
 def _check(result: ToolResultBlock) -> None:
@@ -227,16 +230,14 @@ async def run(
             if c == 1:
                 step = ui.step("latency c=1: every path, interleaved", total * len(calls_of))
                 loads = await run_interleaved(calls_of, total, meter, step.advance)
-            for name, call in calls_of.items():
-                if c == 1:
-                    break
-                step = ui.step(f"latency c={c}: {name}", total)
-                before = meter.read()
-                loads[name] = await run_load(call, total, c, step.advance)
-                after = meter.read()
-                loads[name].cpu = "CPU ms/call: " + meter.per_call_ms(before, after, total)
-                loads[name].cpu_ms = {proc: 1000 * (after[proc] - before[proc]) / total
-                                      for proc in before}
+            else:
+                for name, call in calls_of.items():
+                    step = ui.step(f"latency c={c}: {name}", total)
+                    before = meter.read()
+                    loads[name] = await run_load(call, total, c, step.advance)
+                    after = meter.read()
+                    loads[name].cpu_ms = {proc: 1000 * (after[proc] - before[proc]) / total
+                                          for proc in before}
             _rows(report, c, loads)
             by_level[c] = loads
         _issue_rows(report, by_level)
