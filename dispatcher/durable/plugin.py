@@ -142,7 +142,8 @@ class ParkgatePlugin(SimplePlugin):
 
         self._install_proof_keys()
         config = super().configure_replayer(config)
-        config["workflow_runner"] = workflow_runner()
+        if not self.sandbox:  # a sandboxed plugin's runner is already in the config
+            config["workflow_runner"] = workflow_runner()
         converter = config.get("data_converter")
         if converter is not None:
             config["data_converter"] = dataclasses.replace(

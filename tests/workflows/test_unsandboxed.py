@@ -15,10 +15,13 @@ from typing import Any
 
 import pytest
 from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import Replayer
 
+from parkgate import workflows
 from parkgate.durable import sandbox_runner
-from parkgate.durable.plugin import plugin_of
-from tests.fixtures.temporal import durable_rig
+from parkgate.durable.plugin import ParkgatePlugin, plugin_of
+from parkgate.durable.sandbox_runner import LeanSandboxRunner
+from tests.fixtures.temporal import TEST_CONVERTER, durable_rig
 from tests.workflows import test_call_workflow as sandboxed
 
 test_auto_read_file_runs_and_records = sandboxed.test_auto_read_file_runs_and_records
@@ -53,3 +56,10 @@ def no_sandbox(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[object]]:
 def test_the_rig_really_turns_it_off(temporal_env: WorkflowEnvironment) -> None:
     plugin = plugin_of(temporal_env.client)
     assert plugin is not None and plugin.sandbox  # the tests' client sandboxes by default
+
+
+@pytest.mark.parametrize("sandbox", [True, False])
+def test_a_replayer_always_sandboxes(sandbox: bool) -> None:
+    plugin = ParkgatePlugin(converter=TEST_CONVERTER, sandbox=sandbox)
+    config = Replayer(workflows=workflows.ALL, plugins=[plugin]).config(active_config=True)
+    assert isinstance(config["workflow_runner"], LeanSandboxRunner)
