@@ -12,12 +12,10 @@ empty-workflow floor timed after each call on the same worker
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import time
 import uuid
 
-from bench.cpu import SETTLE_S
 from bench.profile import Probe
 from bench.progress import Reporter
 from bench.report import Report, Row
@@ -82,8 +80,6 @@ async def run(stack: Stack, report: Report, ui: Reporter, *, samples: int,
                 posts.append(post)
                 if probe is None:  # a profiled run times nothing against the floor
                     await floor.one()
-                else:
-                    await asyncio.sleep(SETTLE_S)
                 step.advance()
         if probe is not None:
             probe.uninstall()
