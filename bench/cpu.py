@@ -35,10 +35,14 @@ class CpuMeter:
         return {name: _cpu_s(pid) for name, pid in self.pids.items()}
 
     @staticmethod
+    def per_call(before: dict[str, float], after: dict[str, float], n: int) -> dict[str, float]:
+        """CPU ms per call by process between two readings, over `n` calls."""
+        return {name: 1000 * (after[name] - before[name]) / max(n, 1) for name in before}
+
+    @staticmethod
     def per_call_ms(before: dict[str, float], after: dict[str, float], n: int) -> str:
-        return ", ".join(
-            f"{name} {1000 * (after[name] - before[name]) / max(n, 1):.1f}" for name in before
-        )
+        return ", ".join(f"{name} {ms:.1f}"
+                         for name, ms in CpuMeter.per_call(before, after, n).items())
 
 
 #: Untimed pause after each measured call: its trailing work (the workflow's

@@ -235,9 +235,7 @@ async def run(
                     step = ui.step(f"latency c={c}: {name}", total)
                     before = meter.read()
                     loads[name] = await run_load(call, total, c, step.advance)
-                    after = meter.read()
-                    loads[name].cpu_ms = {proc: 1000 * (after[proc] - before[proc]) / total
-                                          for proc in before}
+                    loads[name].cpu_ms = meter.per_call(before, meter.read(), total)
             _rows(report, c, loads)
             by_level[c] = loads
         _issue_rows(report, by_level)

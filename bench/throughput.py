@@ -37,7 +37,7 @@ async def _measure(
     step = ui.step(label, calls)
     before = meter.read()
     load = await run_load(call, calls, concurrency, step.advance)
-    load.cpu = "CPU ms/call: " + CpuMeter.per_call_ms(before, meter.read(), calls)
+    load.cpu_ms = CpuMeter.per_call(before, meter.read(), calls)
     return load
 
 
