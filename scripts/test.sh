@@ -54,8 +54,8 @@ fi
 workers="${PARKGATE_TEST_WORKERS:-2}"
 serial=(tests/faults tests/hostile)
 lane1=(.venv/bin/python -m pytest -q -p no:cacheprovider -n "$workers" --dist load
-       --maxschedchunk 2 --durations=15 "${serial[@]/#/--ignore=}")
-lane2=(.venv/bin/python -m pytest -q -p no:cacheprovider --durations=10 "${serial[@]}")
+       --maxschedchunk 2 --durations=${PARKGATE_TEST_DURATIONS:-15} "${serial[@]/#/--ignore=}")
+lane2=(.venv/bin/python -m pytest -q -p no:cacheprovider --durations=${PARKGATE_TEST_DURATIONS:-10} "${serial[@]}")
 status=()
 started=$SECONDS
 if [ "${PARKGATE_TEST_LANES:-2}" = "1" ]; then

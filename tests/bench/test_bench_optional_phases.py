@@ -1,5 +1,6 @@
 """The optional phases (throughput, drain, peers, claude_code, client, scale) run for real
-at smoke size.
+at smoke size, several phases to a run where they do not interfere (each bench
+start costs a dev server and a worker).
 
 Not a timed test: it checks that each phase prints its rows in the table and
 the JSON, that nothing was lost or run twice in the multi-worker drains, and
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -29,35 +31,37 @@ def test_optional_phases_are_not_default() -> None:
 
 @pytest.mark.devserver
 @pytest.mark.timeout(300)
-async def test_claude_code_hook_phase_smoke(tmp_path: Path) -> None:
+async def test_client_and_claude_code_phases_smoke(tmp_path: Path) -> None:
+    """Both client paths in one run: each phase times a floor after each of its
+    own calls, on its own worker, so their rows carry the ratio to it."""
     out_json = tmp_path / "smoke.json"
-    code, out, err = await _bench("--smoke", "--phases", "claude_code", "--json", str(out_json))
-    assert code == 0, f"stdout:\n{out}\nstderr:\n{err}"
-    data = json.loads(out_json.read_text())
-    assert data["errors"] == []
-    rows = {r["name"]: r for r in data["rows"] if r["section"] == "claude_code"}
-    allow = rows["PreToolUse (Read, allowed by policy) → allow"]
-    assert allow["n"] == 2 and allow["p50_ms"] <= allow["p95_ms"]
-    assert rows["PostToolUse → outcome recorded"]["n"] == 2
-    # The floor is timed after each call, on the phase's own worker.
-    floor = rows[PAIRED_FLOOR]
-    assert floor["n"] == 2 and floor["p50_ms"] > 0
-    assert allow["x_floor"] == pytest.approx(allow["p50_ms"] / floor["p50_ms"])
-    assert allow["target"] == "p50 ≤ 1x floor" and allow["met"] in (True, False)
-
-
-@pytest.mark.devserver
-@pytest.mark.timeout(300)
-async def test_client_phase_smoke(tmp_path: Path) -> None:
-    """The client phase times a floor after each call; its rows carry the ratio to it."""
-    out_json = tmp_path / "smoke.json"
-    code, out, err = await _bench("--smoke", "--phases", "client", "--json", str(out_json))
+    code, out, err = await _bench("--smoke", "--phases", "client,claude_code",
+                                  "--json", str(out_json))
     assert code == 0, f"stdout:\n{out}\nstderr:\n{err}"
     data = json.loads(out_json.read_text())
     assert data["errors"] == []
     table = [line for line in out.splitlines()[2:] if line.startswith("| ")]
     assert len(table) == len(data["rows"])
-    rows = {r["name"]: r for r in data["rows"] if r["section"] == "client"}
+    _check_client_rows({r["name"]: r for r in data["rows"] if r["section"] == "client"},
+                       table)
+    _check_hook_rows({r["name"]: r for r in data["rows"] if r["section"] == "claude_code"})
+
+
+@pytest.mark.devserver
+@pytest.mark.postgres
+@pytest.mark.timeout(300)
+async def test_client_phase_profile_smoke(tmp_path: Path) -> None:
+    """`--profile` prints where a call's time goes and keeps it in the JSON."""
+    out_json = tmp_path / "smoke.json"
+    code, out, err = await _bench("--smoke", "--phases", "client", "--profile",
+                                  "--json", str(out_json))
+    assert code == 0, f"stdout:\n{out}\nstderr:\n{err}"
+    [profile] = json.loads(out_json.read_text())["setup"]["profile"]
+    assert profile["section"] == "client"
+    _check_client_profile(profile, out)
+
+
+def _check_client_rows(rows: dict[str, Any], table: list[str]) -> None:
     floor = rows[PAIRED_FLOOR]
     assert floor["n"] == 6 and floor["p50_ms"] > 0
     call = rows[CALL_ROW]
@@ -74,21 +78,31 @@ async def test_client_phase_smoke(tmp_path: Path) -> None:
     assert any(f"client: {CALL_ROW}" in line for line in table)
 
 
-@pytest.mark.slow
-@pytest.mark.devserver
-@pytest.mark.timeout(300)
-async def test_scale_phase_smoke(tmp_path: Path) -> None:
-    """The scale phase: a worker process and an API process hold the parked calls; their
-    RSS, their sum against the target, the inbox and call lists timed, its own floor."""
-    out_json = tmp_path / "smoke.json"
-    code, out, err = await _bench("--smoke", "--phases", "scale", "--parked", "4",
-                                  "--scale-requests", "3", "--json", str(out_json))
-    assert code == 0, f"stdout:\n{out}\nstderr:\n{err}"
-    data = json.loads(out_json.read_text())
-    assert data["errors"] == []
-    table = [line for line in out.splitlines()[2:] if line.startswith("| ")]
-    assert len(table) == len(data["rows"])
-    rows = {r["name"]: r for r in data["rows"] if r["section"] == "scale"}
+def _check_hook_rows(rows: dict[str, Any]) -> None:
+    allow = rows["PreToolUse (Read, allowed by policy) → allow"]
+    assert allow["n"] == 2 and allow["p50_ms"] <= allow["p95_ms"]
+    assert rows["PostToolUse → outcome recorded"]["n"] == 2
+    # The floor is timed after each call, on the phase's own worker.
+    floor = rows[PAIRED_FLOOR]
+    assert floor["n"] == 2 and floor["p50_ms"] > 0
+    assert allow["x_floor"] == pytest.approx(allow["p50_ms"] / floor["p50_ms"])
+    assert allow["target"] == "p50 ≤ 1x floor" and allow["met"] in (True, False)
+
+
+def _check_client_profile(profile: dict[str, Any], out: str) -> None:
+    assert profile["calls"] == 6
+    durable = profile["durable"]
+    assert durable["calls"] == 6 and durable["per_call"]["workflow tasks"] >= 2
+    assert durable["activities_per_call"]["parkgate.client_outcome"] == 1
+    assert {r["name"] for r in profile["store_methods"]} >= {"get_call", "record_submission"}
+    assert any(r["name"] == "start_workflow_execution" for r in profile["temporal_rpcs"])
+    assert profile["timeline"] and "### Profile: client" in out
+    assert "cpu" in profile  # samples, or why there are none (py-spy missing or not allowed)
+
+
+def _check_scale_rows(rows: dict[str, Any]) -> None:
+    """A worker process and an API process hold the parked calls: their RSS,
+    their sum against the target, the inbox and call lists timed, its own floor."""
     floor = rows["floor: empty workflow, eager start (this phase)"]
     assert floor["n"] == 3 and floor["p50_ms"] > 0
     for name in (INBOX_ROW, LIST_SESSION_ROW, LIST_ALL_ROW):
@@ -107,35 +121,17 @@ async def test_scale_phase_smoke(tmp_path: Path) -> None:
     assert rows["dev server RSS with 4 parked (not in the target)"]["target"] is None
 
 
-@pytest.mark.devserver
-@pytest.mark.postgres
-@pytest.mark.timeout(300)
-async def test_client_phase_profile_smoke(tmp_path: Path) -> None:
-    """`--profile` prints where a call's time goes and keeps it in the JSON."""
-    out_json = tmp_path / "smoke.json"
-    code, out, err = await _bench("--smoke", "--phases", "client", "--profile",
-                                  "--json", str(out_json))
-    assert code == 0, f"stdout:\n{out}\nstderr:\n{err}"
-    [profile] = json.loads(out_json.read_text())["setup"]["profile"]
-    assert profile["section"] == "client" and profile["calls"] == 6
-    durable = profile["durable"]
-    assert durable["calls"] == 6 and durable["per_call"]["workflow tasks"] >= 2
-    assert durable["activities_per_call"]["parkgate.client_outcome"] == 1
-    assert {r["name"] for r in profile["store_methods"]} >= {"get_call", "record_submission"}
-    assert any(r["name"] == "start_workflow_execution" for r in profile["temporal_rpcs"])
-    assert profile["timeline"] and "### Profile: client" in out
-    assert "cpu" in profile  # samples, or why there are none (py-spy missing or not allowed)
-
-
 @pytest.mark.slow
 @pytest.mark.devserver
 @pytest.mark.postgres
 @pytest.mark.timeout(300)
-async def test_throughput_drain_and_peers_smoke(tmp_path: Path) -> None:
+async def test_throughput_drain_scale_and_peers_smoke(tmp_path: Path) -> None:
+    """The phases that run worker processes, in one run (one bench start)."""
     await _require_postgres()
-    phases = "throughput,drain" + ("" if missing_extra() else ",peers")
+    phases = "throughput,drain,scale" + ("" if missing_extra() else ",peers")
     out_json = tmp_path / "smoke.json"
-    code, out, err = await _bench("--smoke", "--phases", phases, "--json", str(out_json),
+    code, out, err = await _bench("--smoke", "--phases", phases, "--parked", "4",
+                                  "--scale-requests", "3", "--json", str(out_json),
                                   "--pg-admin-url", PG_ADMIN_URL)
     assert code == 0, f"stdout:\n{out}\nstderr:\n{err}"
     data = json.loads(out_json.read_text())
@@ -158,6 +154,7 @@ async def test_throughput_drain_and_peers_smoke(tmp_path: Path) -> None:
     assert all(r["n"] == 6 and r["per_s"] > 0 for r in drains)
     integrity = [r for r in rows if r["section"] == "drain" and r["name"].startswith("lost")]
     assert len(integrity) == 2 and all(r["value"] == 0 and r["met"] for r in integrity)
+    _check_scale_rows({r["name"]: r for r in rows if r["section"] == "scale"})
 
     if "peers" in phases:
         peers = {(r["name"], r["concurrency"]): r for r in rows if r["section"] == "peers"}
