@@ -41,53 +41,39 @@ if [ "$#" -gt 0 ]; then
     exec .venv/bin/python -m pytest -q -p no:cacheprovider "$@"
 fi
 
-# The whole suite in three lanes that run at the same time (docs/TESTING.md):
-# 1. everything but the fault and hostile suites and the `waits` tests, on
-#    PARKGATE_TEST_WORKERS pytest-xdist workers (each with its own dev server,
-#    time-skipping server and throwaway databases), longest tests first
-#    (tests/fixtures/ordering.py);
+# The whole suite in two lanes that run at the same time (docs/TESTING.md):
+# 1. everything but the fault and hostile suites, on PARKGATE_TEST_WORKERS
+#    pytest-xdist workers (each with its own dev server, time-skipping server
+#    and throwaway databases), longest tests first (tests/fixtures/ordering.py);
 # 2. tests/faults and tests/hostile in one process beside it: their scenarios
-#    run whole stacks of subprocesses one after another, never two at once;
-# 3. the tests marked `waits` (long, and mostly waiting on purpose: an outage,
-#    a restart, a long park) in one process beside both: they need little CPU,
-#    so they overlap the others instead of holding a lane-1 worker.
-# The lanes share two cores. PARKGATE_TEST_LANES=1 runs them one after another
-# instead. The exit code is the first failing lane's (5, "no tests
-# collected", only when no lane ran a test).
+#    run whole stacks of subprocesses one after another, never two at once.
+# Most of the suite waits (on timers, restarts, subprocesses), so the lanes
+# share two cores well. PARKGATE_TEST_LANES=1 runs lane 2 after lane 1 instead.
+# The exit code is the first failing lane's (5, "no tests collected", only
+# when neither lane ran a test).
 workers="${PARKGATE_TEST_WORKERS:-2}"
 serial=(tests/faults tests/hostile)
 lane1=(.venv/bin/python -m pytest -q -p no:cacheprovider -n "$workers" --dist load
-       --maxschedchunk 2 --durations=${PARKGATE_TEST_DURATIONS:-15} -m "not waits"
-       "${serial[@]/#/--ignore=}")
+       --maxschedchunk 2 --durations=${PARKGATE_TEST_DURATIONS:-15} "${serial[@]/#/--ignore=}")
 lane2=(.venv/bin/python -m pytest -q -p no:cacheprovider --durations=${PARKGATE_TEST_DURATIONS:-10} "${serial[@]}")
-lane3=(.venv/bin/python -m pytest -q -p no:cacheprovider --durations=${PARKGATE_TEST_DURATIONS:-10} -m waits
-       "${serial[@]/#/--ignore=}")
 status=()
 started=$SECONDS
-if [ "${PARKGATE_TEST_LANES:-3}" = "1" ]; then
-    echo "== pytest, lane 1 of 3: all but ${serial[*]} and the waits tests, on $workers workers"
+if [ "${PARKGATE_TEST_LANES:-2}" = "1" ]; then
+    echo "== pytest, lane 1 of 2: all but ${serial[*]}, on $workers workers"
     stage=0; "${lane1[@]}" || stage=$?; status+=("$stage")
-    echo "== pytest, lane 2 of 3: ${serial[*]}"
+    echo "== pytest, lane 2 of 2: ${serial[*]}"
     stage=0; "${lane2[@]}" || stage=$?; status+=("$stage")
-    echo "== pytest, lane 3 of 3: the waits tests"
-    stage=0; "${lane3[@]}" || stage=$?; status+=("$stage")
 else
     lane2_log="$(mktemp)"
-    lane3_log="$(mktemp)"
-    echo "== pytest, lanes 2 (${serial[*]}) and 3 (the waits tests) start in the background; their output follows lane 1's"
+    echo "== pytest, lane 2 (${serial[*]}) starts in the background; its output follows lane 1's"
     "${lane2[@]}" >"$lane2_log" 2>&1 &
     lane2_pid=$!
-    "${lane3[@]}" >"$lane3_log" 2>&1 &
-    lane3_pid=$!
-    trap 'kill "$lane2_pid" "$lane3_pid" 2>/dev/null || true; rm -f "$lane2_log" "$lane3_log"' EXIT
-    echo "== pytest, lane 1: all but ${serial[*]} and the waits tests, on $workers workers"
+    trap 'kill "$lane2_pid" 2>/dev/null || true; rm -f "$lane2_log"' EXIT
+    echo "== pytest, lane 1: all but ${serial[*]}, on $workers workers"
     stage=0; "${lane1[@]}" || stage=$?; status+=("$stage")
     echo "== pytest, lane 2: ${serial[*]} (after $((SECONDS - started)) s; following until it ends)"
     tail -n +1 --pid="$lane2_pid" -f "$lane2_log"
     stage=0; wait "$lane2_pid" || stage=$?; status+=("$stage")
-    echo "== pytest, lane 3: the waits tests (after $((SECONDS - started)) s; following until it ends)"
-    tail -n +1 --pid="$lane3_pid" -f "$lane3_log"
-    stage=0; wait "$lane3_pid" || stage=$?; status+=("$stage")
 fi
 echo "== pytest took $((SECONDS - started)) s"
 

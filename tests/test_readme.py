@@ -98,7 +98,6 @@ def _statuses(body: str) -> list[str]:
             for m in STATUS.findall(line)]
 
 
-@pytest.mark.waits
 @pytest.mark.slow
 def test_every_readme_snippet_runs_against_a_real_stack(tmp_path: Path) -> None:
     home = tmp_path / "home"

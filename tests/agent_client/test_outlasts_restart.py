@@ -46,7 +46,6 @@ def _parked(api: str, key: str, tool_use_id: str) -> str:
     pytest.fail(f"{tool_use_id} never parked")
 
 
-@pytest.mark.waits
 @pytest.mark.slow
 def test_clients_wait_through_a_restart_and_the_tools_run_once(
     tmp_path: Path, caplog: pytest.LogCaptureFixture

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-import pytest
 from temporalio.client import Client
 
 from parkgate.store.repository import Repository
@@ -21,7 +20,6 @@ from tests.api.rig import api_rig
 ROUNDS = 48
 
 
-@pytest.mark.waits
 async def test_decide_and_cancel_at_once_leave_one_truth(
     dev_temporal: Client, pg_repo: Repository, tmp_path: Path
 ) -> None:

@@ -210,7 +210,6 @@ async def test_without_the_lifespan_the_endpoint_says_so(
 PARK_SECONDS = 20.0
 
 
-@pytest.mark.waits
 @pytest.mark.slow
 async def test_clients_with_default_timeouts_wait_through_a_20_s_park(
     dev_temporal: Client, sqlite_repo: Repository, tmp_path: Path

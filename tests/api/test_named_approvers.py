@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 from temporalio.client import Client
 
 from parkgate.store.repository import Repository
@@ -192,7 +191,6 @@ async def _until_answered(post: Any, url: str, **kw: Any) -> httpx.Response:
     return answer
 
 
-@pytest.mark.waits
 async def test_concurrent_named_approvers_leave_one_consistent_truth(
     dev_temporal: Client, pg_repo: Repository, tmp_path: Path
 ) -> None:

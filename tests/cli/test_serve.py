@@ -245,7 +245,6 @@ def _park(api_url: str, key: str, work: Path, tool_use_id: str) -> str:
         return str(parked["request_id"])
 
 
-@pytest.mark.waits
 @pytest.mark.slow
 def test_sigkilled_serve_leaves_nothing_and_restarts_with_one_dev_server(
     serve_env: dict[str, str], started: list[Serve], tmp_path: Path
