@@ -38,6 +38,14 @@ async def wait_row(
         await asyncio.sleep(0.1)
 
 
+async def wait_file(path: Path, timeout: float = 30.0) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not await asyncio.to_thread(path.exists):
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"{path.name} never appeared")
+        await asyncio.sleep(0.05)
+
+
 def kill_leftovers(marker: str) -> None:
     for proc in psutil.process_iter(["cmdline"]):
         with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
@@ -131,6 +139,11 @@ async def test_worker_killed_during_long_shell_is_outcome_unknown(
         session = h.session.model_copy(update={"session_id": "s-lost"})
         handle = await h.dispatcher.start(call, session)
         await wait_row(sqlite_repo, "s-lost", "tu_long", CallStatus.RUNNING)
+        # The row says running once the run is recorded, a moment before the
+        # shell starts: kill the worker only once the command has begun (on a
+        # loaded machine the kill could otherwise land before it, and the
+        # assertion below would fail on a run that never began).
+        await wait_file(h.workspace / "runs.txt")
         try:
             first.kill()
             h.worker()
