@@ -1,7 +1,8 @@
 """Serial p50 latency of durable calls on one dev server: `python -m bench.durable_latency`.
 
 Measures, with the worker in the same process as the client (eager start):
-- an empty workflow (the floor of this server/machine),
+- an empty workflow (the floor of this server/machine: `bench.floor`'s, whose
+  module the sandbox re-executes for each run, so it is kept free of imports),
 - an auto-approved read_file call (classify + execute_local + record: local activities),
 - an auto-approved write_file call (policy auto-approves writes; the at-most-once
   regular execute activity),
@@ -20,10 +21,9 @@ import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from pydantic import BaseModel
-from temporalio import workflow
 from temporalio.client import Client
 
+from bench.floor import Empty, FloorWorkflow
 from parkgate import workflows
 from parkgate.activities.deps import Deps
 from parkgate.durable.client import DurableDispatcher
@@ -38,17 +38,6 @@ from parkgate.settings import Settings
 from parkgate.store import Repository
 from parkgate.store.migrate import upgrade_async
 from parkgate.tools import builtin_tools
-
-
-class Empty(BaseModel):
-    pass
-
-
-@workflow.defn(name="bench.Empty")
-class EmptyWorkflow:
-    @workflow.run
-    async def run(self, _: Empty) -> Empty:
-        return Empty()
 
 
 async def measure(n: int, fn: Callable[[int], Awaitable[object]]) -> list[float]:
@@ -86,7 +75,7 @@ async def main(n: int) -> None:
             client = await Client.connect(server.address,
                                           plugins=[ParkgatePlugin(settings, blobs=store)])
             worker = build_worker(
-                client, settings, deps, workflows=[*workflows.ALL, EmptyWorkflow]
+                client, settings, deps, workflows=[*workflows.ALL, FloorWorkflow]
             )
             dispatcher = DurableDispatcher(client, settings, eager_start=True)
             session = Session(session_id="bench", turn_id="t", workspace_path=str(workspace))
@@ -94,7 +83,7 @@ async def main(n: int) -> None:
 
             async def empty(i: int) -> object:
                 return await client.execute_workflow(
-                    EmptyWorkflow.run,
+                    FloorWorkflow.run,
                     Empty(),
                     id=f"bench/{run}/empty/{i}",
                     task_queue=settings.temporal_task_queue,
