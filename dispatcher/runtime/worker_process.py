@@ -79,13 +79,15 @@ class WorkerProcess(ManagedProcess):
         deadline = time.monotonic() + timeout
         while True:
             self.assert_alive()
-            if await self._polling(client, queue):
+            if await self.polling(client, queue):
                 return
             if time.monotonic() > deadline:
                 raise TimeoutError(f"{self.name} not polling {queue!r} after {timeout:.0f}s")
             await asyncio.sleep(0.2)
 
-    async def _polling(self, client: Client, queue: str) -> bool:
+    async def polling(self, client: Client, queue: str) -> bool:
+        """Whether this process (its pid in the poller identity) has polled `queue`
+        for workflow or activity tasks: started, not merely spawned."""
         mine = f"{self.pid}@"
         kinds = (TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW, TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY)
         for kind in kinds:

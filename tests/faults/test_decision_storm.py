@@ -87,7 +87,13 @@ async def finish(client: AgentClient, calls: list[StormCall]) -> dict[str, list[
 
 
 async def kill_workers_meanwhile(stack: Stack, stop: asyncio.Event, rng: random.Random) -> int:
-    """SIGKILL a live worker every 0.3-1.5 s of the storm, restarting to two."""
+    """SIGKILL a serving worker every 0.3-1.5 s of the storm, restarting to two.
+
+    A kill lands only while both workers poll, so the other one serves
+    meanwhile. Killing whatever process is alive livelocked on a loaded
+    machine: when a worker's start-up (imports, connecting: seconds there)
+    outlasts the interval between kills, no worker ever polls, no decision can
+    be taken, and the deciders retry their 503s until they give up."""
     kills = 0
     first = True
     while not stop.is_set():
@@ -99,9 +105,9 @@ async def kill_workers_meanwhile(stack: Stack, stop: asyncio.Event, rng: random.
             break
         except TimeoutError:
             pass
-        live = stack.live_workers()
-        if live:
-            await stack.kill_worker(rng.choice(live))
+        serving = await stack.serving_workers()
+        if len(serving) >= 2:
+            await stack.kill_worker(rng.choice(serving))
             kills += 1
         await asyncio.sleep(rng.uniform(0.0, 0.5))
         while len(stack.live_workers()) < 2:
@@ -152,7 +158,9 @@ async def test_decision_storm(make_stack: StackFactory, private_pg: PrivatePostg
         _, forger = await asyncio.gather(storm(stack, client, calls), forge_storm(stack, calls))
     finally:
         stop.set()
-        faults += await chaos
+        kills = await chaos
+    assert kills, "no worker was killed while the deciders raced"
+    faults += kills
     events = await finish(client, calls)
     verdicts.append(check_storm(calls, events))
     forged = forged_winners(forger, calls, events)

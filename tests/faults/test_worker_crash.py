@@ -28,10 +28,12 @@ MIX = {"auto": 0.35, "auto_read": 0.10, "approve": 0.30, "deny": 0.15, "cancel":
 async def crash_loop(
     stack: Stack, stop: asyncio.Event, rng: random.Random, kills: list[float]
 ) -> None:
-    """Kill a random live worker every 0.5-2.5 s and start a replacement a moment later.
+    """Kill a random serving worker every 0.5-2.5 s and start a replacement a moment later.
 
     Two workers run most of the time, so progress continues between crashes;
-    sometimes both are down for a short while.
+    sometimes both are down for a short while. Only a worker that polls is
+    killed: on a loaded machine a worker's start-up takes seconds, and killing
+    processes still starting could leave none ever serving.
     """
     loop = asyncio.get_running_loop()
     while not stop.is_set():
@@ -40,9 +42,9 @@ async def crash_loop(
             break
         except TimeoutError:
             pass
-        live = stack.live_workers()
-        if live:
-            await stack.kill_worker(rng.choice(live))
+        serving = await stack.serving_workers()
+        if serving:
+            await stack.kill_worker(rng.choice(serving))
             kills.append(loop.time())
         await asyncio.sleep(rng.uniform(0.0, 0.8))
         while len(stack.live_workers()) < 2:

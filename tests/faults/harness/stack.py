@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from temporalio.client import Client
 
 from parkgate.runtime.ports import free_port, wait_port_async
 from parkgate.runtime.process import ManagedProcess
@@ -81,6 +82,7 @@ class Stack:
         self.extra_env = dict(extra_env or {})
         self.workers: list[WorkerProcess] = []
         self._worker_seq = 0
+        self._temporal: Client | None = None
         self.api: ManagedProcess | None = None
         self.api_key: str | None = None
         #: A human's key (approver + auditor) for reads and decisions.
@@ -176,6 +178,13 @@ class Stack:
 
     def live_workers(self) -> list[WorkerProcess]:
         return [w for w in self.workers if w.running]
+
+    async def serving_workers(self) -> list[WorkerProcess]:
+        """Live workers that poll the scenario's task queue: a worker still
+        starting (importing, connecting) is alive but serves nothing yet."""
+        if self._temporal is None:
+            self._temporal = await Client.connect(self.temporal_address)
+        return [w for w in self.live_workers() if await w.polling(self._temporal, self.task_queue)]
 
     async def kill_worker(self, proc: ManagedProcess) -> None:
         """SIGKILL one worker (and its tool subprocesses): a crash, not a shutdown."""
