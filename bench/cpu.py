@@ -41,8 +41,8 @@ class CpuMeter:
 
     @staticmethod
     def per_call_ms(before: dict[str, float], after: dict[str, float], n: int) -> str:
-        return ", ".join(f"{name} {ms:.1f}"
-                         for name, ms in CpuMeter.per_call(before, after, n).items())
+        """'this process 12.3, dev server 4.5': CPU ms per call by process."""
+        return ms_by_process(CpuMeter.per_call(before, after, n))
 
 
 #: Untimed pause after each measured call: its trailing work (the workflow's
@@ -93,6 +93,11 @@ class SettledCpu:
         return cpu_text(self.per_call_ms(name))
 
 
+def ms_by_process(per_call_ms: dict[str, float]) -> str:
+    """'this process 12.3, dev server 4.5'."""
+    return ", ".join(f"{proc} {ms:.1f}" for proc, ms in per_call_ms.items())
+
+
 def cpu_text(per_call_ms: dict[str, float]) -> str:
     """'CPU ms/call: this process 12.3, dev server 4.5' for the rows' notes."""
-    return "CPU ms/call: " + ", ".join(f"{proc} {ms:.1f}" for proc, ms in per_call_ms.items())
+    return "CPU ms/call: " + ms_by_process(per_call_ms)

@@ -16,7 +16,7 @@ import os
 import time
 from collections.abc import Callable
 
-from bench.cpu import CpuMeter
+from bench.cpu import CpuMeter, cpu_text
 from bench.parked import (
     DRAIN_TARGET_PER_S,
     Retries,
@@ -102,8 +102,8 @@ async def _drain(
     row = Row.latency("drain", f"drain with {k} worker process{plural}: approve all via POST "
                       "confirmations → succeeded", approvals, concurrency=concurrency,
                       wall_s=t1 - t0,
-                      note=f"per s = drain rate; {retries.count} retries; CPU ms/call: "
-                           + CpuMeter.per_call_ms(before, after, calls))
+                      note=f"per s = drain rate; {retries.count} retries; "
+                           + cpu_text(CpuMeter.per_call(before, after, calls)))
     row.target = f"≥ {DRAIN_TARGET_PER_S:g} calls/s"
     row.met = (row.per_s or 0) >= DRAIN_TARGET_PER_S
     report.add(row)
