@@ -6,19 +6,58 @@ The one place `parkgate serve`, the bench and every test rig get a port from.
 from __future__ import annotations
 
 import asyncio
+import collections
 import errno
+import random
 import socket
 import time
+from pathlib import Path
 
 LOCALHOST = "127.0.0.1"
 
 
-def free_port(host: str = LOCALHOST) -> int:
-    """A port nothing listens on right now (the OS picks it; racy by nature:
-    prefer `listening_socket()` when the caller can hand over a socket)."""
+EPHEMERAL_RANGE_FILE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+LOWEST_PICKED_PORT = 10000
+PICK_ATTEMPTS = 200
+_recently_picked: collections.deque[int] = collections.deque(maxlen=256)
+
+
+def ephemeral_range() -> tuple[int, int] | None:
+    """The kernel's range for outgoing connections and bind(0), when it says."""
+    try:
+        low, high = (int(part) for part in EPHEMERAL_RANGE_FILE.read_text().split())
+    except (OSError, ValueError):
+        return None
+    return low, high
+
+
+def _os_picked_port(host: str) -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
         return int(sock.getsockname()[1])
+
+
+def free_port(host: str = LOCALHOST) -> int:
+    """A port nothing listens on right now (racy by nature: prefer
+    `listening_socket()` when the caller can hand over a socket).
+
+    Picked below the kernel's ephemeral range where the kernel says what it is:
+    a server stopped and started again on the same port (an API or dev server
+    restart, a crashed `serve` started anew) would otherwise find it taken by
+    any outgoing connection's local end, or its TIME_WAIT, that happened to get
+    that number in between; the kernel never hands those out below the range.
+    Nor does this process hand out one port twice in a row of picks (a dev
+    server asks for four before it binds any).
+    """
+    span = ephemeral_range()
+    if span is None or span[0] <= LOWEST_PICKED_PORT + 1000:
+        return _os_picked_port(host)
+    for _ in range(PICK_ATTEMPTS):
+        port = random.randrange(LOWEST_PICKED_PORT, span[0])
+        if port not in _recently_picked and not port_in_use(host, port):
+            _recently_picked.append(port)
+            return port
+    return _os_picked_port(host)
 
 
 def port_in_use(host: str, port: int) -> bool:
