@@ -11,6 +11,7 @@ import re
 import secrets
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -83,6 +84,7 @@ class Stack:
         self.workers: list[WorkerProcess] = []
         self._worker_seq = 0
         self._temporal: Client | None = None
+        self._serving_since: dict[int, float] = {}  # worker pid -> first seen polling
         self.api: ManagedProcess | None = None
         self.api_key: str | None = None
         #: A human's key (approver + auditor) for reads and decisions.
@@ -179,12 +181,22 @@ class Stack:
     def live_workers(self) -> list[WorkerProcess]:
         return [w for w in self.workers if w.running]
 
-    async def serving_workers(self) -> list[WorkerProcess]:
-        """Live workers that poll the scenario's task queue: a worker still
-        starting (importing, connecting) is alive but serves nothing yet."""
+    async def serving_workers(self, served_for: float = 0.0) -> list[WorkerProcess]:
+        """Live workers that poll the scenario's task queue, seen polling at least
+        `served_for` s ago: a worker still starting (importing, connecting) is
+        alive but serves nothing yet, and one killed the moment it polls has
+        served next to nothing."""
         if self._temporal is None:
             self._temporal = await Client.connect(self.temporal_address)
-        return [w for w in self.live_workers() if await w.polling(self._temporal, self.task_queue)]
+        now = time.monotonic()
+        serving = []
+        for worker in self.live_workers():
+            pid = worker.pid
+            if pid is not None and await worker.polling(self._temporal, self.task_queue):
+                since = self._serving_since.setdefault(pid, now)
+                if now - since >= served_for:
+                    serving.append(worker)
+        return serving
 
     async def kill_worker(self, proc: ManagedProcess) -> None:
         """SIGKILL one worker (and its tool subprocesses): a crash, not a shutdown."""
