@@ -84,7 +84,8 @@ class Stack:
         self.workers: list[WorkerProcess] = []
         self._worker_seq = 0
         self._temporal: Client | None = None
-        self._serving_since: dict[int, float] = {}  # worker pid -> first seen polling
+        # First seen polling, per worker (start_worker makes one per process; a pid can recur).
+        self._serving_since: dict[WorkerProcess, float] = {}
         self.api: ManagedProcess | None = None
         self.api_key: str | None = None
         #: A human's key (approver + auditor) for reads and decisions.
@@ -191,9 +192,8 @@ class Stack:
         now = time.monotonic()
         serving = []
         for worker in self.live_workers():
-            pid = worker.pid
-            if pid is not None and await worker.polling(self._temporal, self.task_queue):
-                since = self._serving_since.setdefault(pid, now)
+            if await worker.polling(self._temporal, self.task_queue):
+                since = self._serving_since.setdefault(worker, now)
                 if now - since >= served_for:
                     serving.append(worker)
         return serving
