@@ -18,6 +18,7 @@ LOCALHOST = "127.0.0.1"
 
 EPHEMERAL_RANGE_FILE = Path("/proc/sys/net/ipv4/ip_local_port_range")
 LOWEST_PICKED_PORT = 10000
+MIN_PICK_SPAN = 1000  # fewer port numbers than this below the range: the OS picks
 PICK_ATTEMPTS = 200
 _recently_picked: collections.deque[int] = collections.deque(maxlen=256)
 
@@ -50,7 +51,7 @@ def free_port(host: str = LOCALHOST) -> int:
     server asks for four before it binds any).
     """
     span = ephemeral_range()
-    if span is None or span[0] <= LOWEST_PICKED_PORT + 1000:
+    if span is None or span[0] - LOWEST_PICKED_PORT <= MIN_PICK_SPAN:
         return _os_picked_port(host)
     for _ in range(PICK_ATTEMPTS):
         port = random.randrange(LOWEST_PICKED_PORT, span[0])
