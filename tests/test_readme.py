@@ -92,6 +92,18 @@ def test_the_readme_blocks_are_found_and_marked() -> None:
     assert expected and all(b.lang == "" for b in expected)
 
 
+def test_readme_pytest_commands_install_what_they_need() -> None:
+    """A block that runs pytest from the venv installs the dev extras first: the
+    README's own install (`pip install .`) has no pytest, and a reader who copies
+    the quick stage after it got `No module named pytest`."""
+    blocks = readme_blocks((ROOT / "README.md").read_text())
+    runs_pytest = [b for b in blocks if b.lang == "bash" and "-m pytest" in b.body]
+    assert runs_pytest
+    for block in runs_pytest:
+        before = block.body.split("-m pytest", 1)[0]
+        assert re.search(r"pip install -e '\.\[dev\]'", before), block
+
+
 def _statuses(body: str) -> list[str]:
     """Statuses the block's `# ->` comments promise."""
     return [m for line in body.splitlines() if line.lstrip().startswith("# ->")
