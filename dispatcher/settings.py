@@ -379,8 +379,18 @@ class Settings(HostPaths, BaseSettings):
                 for project, roots in value.items()}
 
     def workspace_roots_for(self, project: str) -> list[Path]:
-        """Where `project`'s sessions may have their workspace."""
-        return self.project_workspace_roots.get(project, self.workspace_roots)
+        """Where `project`'s sessions may have their workspace: its own roots, else
+        `workspace_roots` and the roots added with `parkgate workspaces roots add`."""
+        own = self.project_workspace_roots.get(project)
+        if own is not None:
+            return own
+        return [*self.workspace_roots, *self.added_workspace_roots()]
+
+    def workspace_roots_setting(self, project: str) -> str:
+        """The setting that holds `project`'s roots, for messages saying what to change."""
+        if project in self.project_workspace_roots:
+            return f"project_workspace_roots.{project}"
+        return "workspace_roots"
 
     @classmethod
     def settings_customise_sources(

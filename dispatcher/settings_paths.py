@@ -16,6 +16,44 @@ def default_data_dir() -> Path:
     return Path(os.environ.get("PARKGATE_DATA_DIR") or "~/.parkgate").expanduser()
 
 
+#: `parkgate workspaces roots add` keeps its roots in this file of the data
+#: directory, one absolute path a line: the API reads it at every workspace check,
+#: so a root added there takes effect without restarting `serve`.
+ADDED_ROOTS_FILE = "workspace-roots"
+
+_added_cache: dict[Path, tuple[tuple[int, int, int], list[Path]]] = {}
+
+
+def read_added_roots(data_dir: Path) -> list[Path]:
+    """The roots `parkgate workspaces roots add` stored under `data_dir` (none when
+    the file is absent); re-read only when the file changed."""
+    path = Path(data_dir).expanduser() / ADDED_ROOTS_FILE
+    try:
+        stat = path.stat()
+    except OSError:
+        return []
+    stamp = (stat.st_ino, stat.st_mtime_ns, stat.st_size)
+    cached = _added_cache.get(path)
+    if cached is not None and cached[0] == stamp:
+        return list(cached[1])
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError):
+        return []
+    roots = [Path(line.strip()) for line in lines
+             if line.strip().startswith("/") and "\x00" not in line]
+    _added_cache[path] = (stamp, roots)
+    return list(roots)
+
+
+def write_added_roots(data_dir: Path, roots: list[Path]) -> None:
+    """Replace the stored roots (atomically: a reader sees the old or the new list)."""
+    path = Path(data_dir).expanduser() / ADDED_ROOTS_FILE
+    temp = path.with_name(f".{ADDED_ROOTS_FILE}.{os.getpid()}")
+    temp.write_text("".join(f"{root}\n" for root in roots), encoding="utf-8")
+    os.replace(temp, path)
+
+
 def config_file() -> Path | None:
     """The YAML settings file in use (PARKGATE_CONFIG, else <data_dir>/server.yaml if present)."""
     explicit = os.environ.get("PARKGATE_CONFIG")
@@ -102,9 +140,13 @@ class HostPaths:
         """Where sessions' workspaces may live (workspace_roots, every project's own
         roots and the worker groups' roots): a sandboxed tool sees none of them but
         its own workspace."""
-        roots = [*self.workspace_roots]
+        roots = [*self.workspace_roots, *self.added_workspace_roots()]
         for project_roots in self.project_workspace_roots.values():
             roots += project_roots
         for group_roots in self.worker_groups.values():
             roots += group_roots
         return roots
+
+    def added_workspace_roots(self) -> list[Path]:
+        """Roots added with `parkgate workspaces roots add` (read_added_roots)."""
+        return read_added_roots(self.data_dir)

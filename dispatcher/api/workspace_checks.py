@@ -19,8 +19,22 @@ def _in_roots(path: Path, roots: list[Path]) -> bool:
     return any(path == root or path.is_relative_to(root) for root in roots)
 
 
-def check_workspace(raw_path: str, roots: list[Path]) -> Path:
-    """The resolved workspace, or a 422 saying why it is not acceptable."""
+def not_under_roots(path: str, roots: list[Path], setting: str) -> str:
+    """Why `path` is refused and what to change: the roots and the setting that
+    holds them (and, for the shared roots, the command that adds one at once)."""
+    listed = ", ".join(str(root) for root in roots) or "none"
+    env = "PARKGATE_" + setting.split(".", 1)[0].upper()
+    how = (f"add one with `parkgate workspaces roots add {path}` (no restart needed) "
+           f"or in the {setting} setting ({env})" if setting == "workspace_roots"
+           else f"add one to the {setting} setting ({env})")
+    return f"workspace_path {path} is not under a workspace root ({listed}): {how}"
+
+
+def check_workspace(
+    raw_path: str, roots: list[Path], *, setting: str = "workspace_roots"
+) -> Path:
+    """The resolved workspace, or a 422 saying why it is not acceptable (for a path
+    outside `roots`: the path, the roots and `setting`, where they come from)."""
     if "\x00" in raw_path:
         raise ApiError(422, "invalid_workspace", "workspace_path contains a NUL byte")
     raw = Path(raw_path)  # the server's "~" means nothing to a remote agent
@@ -36,8 +50,9 @@ def check_workspace(raw_path: str, roots: list[Path]) -> Path:
         raise ApiError(
             422,
             "workspace_not_allowed",
-            "workspace_path is not under any configured workspace root",
-            {"workspace_roots": [str(r) for r in roots]},
+            not_under_roots(str(resolved), roots, setting),
+            {"workspace_path": str(resolved), "workspace_roots": [str(r) for r in roots],
+             "setting": setting},
         )
     if not resolved.is_dir():
         raise ApiError(422, "invalid_workspace", "workspace_path is not an existing directory")
@@ -57,14 +72,18 @@ def check_remote_workspace(
     path = PurePosixPath(posixpath.normpath(raw_path))
     own = settings.project_workspace_roots.get(project)
     roots = own if own is not None else [
-        *settings.worker_groups.get(group, []), *settings.workspace_roots]
+        *settings.worker_groups.get(group, []), *settings.workspace_roots_for(project)]
     if not in_group_roots(path, roots):
         raise ApiError(
             422,
             "workspace_not_allowed",
-            f"workspace_path is not under a root of worker group {group!r} "
-            "or a configured workspace root",
-            {"workspace_roots": [str(r) for r in roots]},
+            not_under_roots(str(path), roots, f"project_workspace_roots.{project}")
+            if own is not None else
+            f"workspace_path {path} is not under a root of worker group {group!r} or a "
+            f"workspace root ({', '.join(str(r) for r in roots) or 'none'}): add one to "
+            f"the worker_groups.{group} or the workspace_roots setting "
+            "(PARKGATE_WORKER_GROUPS, PARKGATE_WORKSPACE_ROOTS)",
+            {"workspace_path": str(path), "workspace_roots": [str(r) for r in roots]},
         )
     return path
 

@@ -122,6 +122,23 @@ def run(coro: Coroutine[Any, Any, T]) -> T:
     return asyncio.run(coro)
 
 
+def no_stack_reason(settings: Settings) -> str | None:
+    """Why no parkgate stack is in the configured data directory (no directory, or
+    no history database in it), else None. Only for the SQLite default: with a
+    database URL the data directory holds no history. Said before connecting,
+    so a mistyped PARKGATE_DATA_DIR is not met with `db upgrade` advice (which
+    would create a fresh database in the wrong place)."""
+    if settings.database_url:
+        return None
+    data_dir = Path(settings.data_dir).expanduser()
+    if (data_dir / "parkgate.db").is_file():
+        return None
+    what = "does not exist" if not data_dir.exists() else "holds no parkgate.db"
+    return (f"no parkgate stack found in {data_dir} (PARKGATE_DATA_DIR): it {what}; "
+            "point PARKGATE_DATA_DIR at the data directory `parkgate serve` uses, "
+            "or start a stack there with `parkgate serve`")
+
+
 @asynccontextmanager
 async def open_repository(settings: Settings) -> AsyncIterator[Repository]:
     """The history store for a CLI command; an unreachable or unmigrated database
@@ -131,6 +148,9 @@ async def open_repository(settings: Settings) -> AsyncIterator[Repository]:
     from parkgate.store.urls import display_url
 
     url = settings.effective_database_url
+    missing = no_stack_reason(settings)
+    if missing is not None:
+        raise CliError(missing)
     try:
         repo = await Repository.connect(url, check_schema=True)
     except SchemaError as exc:

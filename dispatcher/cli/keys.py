@@ -27,11 +27,16 @@ T = TypeVar("T")
 
 
 async def _with_repo(action: Callable[[Repository], Awaitable[T]]) -> T:
+    from parkgate.cli.common import no_stack_reason
     from parkgate.store import StoreError
     from parkgate.store.repository import Repository
     from parkgate.store.urls import display_url
 
-    url = load_settings().effective_database_url
+    settings = load_settings()
+    url = settings.effective_database_url
+    missing = no_stack_reason(settings)
+    if missing is not None:
+        raise CliError(missing)
     try:
         repo = await Repository.connect(url, check_schema=True)
     except StoreError as exc:

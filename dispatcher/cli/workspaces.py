@@ -100,3 +100,77 @@ def revoke(
         what = f"does not own {where}" if owner else f"holds no grant of {where}"
         raise CliError(f"project {who} {what}", code=2)
     console.print(f"revoked project {who}'s {'hold' if owner else 'grant'} of {where}")
+
+
+roots_app = typer.Typer(
+    help="Workspace roots added on this host, on top of the workspace_roots setting: "
+    "the running API sees a change at once (no restart).",
+    no_args_is_help=True,
+)
+app.add_typer(roots_app, name="roots")
+
+
+def _stack_dir() -> Any:
+    """The data directory of the stack whose roots change; one line when none is there."""
+    from parkgate.cli.common import no_stack_reason
+
+    settings = load_settings()
+    reason = no_stack_reason(settings)
+    if reason is not None:
+        raise CliError(reason)
+    return settings
+
+
+@roots_app.command("list")
+def list_roots() -> None:
+    """The roots sessions may have their workspace under (projects with their own
+    project_workspace_roots use those instead)."""
+    from parkgate.settings_paths import read_added_roots
+
+    settings = _stack_dir()
+    added = read_added_roots(settings.data_dir)
+    for root in settings.workspace_roots:
+        console.print(f"{root}  (setting workspace_roots)", markup=False, soft_wrap=True)
+    for root in added:
+        console.print(f"{root}  (added)", markup=False, soft_wrap=True)
+
+
+@roots_app.command("add")
+def add_root(
+    path: str = typer.Argument(..., help="An existing directory (resolved on this host)."),
+) -> None:
+    """Let sessions have their workspace under PATH, from now on (no restart)."""
+    from pathlib import Path
+
+    from parkgate.settings_paths import read_added_roots, write_added_roots
+
+    root = Path(path).expanduser().resolve()
+    if not root.is_dir():
+        raise typer.BadParameter(f"{root} is not an existing directory", param_hint="PATH")
+    settings = _stack_dir()
+    added = read_added_roots(settings.data_dir)
+    if root in settings.workspace_roots or root in added:
+        console.print(f"{root} is already a workspace root", markup=False, soft_wrap=True)
+        return
+    write_added_roots(settings.data_dir, [*added, root])
+    console.print(f"added workspace root {root}: new sessions may have their workspace "
+                  "under it now", markup=False, soft_wrap=True)
+
+
+@roots_app.command("remove")
+def remove_root(path: str = typer.Argument(..., help="A root added with `roots add`.")) -> None:
+    """Take back a root added with `roots add`: new sessions under it are refused;
+    sessions already registered keep their workspace."""
+    from pathlib import Path
+
+    from parkgate.settings_paths import read_added_roots, write_added_roots
+
+    root = Path(path).expanduser().resolve()
+    settings = _stack_dir()
+    added = read_added_roots(settings.data_dir)
+    if root not in added:
+        where = (" (it comes from the workspace_roots setting)"
+                 if root in settings.workspace_roots else "")
+        raise CliError(f"{root} is not an added workspace root{where}", code=2)
+    write_added_roots(settings.data_dir, [r for r in added if r != root])
+    console.print(f"removed workspace root {root}", markup=False, soft_wrap=True)

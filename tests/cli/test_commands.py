@@ -124,6 +124,9 @@ def test_calls_on_an_empty_history(cli_env: dict[str, str]) -> None:
 
 
 def test_an_unmigrated_database_is_one_line(cli_env: dict[str, str]) -> None:
+    data = Path(cli_env["PARKGATE_DATA_DIR"])
+    data.mkdir()
+    (data / "parkgate.db").touch()
     line = _fails(["calls", "list"], 1)
     assert "db upgrade" in line
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from sqlalchemy import text
@@ -57,10 +58,31 @@ def test_create_list_revoke(cli_env: dict[str, str]) -> None:
 def test_bad_name_and_unmigrated_database(cli_env: dict[str, str]) -> None:
     empty = runner.invoke(app, ["keys", "create", "--name", "  "])
     assert empty.exit_code == 2 and "--name" in empty.stderr
+    data = Path(cli_env["PARKGATE_DATA_DIR"])
+    data.mkdir()
+    (data / "parkgate.db").touch()  # a database, never migrated
     missing = runner.invoke(app, ["keys", "list"])
     assert missing.exit_code == 1
     lines = [ln for ln in missing.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and "not migrated" in lines[0]
+
+
+def test_a_data_directory_with_no_stack_says_so(cli_env: dict[str, str]) -> None:
+    """A mistyped PARKGATE_DATA_DIR: `db upgrade` advice would create a fresh
+    database in the wrong place; the error names the directory and the setting."""
+    data = cli_env["PARKGATE_DATA_DIR"]
+    for argv in (["keys", "list"], ["calls", "list"], ["workspaces", "roots", "list"]):
+        missing = runner.invoke(app, argv)
+        assert missing.exit_code == 1, argv
+        assert missing.stderr.strip() == (
+            f"parkgate: error: no parkgate stack found in {data} (PARKGATE_DATA_DIR): it does "
+            "not exist; point PARKGATE_DATA_DIR at the data directory `parkgate serve` uses, "
+            "or start a stack there with `parkgate serve`"), argv
+    Path(data).mkdir()
+    empty = runner.invoke(app, ["keys", "list"])
+    assert empty.exit_code == 1 and "it holds no parkgate.db" in empty.stderr
+    assert "db upgrade" not in empty.stderr
+    assert not (Path(data) / "parkgate.db").exists()
 
 
 def _record(key: str) -> ApiKeyRecord | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 from typer.testing import CliRunner
 
@@ -51,3 +52,30 @@ def test_grant_list_revoke(cli_env: dict[str, str]) -> None:
     assert bad.exit_code == 2 and "absolute" in bad.stderr
     bad = runner.invoke(app, ["workspaces", "grant", "/x", "--project", "no spaces"])
     assert bad.exit_code == 2 and "--project" in bad.stderr
+
+
+def test_workspace_roots_add_list_remove(cli_env: dict[str, str], tmp_path: Path) -> None:
+    """Roots added here extend workspace_roots for the settings every process loads
+    (the API re-reads them at each check); removing one takes it back."""
+    assert runner.invoke(app, ["db", "upgrade"]).exit_code == 0
+    extra = tmp_path / "srv"
+    extra.mkdir()
+    work = (tmp_path / "work").resolve()
+    assert get_settings().workspace_roots_for("default") == [work]
+    added = runner.invoke(app, ["workspaces", "roots", "add", str(extra)])
+    assert added.exit_code == 0, added.output
+    assert get_settings().workspace_roots_for("default") == [work, extra.resolve()]
+    assert extra.resolve() in get_settings().tool_workspace_roots()
+    again = runner.invoke(app, ["workspaces", "roots", "add", str(extra)])
+    assert again.exit_code == 0 and "already a workspace root" in again.stdout
+    listed = runner.invoke(app, ["workspaces", "roots", "list"])
+    assert listed.stdout.splitlines() == [f"{work}  (setting workspace_roots)",
+                                          f"{extra.resolve()}  (added)"]
+    missing = runner.invoke(app, ["workspaces", "roots", "add", str(tmp_path / "nope")])
+    assert missing.exit_code == 2 and "not an existing directory" in missing.stderr
+    setting = runner.invoke(app, ["workspaces", "roots", "remove", str(work)])
+    assert setting.exit_code == 2
+    assert "comes from the workspace_roots setting" in setting.stderr
+    removed = runner.invoke(app, ["workspaces", "roots", "remove", str(extra)])
+    assert removed.exit_code == 0, removed.output
+    assert get_settings().workspace_roots_for("default") == [work]

@@ -79,7 +79,8 @@ async def register_session(
     resolved: Path | PurePosixPath
     if group is None:
         resolved = await asyncio.to_thread(
-            check_workspace, body.workspace_path, settings.workspace_roots_for(key.project))
+            check_workspace, body.workspace_path, settings.workspace_roots_for(key.project),
+            setting=settings.workspace_roots_setting(key.project))
     else:
         # The workspace lives on the group's hosts, not necessarily here: a
         # lexical check only; the group's worker resolves it when it classifies.
