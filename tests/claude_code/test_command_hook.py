@@ -1,0 +1,142 @@
+"""`parkgate hook claude-code` as Claude Code runs it (a subprocess per event):
+everything that is not a decision blocks a PreToolUse with exit 2, the reason
+on stderr and the `deny` JSON on stdout; the reason names the cause."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import threading
+import time
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.api.rig import ApiRig, closed_port_url, free_socket, live_server
+from tests.claude_code.conftest import PARKGATE
+
+
+@dataclass
+class Hooked:
+    code: int
+    stdout: str
+    stderr: str
+
+    def denied(self) -> str:
+        """The deny on stdout (exit 2): its reason."""
+        assert self.code == 2, (self.code, self.stdout, self.stderr)
+        out = json.loads(self.stdout)["hookSpecificOutput"]
+        assert out["permissionDecision"] == "deny", out
+        assert out["permissionDecisionReason"].strip() in self.stderr, self.stderr
+        return str(out["permissionDecisionReason"])
+
+
+async def hook(stdin: bytes, url: str, *extra: str, key: str | None = "some-key",
+               home: Path) -> Hooked:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PARKGATE_")}
+    env["PARKGATE_DATA_DIR"] = str(home)
+    if key is not None:
+        env["PARKGATE_API_KEY"] = key
+    proc = await asyncio.create_subprocess_exec(
+        str(PARKGATE), "hook", "claude-code", "--url", url, *extra, env=env,
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE)
+    out, err = await asyncio.wait_for(proc.communicate(stdin), 60)
+    return Hooked(proc.returncode or 0, out.decode(), err.decode())
+
+
+def pre_event(workspace: Path, **fields: Any) -> bytes:
+    return json.dumps({"hook_event_name": "PreToolUse", "session_id": str(uuid.uuid4()),
+                       "cwd": str(workspace), "tool_name": "Read",
+                       "tool_input": {"file_path": str(workspace / "a.txt")},
+                       "tool_use_id": f"toolu_{uuid.uuid4().hex[:12]}", **fields}).encode()
+
+
+@contextmanager
+def scripted(status: int, body: bytes, delay: float = 0.0) -> Iterator[str]:
+    """An HTTP server that answers every POST with `status` and `body` (what a
+    wrong `--url`, a proxy or a broken deployment answers)."""
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            time.sleep(delay)
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.fixture
+async def served(api_pg: ApiRig) -> AsyncIterator[tuple[ApiRig, str]]:
+    sock = free_socket()
+    async with live_server(api_pg.app, sock):
+        yield api_pg, f"http://127.0.0.1:{sock.getsockname()[1]}"
+
+
+async def test_what_is_not_a_decision_blocks_with_its_cause(tmp_path: Path) -> None:
+    ws = tmp_path
+    unreachable = closed_port_url().removesuffix("/hook")
+    with scripted(200, b"{}") as empty, scripted(200, b"null") as null, \
+            scripted(200, b'{"hookSpecificOutput": {"permissionDecision": "maybe"}}') as odd, \
+            scripted(500, b'{"error": {"code": "internal", "message": "boom"}}') as broken, \
+            scripted(200, b"{}", delay=5) as slow:
+        runs = await asyncio.gather(
+            hook(b"", empty, home=tmp_path),
+            hook(b"not json", empty, home=tmp_path),
+            hook(pre_event(ws), empty, home=tmp_path),
+            hook(pre_event(ws), null, home=tmp_path),
+            hook(pre_event(ws), odd, home=tmp_path),
+            hook(pre_event(ws), broken, home=tmp_path),
+            hook(pre_event(ws), slow, "--timeout", "1", home=tmp_path),
+            hook(pre_event(ws), unreachable, home=tmp_path),
+            hook(pre_event(ws), empty, key=None, home=tmp_path),
+        )
+    reasons = [r.denied() for r in runs]
+    assert "stdin is empty" in reasons[0]
+    assert "stdin is not JSON" in reasons[1]
+    assert "not a PreToolUse decision: {}" in reasons[2]
+    assert "not a PreToolUse decision: null" in reasons[3]
+    assert "not a PreToolUse decision" in reasons[4]
+    assert "HTTP 500: boom" in reasons[5]
+    assert "did not answer within 1 s" in reasons[6]
+    assert "could not be reached" in reasons[7]
+    assert "PARKGATE_API_KEY is not set" in reasons[8]
+
+
+async def test_refusals_name_the_key_or_the_event(served: tuple[ApiRig, str],
+                                                  tmp_path: Path) -> None:
+    api, url = served
+    bad_key, bad_event, post, fail_open = await asyncio.gather(
+        hook(pre_event(api.workspace), url, key="pg_not_a_key", home=tmp_path),
+        hook(pre_event(api.workspace, session_id="no spaces allowed"), url, key=api.key,
+             home=tmp_path),
+        # A post event never blocks (the tool ran): a non-blocking notice.
+        hook(json.dumps({"hook_event_name": "PostToolUse", "session_id": "s"}).encode(), url,
+             key="pg_not_a_key", home=tmp_path),
+        hook(pre_event(api.workspace), url, "--fail-open", key="pg_not_a_key", home=tmp_path),
+    )
+    assert "refused the agent key" in bad_key.denied() and "HTTP 401" in bad_key.stderr
+    assert "refused the hook event (HTTP 422" in bad_event.denied()
+    assert post.code == 1 and post.stdout == "" and "HTTP 401" in post.stderr
+    assert fail_open.code == 0 and fail_open.stdout == "" and "let through" in fail_open.stderr
