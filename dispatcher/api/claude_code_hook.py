@@ -36,10 +36,17 @@ from parkgate.approvals.access import Principal
 from parkgate.calls.events import make_event_id
 from parkgate.calls.records import CallStatus
 from parkgate.clients import claude_code, client_tools
-from parkgate.clients.client_tools import ClientToolSpec
+from parkgate.clients.client_tools import ClientToolSpec, stricter
 from parkgate.durable.client import IdempotencyConflictError
 from parkgate.durable.client_payloads import ClaimInput, OutcomeInput
-from parkgate.models import TextBlock, ToolUseBlock, input_hash, input_sha256, utcnow
+from parkgate.models import (
+    SideEffects,
+    TextBlock,
+    ToolUseBlock,
+    input_hash,
+    input_sha256,
+    utcnow,
+)
 from parkgate.settings import Settings
 from parkgate.store.errors import SessionConflictError
 from parkgate.store.repository import Repository
@@ -125,7 +132,7 @@ def _deny(reason: str) -> dict[str, Any]:
     return claude_code.pre_tool_use("deny", f"parkgate: {reason}")
 
 
-def _side_effects(ctx: HookContext, tool_name: str) -> Any:
+def _side_effects(ctx: HookContext, tool_name: str) -> SideEffects:
     def known(name: str) -> Any:
         definition = ctx.registry.get(name)
         return definition.side_effects if definition is not None else None
@@ -143,14 +150,20 @@ async def _session(ctx: HookContext, hook: HookInput, tool_name: str) -> Session
         roots = ", ".join(str(r) for r in project_roots)
         return f"the working directory {hook.cwd!r} cannot be gated ({exc.message}; " \
                f"workspace_roots: {roots})"
-    spec = claude_code.client_tool(tool_name, _side_effects(ctx, tool_name))
+    ours = _side_effects(ctx, tool_name)
     for _ in range(_DECLARE_ATTEMPTS):
         record = await ctx.repo.get_session(hook.session_id)
         if record is not None and record.project != ctx.key.project:
             return "this session id belongs to another project"
         declared = list(record.client_tools or []) if record is not None else []
-        if any(t.get("name") == tool_name for t in declared):
+        mine = next((t for t in declared if t.get("name") == tool_name), None)
+        cls = ours if mine is None else stricter(SideEffects(mine["side_effects"]), ours)
+        if mine is not None and cls == SideEffects(mine["side_effects"]):
             return record  # type: ignore[return-value]
+        # Not declared yet, or declared looser than this deployment classes it
+        # (an agent key's own POST /v1/sessions): the stricter class replaces it.
+        declared = [t for t in declared if t.get("name") != tool_name]
+        spec = claude_code.client_tool(tool_name, cls)
         # The session keeps the workspace of its first call: Claude Code's cwd
         # follows a `cd` in Bash, and each cwd is checked against the roots above.
         path = record.workspace_path if record is not None else str(workspace)
@@ -200,7 +213,8 @@ async def pre_tool_use(ctx: HookContext, hook: HookInput) -> dict[str, Any]:
     try:
         started = await client_calls.start_claiming(
             ctx.service, call, record.for_turn(turn_of(hook)),
-            client_tools.definitions(record.client_tools), inp)
+            client_tools.definitions(record.client_tools, lambda n: _side_effects(ctx, n)),
+            inp)
     except IdempotencyConflictError as exc:
         return _deny(f"tool_use_id {call.id!r} was used for another call ({exc})")
     resource = await ctx.service.wait(hook.session_id, call.id,

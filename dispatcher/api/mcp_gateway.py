@@ -30,6 +30,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.types import Receive, Scope, Send
 
+from parkgate.api import tool_classes
 from parkgate.api.approval_links import link_for_principal, submitter_of
 from parkgate.api.attach import same_input_call
 from parkgate.api.deps import ApiDeps, principal_of
@@ -197,7 +198,9 @@ class McpGateway:
             await self.deps.repo.record_submission(
                 session.session_id, [tool_use_id], caller.principal.key_id, caller.principal.name)
             await self.calls.start_call(block, session,
-                                        client_tools.definitions(caller.session.client_tools))
+                                        client_tools.definitions(
+                                            caller.session.client_tools,
+                                            tool_classes.floor(self.settings, self.deps.registry)))
             return await self._follow(ctx, caller, block, turn_id)
         except IdempotencyConflictError as exc:
             return _error(f"_meta.tool_use_id {tool_use_id!r} already names another call "

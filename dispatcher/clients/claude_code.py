@@ -40,28 +40,40 @@ Fallback = Literal["ask", "deny", "defer"]
 Decision = Literal["allow", "deny", "ask", "defer"]
 
 
-def side_effects_for(
+def deployment_class(
     tool_name: str,
     extra: Mapping[str, str],
     known: Callable[[str], SideEffects | None] = lambda _name: None,
-) -> SideEffects:
-    """The class of a Claude Code tool: settings first (exact name, then glob
-    patterns), then the built-ins, then an MCP tool's class where parkgate knows
-    its server (`known("server__tool")`), else EXECUTE."""
+) -> tuple[SideEffects, str] | None:
+    """The class this deployment gives a tool name, and where it comes from:
+    settings first (`claude_code_tools`, exact name, then glob patterns), then
+    Claude Code's built-ins, then an MCP tool's class where parkgate knows its
+    server (`known("server__tool")`); None when the deployment says nothing."""
     if tool_name in extra:
-        return SideEffects(extra[tool_name])
+        return SideEffects(extra[tool_name]), "claude_code_tools"
     for pattern, cls in extra.items():
         if fnmatch.fnmatchcase(tool_name, pattern):
-            return SideEffects(cls)
+            return SideEffects(cls), f"claude_code_tools ({pattern})"
     if tool_name in BUILTIN_TOOLS:
-        return BUILTIN_TOOLS[tool_name]
+        return BUILTIN_TOOLS[tool_name], "Claude Code's built-in tools"
     if tool_name.startswith(MCP_PREFIX):
         rest = tool_name[len(MCP_PREFIX):]
         if _SEPARATOR in rest:
             found = known(rest)
             if found is not None:
-                return found
-    return SideEffects.EXECUTE
+                return found, f"parkgate's MCP tool {rest}"
+    return None
+
+
+def side_effects_for(
+    tool_name: str,
+    extra: Mapping[str, str],
+    known: Callable[[str], SideEffects | None] = lambda _name: None,
+) -> SideEffects:
+    """The class of a Claude Code tool: the deployment's (`deployment_class`),
+    else EXECUTE (a tool parkgate knows nothing of can do anything)."""
+    found = deployment_class(tool_name, extra, known)
+    return found[0] if found is not None else SideEffects.EXECUTE
 
 
 #: Claude Code's longest Bash run (10 minutes) and a margin for its PostToolUse.

@@ -5,6 +5,7 @@ what the client reports; it never runs them. Pure domain (no I/O).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -44,9 +45,47 @@ class ClientToolSpec(BaseModel):
         )
 
 
-def definitions(stored: list[dict[str, Any]] | None) -> list[ToolDefinition]:
-    """The stored declarations of a session as tool definitions."""
-    return [ClientToolSpec.model_validate(s).definition() for s in stored or []]
+#: What each class may do: a class covers the ones it may stand for (execute
+#: can do anything; write and network each cover read and none).
+_COVERS: dict[SideEffects, frozenset[SideEffects]] = {
+    SideEffects.NONE: frozenset({SideEffects.NONE}),
+    SideEffects.READ: frozenset({SideEffects.NONE, SideEffects.READ}),
+    SideEffects.WRITE: frozenset({SideEffects.NONE, SideEffects.READ, SideEffects.WRITE}),
+    SideEffects.NETWORK: frozenset({SideEffects.NONE, SideEffects.READ, SideEffects.NETWORK}),
+    SideEffects.EXECUTE: frozenset(SideEffects),
+}
+
+#: The class a deployment gives a tool name (None: it says nothing of it).
+Floor = Callable[[str], SideEffects | None]
+
+
+def covers(declared: SideEffects, floor: SideEffects) -> bool:
+    """`declared` is at least as strict as `floor` (it may do all `floor` may)."""
+    return floor in _COVERS[declared]
+
+
+def stricter(a: SideEffects, b: SideEffects) -> SideEffects:
+    """The least class covering both (write and network: execute)."""
+    if covers(a, b):
+        return a
+    return b if covers(b, a) else SideEffects.EXECUTE
+
+
+def definitions(stored: list[dict[str, Any]] | None,
+                floor: Floor | None = None) -> list[ToolDefinition]:
+    """The stored declarations of a session as tool definitions; with `floor`,
+    each at least as strict as the deployment's class for its name (a
+    declaration never loosens the operator's classification, even one stored
+    before the settings changed)."""
+    found = [ClientToolSpec.model_validate(s).definition() for s in stored or []]
+    if floor is None:
+        return found
+    out = []
+    for d in found:
+        base = floor(d.name)
+        cls = d.side_effects if base is None else stricter(d.side_effects, base)
+        out.append(d if cls == d.side_effects else d.model_copy(update={"side_effects": cls}))
+    return out
 
 
 def named(stored: list[dict[str, Any]] | None, name: str) -> ToolDefinition | None:

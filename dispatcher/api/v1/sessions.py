@@ -20,6 +20,7 @@ from parkgate.api.schemas import (
     SessionIn,
     SessionOut,
 )
+from parkgate.api.tool_classes import check_declared
 from parkgate.api.v1.common import (
     SessionId,
     reject_unencodable,
@@ -49,8 +50,9 @@ def _worker_group(body: SessionIn, settings: Settings) -> str | None:
     return group_for_workspace(body.workspace_path, groups)
 
 
-def _check_client_tools(body: SessionIn, deps: Any) -> None:
-    """Client tools: distinct names, none a hosted tool's (a call names one tool)."""
+def _check_client_tools(body: SessionIn, deps: Any, settings: Settings) -> None:
+    """Client tools: distinct names, none a hosted tool's (a call names one tool),
+    none looser than the deployment's class of its name."""
     names = [t.name for t in body.client_tools]
     twice = sorted({n for n in names if names.count(n) > 1})
     if twice:
@@ -59,6 +61,7 @@ def _check_client_tools(body: SessionIn, deps: Any) -> None:
     if hosted:
         raise ApiError(422, "invalid_client_tools",
                        f"client tools with a hosted tool's name: {hosted}")
+    check_declared(body.client_tools, settings, deps.registry)
 
 
 @router.post(
@@ -74,7 +77,7 @@ async def register_session(
     deps: DepsDep,
 ) -> SessionOut:
     reject_unencodable(body.workspace_path, ["body", "workspace_path"])
-    _check_client_tools(body, deps)
+    _check_client_tools(body, deps, settings)
     group = _worker_group(body, settings)
     resolved: Path | PurePosixPath
     if group is None:

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request, Response
 
-from parkgate.api import client_calls, metrics
+from parkgate.api import client_calls, metrics, tool_classes
 from parkgate.api.attach import same_input_call
 from parkgate.api.deps import (
     AgentDep,
@@ -43,7 +43,7 @@ from parkgate.clients import client_tools
 from parkgate.durable.client import IdempotencyConflictError
 from parkgate.durable.client_payloads import ClaimInput
 from parkgate.durable.payloads import call_workflow_id
-from parkgate.models import Session, ToolUseBlock
+from parkgate.models import Session, ToolDefinition, ToolUseBlock
 from parkgate.settings import Settings
 from parkgate.store.repository import Repository
 from parkgate.store.results import CallFilters, SessionRecord
@@ -76,6 +76,13 @@ async def _accepted(
     record = await session_of(repo, session_id, key)
     await repo.record_submission(session_id, [c.id for c in calls], key.key_id, key.name)
     return record, record.for_turn(turn_id), call_service(request)
+
+
+def _declared(record: SessionRecord, request: Request,
+              settings: Settings) -> list[ToolDefinition]:
+    """The session's client tools, none looser than the deployment's class."""
+    return client_tools.definitions(
+        record.client_tools, tool_classes.floor(settings, request.app.state.deps.registry))
 
 
 @router.post(
@@ -111,7 +118,7 @@ async def submit_call(
         # A fresh id for the same tool and input as a still-parked call of this
         # session (e.g. a model retrying through MCP): that call answers.
         call = call.model_copy(update={"id": attached})
-    tools = client_tools.definitions(record.client_tools)
+    tools = _declared(record, request, settings)
     inp = ClaimInput(claimed_by=f"key:{key.key_id}", claimed_by_name=key.name,
                      lease_seconds=client_calls.lease_for(
                          lease_seconds, settings.client_lease_seconds,
@@ -190,7 +197,7 @@ async def submit_batch(
         body.calls, session_id, turn_id, request, repo, key, settings)
     try:
         started = await service.start_turn(body.calls, session,
-                                           client_tools.definitions(record.client_tools))
+                                           _declared(record, request, settings))
     except IdempotencyConflictError as exc:
         raise _conflict(exc) from None
     for call in body.calls:

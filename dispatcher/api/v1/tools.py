@@ -6,10 +6,12 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query
 
+from parkgate.api import tool_classes
 from parkgate.api.deps import (
     DepsDep,
     ReaderDep,
     RepoDep,
+    SettingsDep,
 )
 from parkgate.api.errors import error_responses
 from parkgate.api.schemas import (
@@ -35,13 +37,15 @@ async def list_tools(
     deps: DepsDep,
     repo: RepoDep,
     key: ReaderDep,
+    settings: SettingsDep,
     format: Annotated[Literal["canonical", "openai", "anthropic"], Query()] = "canonical",
 ) -> ToolsOut:
     record = await session_of(repo, session_id, key)
     session = record.for_turn("-")
     # Hosted tools, then the session's own (client-executed: `client_executed`).
     definitions = [*deps.registry.definitions_for(session),
-                   *client_tools.definitions(record.client_tools)]
+                   *client_tools.definitions(record.client_tools,
+                                             tool_classes.floor(settings, deps.registry))]
     if format == "openai":
         tools = [d.to_openai() for d in definitions]
     elif format == "anthropic":
