@@ -68,6 +68,31 @@ class DecisionFields(BaseModel):
                 "self_approved": self.self_approved or None, "identity": self.identity}
 
 
+#: How listings mark a name typed on a generic link: a claim, not a principal.
+UNVERIFIED = "unverified"
+
+
+def decider_label(decided_by: str | None, claimed_name: str | None) -> str | None:
+    """Who decided, as listings and exports show it: the authenticated decider,
+    else the name typed on a generic link marked `(unverified)`, else None."""
+    if decided_by:
+        return decided_by
+    if claimed_name:
+        return f"{claimed_name} ({UNVERIFIED})"
+    return None
+
+
+def decider_query(text: str) -> tuple[str, bool | None]:
+    """A `decided_by` filter: `alice` matches alice verified or as a typed name,
+    `alice (verified)` only the authenticated alice, `alice (unverified)` only
+    the name typed on a link. Returns (name, verified or None for either)."""
+    stripped = text.strip()
+    for suffix, verified in ((f" ({UNVERIFIED})", False), (" (verified)", True)):
+        if stripped.endswith(suffix) and stripped != suffix.strip():
+            return stripped[: -len(suffix)].strip(), verified
+    return stripped, None
+
+
 #: The decision fields of a call row (CallUpdate, CallRecord): the shared
 #: fields but request_id, which the row holds for the request it parked on.
 CALL_DECISION_FIELDS: tuple[str, ...] = tuple(

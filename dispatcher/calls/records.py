@@ -14,7 +14,12 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, Field
 
-from parkgate.approvals.decisions import DECISIONS, DecisionFields, DecisionRecord
+from parkgate.approvals.decisions import (
+    DECISIONS,
+    DecisionFields,
+    DecisionRecord,
+    decider_label,
+)
 from parkgate.calls.events import ToolEvent
 from parkgate.models import SideEffects, ToolErrorClass, ToolResultBlock, ToolUseBlock
 
@@ -122,6 +127,11 @@ class CallColumns(BaseModel):
     started_at: datetime | None = None
     finished_at: datetime | None = None
     duration_ms: float | None = None
+
+    def decider(self) -> str | None:
+        """Who decided, as listings show it (`alice (unverified)` for a name typed
+        on a generic link: parkgate.approvals.decisions.decider_label)."""
+        return decider_label(self.decided_by, self.claimed_name)
 
 
 class CallUpdate(CallColumns):

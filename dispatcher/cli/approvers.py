@@ -19,6 +19,7 @@ from typing import Any
 
 import typer
 import yaml
+from rich.markup import escape
 
 from parkgate.cli.common import (
     EXIT_USAGE,
@@ -29,7 +30,14 @@ from parkgate.cli.common import (
     load_settings,
     run,
 )
-from parkgate.cli.output import Output, output_option, print_json, print_rows
+from parkgate.cli.output import (
+    Output,
+    output_option,
+    print_json,
+    print_rows,
+    shortened,
+    wide_option,
+)
 
 app = typer.Typer(help="Named approvers: add, list, remove, inbox links.",
                   no_args_is_help=True)
@@ -163,7 +171,7 @@ def remove(name: str = typer.Argument(..., help="The approver to remove.")) -> N
 
 
 @app.command("list")
-def list_approvers(output: Output = output_option()) -> None:
+def list_approvers(output: Output = output_option(), wide: bool = wide_option()) -> None:
     """Named approvers: their channels, API key and groups."""
     settings = load_settings()
     groups = {name: sorted(g for g, members in settings.approver_groups.items()
@@ -176,11 +184,14 @@ def list_approvers(output: Output = output_option()) -> None:
         err_console.print("no named approvers; add one with `parkgate approvers add NAME "
                           "--email ADDRESS`")
         return
+    named = sorted(settings.approvers.items())
+    keys = shortened([a.key for _, a in named])
     print_rows(
         f"Approvers ({len(settings.approvers)})",
         ["name", "email", "API key", "Slack user", "groups"],
-        [[name, a.email or "-", a.key or "-", a.slack_user_id or "-",
-          ", ".join(groups[name]) or "-"] for name, a in sorted(settings.approvers.items())],
+        [[escape(name), escape(a.email or "-"), keys[i], escape(a.slack_user_id or "-"),
+          escape(", ".join(groups[name]) or "-")] for i, (name, a) in enumerate(named)],
+        drop=["Slack user"], wide=wide,
     )
 
 

@@ -11,10 +11,21 @@ from datetime import datetime
 from typing import Any
 
 import typer
+from rich.markup import escape
+from rich.padding import Padding
 from rich.table import Table
 
+from parkgate.approvals.decisions import decider_label
 from parkgate.cli.common import CliError, console, load_settings, open_repository, run
-from parkgate.cli.output import Output, output_option, print_json, print_rows
+from parkgate.cli.output import (
+    Cell,
+    Output,
+    output_option,
+    print_json,
+    print_rows,
+    shortened,
+    wide_option,
+)
 
 app = typer.Typer(help="Browse recorded tool calls.", no_args_is_help=True)
 
@@ -72,13 +83,15 @@ def list_calls(
         None, "--status", help="Only this status (repeatable): parked, succeeded, denied..."
     ),
     decided_by: str | None = typer.Option(
-        None, "--decided-by", help="Only calls this person decided."
+        None, "--decided-by", help="Only calls this person decided: NAME (verified or typed "
+        "on a link), 'NAME (verified)' or 'NAME (unverified)'."
     ),
     since: datetime | None = typer.Option(None, "--since", help="Created at or after (UTC)."),
     until: datetime | None = typer.Option(None, "--until", help="Created before (UTC)."),
     limit: int = typer.Option(50, "--limit", "-n", min=1, max=1000, help="Rows per page."),
     after: str | None = typer.Option(None, "--after", help="Cursor printed by a previous page."),
     output: Output = output_option(),
+    wide: bool = wide_option(),
 ) -> None:
     """Recent calls, newest first, with the filters of the audit API.
 
@@ -111,16 +124,7 @@ def list_calls(
         print_json({"calls": [_call_json(call) for call in page.items],
                     "next_cursor": page.next_cursor})
         return
-    print_rows(
-        f"Tool calls ({len(page.items)})",
-        ["created (UTC)", "session", "tool_use_id", "tool", "status", "request id",
-         "decided by", "time"],
-        [[_when(call.created_at, short=True), call.session_id, call.tool_use_id,
-          call.tool_name or "-", _status(call.status),
-          (call.request_id or "-") if _is_parked(call) else "-",
-          call.decided_by or "-", _duration(call.duration_ms)] for call in page.items],
-        right=["time"],
-    )
+    print_call_rows(page.items, wide=wide)
     if page.next_cursor:
         hint = _next_page_command(
             [
@@ -138,17 +142,49 @@ def list_calls(
         console.print(f"more: {hint}", soft_wrap=True, markup=False, highlight=False)
 
 
-def _is_parked(call: Any) -> bool:
-    return str(getattr(call.status, "value", call.status)) == "parked"
+def print_call_rows(calls: list[Any], *, wide: bool = False) -> None:
+    """The calls as a table: at 80 columns ids are shortened (unique prefixes,
+    which `calls show` and `approve` accept), times lose their date when every
+    call is from today, and the session column goes before the table does."""
+    from parkgate.models import utcnow
+
+    today = utcnow().date()
+    same_day = all(c.created_at is not None and c.created_at.date() == today for c in calls)
+    clock = "%H:%M:%S" if same_day else "%m-%d %H:%M"
+    sessions = shortened([c.session_id for c in calls])
+    tool_uses = shortened([c.tool_use_id for c in calls])
+    requests = shortened([c.request_id for c in calls])
+    rows: list[list[Cell]] = [
+        [(_when(call.created_at, short=True),
+          call.created_at.strftime(clock) if call.created_at else "-"),
+         sessions[i], tool_uses[i], escape(call.tool_name or "-"), _status(call.status),
+         requests[i], _decider_cell(call), _duration(call.duration_ms)]
+        for i, call in enumerate(calls)
+    ]
+    print_rows(f"Tool calls ({len(calls)}), times in UTC",
+               ["created", "session", "tool_use_id", "tool", "status", "request",
+                "decided by", "time"],
+               rows, right=["time"], drop=["session"], wide=wide)
+
+
+def _decider_cell(call: Any) -> Cell:
+    """Who decided; a narrow table puts the `(unverified)` mark on a line of its own."""
+    who = escape(call.decider() or "-")
+    if call.decided_by or not call.claimed_name:
+        return who
+    return who, who.replace(" (", "\n(", 1)
 
 
 def _call_json(call: Any) -> dict[str, Any]:
-    """One listed call for `--output json` (what the table shows, unabridged)."""
+    """One listed call for `--output json` (what the table shows, unabridged).
+    `decided_by` is the authenticated decider only; `decider` is who the
+    listing shows (the name typed on a generic link, marked unverified)."""
     return {
         "session_id": call.session_id, "tool_use_id": call.tool_use_id,
         "turn_id": call.turn_id, "tool_name": call.tool_name,
         "status": str(getattr(call.status, "value", call.status)),
         "request_id": call.request_id, "decided_by": call.decided_by,
+        "claimed_name": call.claimed_name, "decider": call.decider(),
         "created_at": call.created_at, "finished_at": call.finished_at,
         "duration_ms": call.duration_ms,
     }
@@ -163,10 +199,29 @@ def _next_page_command(options: list[tuple[str, str | None]], cursor: str) -> st
     return shlex.join([*words, "--after", cursor])
 
 
+async def find_call(repo: Any, first: str, second: str | None) -> tuple[str, str]:
+    """(session, tool_use_id) of the call named by SESSION TOOL_USE_ID or by a
+    TOOL_USE_ID alone, either given whole or as a unique prefix (what a listing
+    prints when it shortens ids); one line when none or several match."""
+    if second is not None and await repo.get_call(first, second) is not None:
+        return first, second
+    session, tool_use = (None, first) if second is None else (first, second)
+    found = await repo.calls_by_prefix(tool_use, session)
+    if len(found) == 1:
+        return found[0]  # type: ignore[no-any-return]
+    named = f"{tool_use!r}" + (f" in session {session!r}" if session is not None else "")
+    if not found:
+        raise CliError(f"no call {named}")
+    raise CliError(f"call {named} is ambiguous: give more of the id "
+                   "(`parkgate calls list --wide` shows ids whole)")
+
+
 @app.command("show")
 def show_call(
-    session: str = typer.Argument(..., help="Session id."),
-    tool_use_id: str = typer.Argument(..., help="The call's tool_use id."),
+    session: str = typer.Argument(
+        ..., help="Session id, or the call's tool_use id alone (a unique prefix will do)."),
+    tool_use_id: str | None = typer.Argument(
+        None, help="The call's tool_use id (a unique prefix will do)."),
     as_json: bool = typer.Option(False, "--json", help="Same as --output json."),
     output: Output = output_option(),
 ) -> None:
@@ -175,19 +230,22 @@ def show_call(
 
     async def fetch() -> tuple[Any, Any]:
         async with open_repository(settings) as repo:
-            call = await repo.get_call(session, tool_use_id)
+            sid, tid = await find_call(repo, session, tool_use_id)
+            call = await repo.get_call(sid, tid)
             if call is None:
-                raise CliError(f"no call {tool_use_id!r} in session {session!r}")
-            return call, await repo.timeline(session, tool_use_id)
+                raise CliError(f"no call {tid!r} in session {sid!r}")
+            return call, await repo.timeline(sid, tid)
 
     call, timeline = run(fetch())
     if as_json or output is Output.json:
         print_json(call.model_dump(mode="json"))
         return
-    info = Table(title=f"Call {session}/{tool_use_id}", title_justify="left", show_header=False)
+    info = Table(title="Call", title_justify="left", show_header=False)
     info.add_column("field", style="bold")
     info.add_column("value", overflow="fold")
     rows: list[tuple[str, str]] = [
+        ("session", escape(call.session_id)),
+        ("tool_use_id", escape(call.tool_use_id)),
         ("tool", f"{call.tool_name or '-'} ({call.side_effects or '-'})"),
         ("status", _status(call.status)),
         ("turn", call.turn_id or "-"),
@@ -200,7 +258,7 @@ def show_call(
                 x
                 for x in (
                     call.decision,
-                    f"by {call.decided_by}" if call.decided_by else None,
+                    f"by {call.decider()}" if call.decider() else None,
                     f"via {call.via}" if call.via else None,
                 )
                 if x
@@ -220,26 +278,56 @@ def show_call(
         info.add_row(key, value)
     console.print(info)
 
-    events = Table(title="Timeline", title_justify="left")
+    print_timeline(timeline)
+
+
+def print_timeline(timeline: list[Any]) -> None:
+    """The call's events as a table when it fits whole; else one line per event
+    with its details indented below, wrapped between words (never mid-token)."""
+    from rich import box
+
+    events = Table(title="Timeline (UTC)", title_justify="left", box=box.SIMPLE_HEAD,
+                   show_edge=False, pad_edge=False, collapse_padding=True)
     events.add_column("#", justify="right")
-    events.add_column("at (UTC)", no_wrap=True)
+    events.add_column("at", no_wrap=True)
     events.add_column("event", no_wrap=True)
     events.add_column("+ms", justify="right")
     events.add_column("details", overflow="fold")
+    lines: list[tuple[str, str]] = []
     for entry in timeline:
         event = entry.event
-        events.add_row(
-            str(event.seq),
-            _when(event.at, short=True),
-            event.type.removeprefix("tool."),
-            "-" if entry.since_previous_ms is None else f"{entry.since_previous_ms:.0f}",
-            _event_details(event),
-        )
-    console.print(events)
+        since = "-" if entry.since_previous_ms is None else f"{entry.since_previous_ms:.0f}"
+        details = escape(_event_details(event))
+        events.add_row(str(event.seq), _when(event.at, short=True),
+                       event.type.removeprefix("tool."), since, details)
+        head = (f"{event.seq:>3}  {_when(event.at, short=True)}  "
+                f"{event.type.removeprefix('tool.')}  +{since}ms")
+        lines.append((head, details))
+    wide = console.options.update(width=max(console.width, 10_000))
+    if console.measure(events, options=wide).maximum <= console.width:
+        console.print(events)
+        return
+    console.print("[italic]Timeline (UTC)[/]")
+    for head, details in lines:
+        console.print(head, markup=False)
+        if details != "-":
+            console.print(Padding(details, (0, 0, 0, 5)))
 
 
 #: Event data worth a column in a terminal (diffs, hashes and links stay in --json/API).
 _DETAIL_KEYS = ("rule", "decision", "decided_by", "via", "reason", "duration_ms", "expires_at")
+
+
+def _detail(key: str, value: Any) -> str:
+    """One detail as a terminal shows it: durations rounded, times to the second."""
+    if key == "duration_ms" and isinstance(value, int | float):
+        return _duration(float(value))
+    if key == "expires_at" and isinstance(value, str):
+        try:
+            return _when(datetime.fromisoformat(value), short=True)
+        except ValueError:
+            return value
+    return str(value)
 
 
 def _event_details(event: Any) -> str:
@@ -248,6 +336,8 @@ def _event_details(event: Any) -> str:
         parts.append(f"error_class={event.error_class}")
     for key in _DETAIL_KEYS:
         value = event.data.get(key)
+        if key == "decided_by" and not value and event.data.get("claimed_name"):
+            value = decider_label(None, event.data["claimed_name"])
         if value not in (None, ""):
-            parts.append(f"{key}={value}")
+            parts.append(f"{key}={_detail(key, value)}")
     return ", ".join(parts) or "-"

@@ -47,10 +47,20 @@ async def _find_request(repo: Repository, ref: CallRef) -> ApprovalRecord:
     if tool_use_id is None:
         approval = await repo.get_approval(first)
         if approval is None:
+            # A listing's shortened request id: a unique prefix names the request.
+            found = await repo.request_ids_by_prefix(first) if first else []
+            if len(found) > 1:
+                raise CliError(f"request id {first!r} is ambiguous: give more of it "
+                               "(`parkgate calls list --wide` shows ids whole)")
+            approval = await repo.get_approval(found[0]) if found else None
+        if approval is None:
             raise CliError(f"no approval request {first!r} (to name a call, give "
                            "SESSION TOOL_USE_ID; `parkgate calls list --status parked` "
                            "lists both)")
         return approval
+    from parkgate.cli.calls import find_call
+
+    first, tool_use_id = await find_call(repo, first, tool_use_id)
     call = await repo.get_call(first, tool_use_id)
     if call is None:
         raise CliError(f"no call {tool_use_id!r} in session {first!r}")

@@ -12,10 +12,19 @@ from datetime import datetime
 from typing import TYPE_CHECKING, TypeVar
 
 import typer
+from rich.markup import escape
 
 from parkgate.approvals.access import DEFAULT_PROJECT, PROJECT_PATTERN, RoleError, normalize_roles
 from parkgate.cli.common import CliError, console, err_console, load_settings, run
-from parkgate.cli.output import Output, output_option, print_json, print_rows
+from parkgate.cli.output import (
+    Cell,
+    Output,
+    output_option,
+    print_json,
+    print_rows,
+    shortened,
+    wide_option,
+)
 
 if TYPE_CHECKING:
     from parkgate.store.repository import Repository
@@ -51,6 +60,11 @@ async def _with_repo(action: Callable[[Repository], Awaitable[T]]) -> T:
 
 def _when(value: datetime | None) -> str:
     return value.strftime("%Y-%m-%d %H:%M UTC") if value else "—"
+
+
+def _short_when(value: datetime | None) -> str:
+    """A time in a narrow table (the title says UTC)."""
+    return value.strftime("%m-%d %H:%M") if value else "—"
 
 
 @app.command("create")
@@ -104,6 +118,7 @@ def create(
 def list_keys(
     all_keys: bool = typer.Option(True, "--all/--active", help="Include revoked keys."),
     output: Output = output_option(),
+    wide: bool = wide_option(),
 ) -> None:
     """List keys (name, project, roles, prefix, created, last used, state); never the keys."""
 
@@ -121,18 +136,21 @@ def list_keys(
         err_console.print("no API keys; create one with `parkgate keys create --name NAME`")
         return
     migrated = False
-    rows = []
-    for rec in records:
-        state = "[green]active[/]" if rec.revoked_at is None else f"revoked {_when(rec.revoked_at)}"
+    rows: list[list[Cell]] = []
+    ids = shortened([rec.id for rec in records])
+    for rec, key_id in zip(records, ids, strict=True):
+        state: Cell = ("[green]active[/]" if rec.revoked_at is None
+                       else (f"revoked {_when(rec.revoked_at)}", "revoked"))
         roles = ",".join(rec.roles)
         if rec.migrated:
             roles += " (migrated*)"
             migrated = True
-        rows.append([rec.name, rec.id, rec.project, roles, rec.prefix + "…",
-                     _when(rec.created_at), _when(rec.last_used_at), state])
-    print_rows("API keys",
+        rows.append([escape(rec.name), key_id, escape(rec.project), roles, rec.prefix + "…",
+                     (_when(rec.created_at), _short_when(rec.created_at)),
+                     (_when(rec.last_used_at), _short_when(rec.last_used_at)), state])
+    print_rows("API keys, times in UTC",
                ["name", "id", "project", "roles", "prefix", "created", "last used", "state"],
-               rows)
+               rows, drop=["prefix", "id"], wide=wide)
     if migrated:
         err_console.print(
             "* created before roles existed: given every role in project default. "

@@ -11,9 +11,18 @@ import getpass
 from typing import Any
 
 import typer
+from rich.markup import escape
 
 from parkgate.cli.common import CliError, console, load_settings, open_repository, run
-from parkgate.cli.output import Output, output_option, print_json, print_rows
+from parkgate.cli.output import (
+    Cell,
+    Output,
+    output_option,
+    print_json,
+    print_rows,
+    shortened,
+    wide_option,
+)
 
 app = typer.Typer(help="List and revoke remembered decisions.", no_args_is_help=True)
 
@@ -29,6 +38,7 @@ def list_rules(
     workspace: str | None = typer.Option(None, "--workspace", help="Only this workspace."),
     all_: bool = typer.Option(False, "--all", help="Include revoked and expired rules."),
     output: Output = output_option(),
+    wide: bool = wide_option(),
 ) -> None:
     """Remembered decisions, oldest first (active ones unless --all)."""
     from parkgate.models import utcnow
@@ -46,19 +56,37 @@ def list_rules(
     if output is Output.json:
         print_json([rule.model_dump(mode="json") for rule in rules])
         return
-    rows = []
-    for rule in rules:
+    rows: list[list[Cell]] = []
+    ids = shortened([rule.rule_id for rule in rules])
+    wheres = shortened([rule.session_id if rule.scope == "session" else None for rule in rules])
+    for i, rule in enumerate(rules):
         allows = (f"prefix: {rule.command_prefix}" if rule.match == "prefix"
                   else f"input {rule.input_hash[:12]}")
         state = ("[red]revoked[/red]" if rule.revoked_at is not None
                  else "[green]active[/green]" if rule.active(now) else "[magenta]expired[/magenta]")
-        rows.append([rule.rule_id, rule.scope,
-                     rule.session_id if rule.scope == "session" else rule.workspace_path,
-                     rule.tool_name, allows, rule.created_by or "-", _when(rule.expires_at),
+        where: Cell = (wheres[i] if rule.scope == "session"
+                       else (escape(rule.workspace_path or "-"),
+                             escape(_short_path(rule.workspace_path or "-"))))
+        expires = rule.expires_at
+        rows.append([ids[i], rule.scope, where, escape(rule.tool_name), escape(allows),
+                     escape(rule.created_by or "-"),
+                     (_when(expires), expires.strftime("%m-%d %H:%M") if expires else "-"),
                      state])
-    print_rows(f"Remembered decisions ({len(rules)})",
-               ["id", "scope", "session / workspace", "tool", "allows", "by", "expires (UTC)",
-                "state"], rows)
+    print_rows(f"Remembered decisions ({len(rules)}), times in UTC",
+               ["id", "scope", "session / workspace", "tool", "allows", "by", "expires",
+                "state"], rows, drop=["by", "scope"], wide=wide)
+
+
+def _short_path(path: str) -> str:
+    """A workspace path in a narrow table: `~` for the home directory, and only
+    its last two parts when it is still long."""
+    from pathlib import Path
+
+    home = str(Path.home())
+    if path == home or path.startswith(home + "/"):
+        path = "~" + path[len(home):]
+    parts = path.split("/")
+    return path if len(path) <= 24 or len(parts) <= 3 else "…/" + "/".join(parts[-2:])
 
 
 @app.command("revoke")

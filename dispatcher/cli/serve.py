@@ -8,11 +8,13 @@ next start finds parked calls still parked.
 from __future__ import annotations
 
 import asyncio
+import re
 from typing import Any
 
 import typer
 from rich.panel import Panel
 from rich.table import Table
+from rich.text import Text
 
 from parkgate.cli.common import CliError, console, err_console, load_settings, run
 
@@ -27,8 +29,11 @@ def warn_root(tool_user: str | None) -> None:
 
     warning = root_warning(tool_user)
     if warning is not None:
-        err_console.print(Panel(f"WARNING: {warning}", title="tools run as root",
-                                border_style="bold red"), style="bold red")
+        # One sentence a line, wrapped between words inside the box: stderr's
+        # console soft-wraps (one-line errors), which cut the box at 80 columns.
+        sentences = re.split(r"(?<=[.)])\s+(?=[A-Z])", f"WARNING: {warning}")
+        err_console.print(Panel(Text("\n".join(sentences)), title="tools run as root",
+                                border_style="bold red"), style="bold red", soft_wrap=False)
 
 
 def _stack_port(default: int, flag: str, what: str) -> Any:

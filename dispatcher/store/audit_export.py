@@ -23,7 +23,9 @@ Progress = Callable[[int, int], None]
 #: A call's columns in the table's order: the export's format does not move
 #: when the models that read the row are reorganised.
 ROW_COLUMNS: tuple[str, ...] = tuple(column.name for column in CALLS.columns)
-CSV_COLUMNS: tuple[str, ...] = (*ROW_COLUMNS, "event_count")
+#: `decider`: who decided as listings show it (`alice (unverified)` for a name
+#: typed on a generic link, whose `decided_by` is empty).
+CSV_COLUMNS: tuple[str, ...] = (*ROW_COLUMNS, "decider", "event_count")
 
 
 def _csv_cell(value: Any) -> Any:
@@ -58,6 +60,7 @@ async def export_calls(
         for call in batch:
             dumped = call.model_dump(mode="json")
             row = {name: dumped[name] for name in ROW_COLUMNS}
+            row["decider"] = call.decider()
             call_events = events.get((call.session_id, call.tool_use_id), [])
             if fmt == "jsonl":
                 if include_events:

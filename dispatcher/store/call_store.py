@@ -17,6 +17,7 @@ from typing import Any
 from sqlalchemy import ColumnElement, Select, and_, func, or_, select, tuple_
 from sqlalchemy.engine import Connection
 
+from parkgate.approvals.decisions import decider_query
 from parkgate.calls.events import ToolEvent, make_event_id
 from parkgate.calls.records import CallStatus, CallUpdate, RecordedFinish
 from parkgate.models import utcnow
@@ -186,15 +187,38 @@ class CallStore(EventStore):
         )
         return CallRecord.model_validate(dict(row)) if row else None
 
+    async def calls_by_prefix(
+        self, tool_use_prefix: str, session_prefix: str | None = None, *, limit: int = 2
+    ) -> list[tuple[str, str]]:
+        """(session_id, tool_use_id) of calls whose ids start with these prefixes
+        (the shortened ids a listing prints), at most `limit`."""
+        clauses = [CALLS.c.tool_use_id.startswith(tool_use_prefix, autoescape=True)]
+        if session_prefix is not None:
+            clauses.append(CALLS.c.session_id.startswith(session_prefix, autoescape=True))
+        query = (select(CALLS.c.session_id, CALLS.c.tool_use_id).where(*clauses)
+                 .order_by(CALLS.c.id).limit(limit))
+        async with self._read() as conn:
+            return [(row.session_id, row.tool_use_id) for row in await conn.execute(query)]
+
+    async def request_ids_by_prefix(self, prefix: str, *, limit: int = 2) -> list[str]:
+        """Approval request ids starting with `prefix` (a listing's shortened id)."""
+        query = (select(statements.APPROVALS.c.request_id)
+                 .where(statements.APPROVALS.c.request_id.startswith(prefix, autoescape=True))
+                 .order_by(statements.APPROVALS.c.request_id).limit(limit))
+        async with self._read() as conn:
+            return [row.request_id for row in await conn.execute(query)]
+
     @staticmethod
     def _filter_clauses(filters: CallFilters | None) -> list[ColumnElement[bool]]:
         if filters is None:
             return []
         clauses: list[ColumnElement[bool]] = []
-        for name in ("session_id", "turn_id", "tool_name", "side_effects", "decided_by"):
+        for name in ("session_id", "turn_id", "tool_name", "side_effects"):
             value = getattr(filters, name)
             if value is not None:
                 clauses.append(CALLS.c[name] == enum_value(value))
+        if filters.decided_by is not None:
+            clauses.append(CallStore._decider_clause(filters.decided_by))
         if filters.status is not None:
             statuses = filters.status if isinstance(filters.status, list) else [filters.status]
             clauses.append(CALLS.c.status.in_([enum_value(s) for s in statuses]))
@@ -209,6 +233,17 @@ class CallStore(EventStore):
                 )
             )
         return clauses
+
+    @staticmethod
+    def _decider_clause(text: str) -> ColumnElement[bool]:
+        """`decided_by` as listings show it (decider_query): the authenticated
+        decider, the name typed on a generic link (no decider), or either."""
+        name, verified = decider_query(text)
+        authenticated = CALLS.c.decided_by == name
+        claimed = and_(CALLS.c.decided_by.is_(None), CALLS.c.claimed_name == name)
+        if verified is None:
+            return or_(authenticated, claimed)
+        return authenticated if verified else claimed
 
     @staticmethod
     def encode_cursor(created_at: datetime, row_id: int) -> str:

@@ -86,10 +86,13 @@ def test_listings_never_cut_a_cell(cli_env: dict[str, str], width: list[int]) ->
     _run(["keys", "create", "--name", long_name, "--role", "approver"])
     console.width = 200
     wide, _ = _run(["keys", "list"])
-    assert "┃ name" in wide and long_name in wide
+    def header(text: str) -> bool:
+        return any(line.split()[:2] == ["name", "id"] for line in text.splitlines())
+
+    assert header(wide) and long_name in wide
     console.width = 50
     narrow, _ = _run(["keys", "list"])
-    assert "┃" not in narrow and long_name in narrow  # one block per record, whole
+    assert not header(narrow) and long_name in narrow  # one block per record, whole
     assert any(line.split() == ["roles", "approver"] for line in narrow.splitlines())
     keys = json.loads(_run(["keys", "list", "-o", "json"])[0])
     assert [k["name"] for k in keys] == [long_name] and keys[0]["roles"] == ["approver"]
