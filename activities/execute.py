@@ -9,6 +9,10 @@ cancel_event so the tool cleans up (the shell kills its process group) and the
 partial output is returned as a normal `cancelled` result. Once the tool has
 run, its outcome is stored and returned even if a cancellation arrives then
 (heartbeat responses can bring it after the tool's write completed).
+
+A non-atomic composed tool whose sub-call needs a human ends the activity
+early with `ExecuteOutput.parked` (activities/subcall_gate.py): the workflow
+waits for the decision and schedules the run again, resumed.
 """
 
 from __future__ import annotations
@@ -17,15 +21,15 @@ import asyncio
 import contextlib
 import json
 import logging
-import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
 from typing import Any, TypeVar
 
 from temporalio import activity
 
 from parkgate.activities.deps import Deps
+from parkgate.activities.plan import approval_expiry, parks_sub_calls
 from parkgate.activities.record import record_row, write_approval
-from parkgate.activities.subcall_approver import SubCallApprover
+from parkgate.activities.subcall_gate import DurableGate
 from parkgate.calls.events import ToolEvent
 from parkgate.calls.records import CallEnd, CallRef, CallStatus, CallUpdate, status_for
 from parkgate.calls.rows import ended, merged, opened, opening_of, running
@@ -35,8 +39,10 @@ from parkgate.durable.payloads import (
     ExecuteInput,
     ExecuteOutput,
     RecordInput,
+    SubCallPark,
 )
 from parkgate.models import TextBlock, ToolErrorClass, ToolResultBlock, input_hash, utcnow
+from parkgate.pipeline.subcall_runner import SubCallParked
 from parkgate.verdicts import ToolRun
 
 log = logging.getLogger(__name__)
@@ -197,37 +203,64 @@ class ExecuteActivities:
                     event, pending, retry=event.type == "tool.confirmation_requested", lead=lead
                 )
             elif event.type == "tool.called":
+                if inp.sub_decided is not None:
+                    return  # a resumed run: the call's tool.called is stored already
                 await called.hold(event, self._running_row(inp, event))
             else:  # the final event is stored with the full output, in one transaction
                 held.append(event)
 
         cancel_event = asyncio.Event()
-        approver = self._approver(inp, emit, cancel_event)
+        gate = self._gate(inp)
         task = asyncio.create_task(
             self.deps.pipeline.execute(
-                inp.prepared, cancel_event=cancel_event, emit=emit, approver=approver
+                inp.prepared, cancel_event=cancel_event, emit=emit, approver=gate
             )
         )
         beat = asyncio.create_task(self._heartbeat()) if heartbeat else None
         try:
             run = await self._await_with_cancel(task, cancel_event)
+        except SubCallParked as parked:
+            await self._stop_helpers(beat)
+            assert gate is not None
+            return self._parked(inp, parked, gate, pending, lead)
         except BaseException:
-            await self._stop_helpers(approver, beat)
+            await self._stop_helpers(beat)
             raise
         # The tool has run: what it did is recorded and returned whatever
         # arrives now. A cancellation reaches this task only with a heartbeat
         # response, which may come after the tool's write; aborting the final
         # store write then would end the call `cancelled` with its effect done.
         return await _despite_cancellation(
-            self._outcome(inp, run, approver, beat, called, held, pending, lead)
+            self._outcome(inp, run, beat, called, held, pending, lead)
+        )
+
+    def _parked(
+        self,
+        inp: ExecuteInput,
+        parked: SubCallParked,
+        gate: DurableGate,
+        pending: list[ToolEvent],
+        lead: Lead,
+    ) -> ExecuteOutput:
+        """The run stopped at a sub-call that needs a human: nothing is running;
+        the workflow waits for the decision, then resumes the run."""
+        sub = parked.sub
+        text = f"Waiting for a decision on sub-call {sub.prepared.call.id}."
+        return ExecuteOutput(
+            result=ToolResultBlock(tool_use_id=inp.prepared.call.id,
+                                   content=[TextBlock(text=text)]),
+            error_class=None,
+            resolved_recorded=lead.recorded,
+            parked=SubCallPark(
+                sub=sub,
+                expiry_seconds=approval_expiry(sub.prepared.definition, self.deps.settings),
+                steps=gate.steps,
+                pending_events=list(pending),
+            ),
         )
 
     @staticmethod
-    async def _stop_helpers(
-        approver: SubCallApprover | None, beat: asyncio.Task[None] | None
-    ) -> None:
-        if approver is not None:
-            await approver.close()
+    async def _stop_helpers(beat: asyncio.Task[None] | None) -> None:
         if beat is not None:
             beat.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -237,7 +270,6 @@ class ExecuteActivities:
         self,
         inp: ExecuteInput,
         run: ToolRun,
-        approver: SubCallApprover | None,
         beat: asyncio.Task[None] | None,
         called: DeferredCalled,
         held: list[ToolEvent],
@@ -245,7 +277,7 @@ class ExecuteActivities:
         lead: Lead,
     ) -> ExecuteOutput:
         """Store the final event and row of a run that happened, and report it."""
-        await self._stop_helpers(approver, beat)
+        await self._stop_helpers(beat)
         full = run.output.model_dump(mode="json") if run.output else None
         row = self._final_row(inp, run, full)
         carried: dict[str, Any] | None = None
@@ -326,36 +358,14 @@ class ExecuteActivities:
             }
         )
 
-    def _approver(
-        self,
-        inp: ExecuteInput,
-        emit: Callable[[ToolEvent], Awaitable[None]],
-        cancel_event: asyncio.Event,
-    ) -> SubCallApprover | None:
-        """Non-atomic composed tools: their sub-calls may park here (see subcall_approver.py).
-        Atomic ones need none (the parent's approval covers them)."""
-        definition = inp.prepared.definition
-        if not definition.composed_of or definition.atomic:
+    @staticmethod
+    def _gate(inp: ExecuteInput) -> DurableGate | None:
+        """Non-atomic composed tools run by a workflow that waits for their
+        sub-calls' decisions (see subcall_gate.py). Atomic ones need none (the
+        parent's approval covers them); without one, a prompted sub-call is refused."""
+        if not parks_sub_calls(inp.prepared.definition) or not inp.park_sub_calls:
             return None
-        return SubCallApprover(
-            pipeline=self.deps.pipeline,
-            settings=self.deps.settings,
-            store=self.deps.store,
-            emit=emit,
-            cancel_event=cancel_event,
-            deadline=self._deadline(inp),
-            workflow_id=inp.workflow_id,
-        )
-
-    def _deadline(self, inp: ExecuteInput) -> float:
-        """When the parent is stopped: its tool timeout, or the activity's time limit."""
-        budget = self.deps.pipeline.timeout_for(inp.prepared.definition)
-        with contextlib.suppress(RuntimeError):  # not running as an activity
-            info = activity.info()
-            if info.start_to_close_timeout is not None:
-                elapsed = max(0.0, (utcnow() - info.started_time).total_seconds())
-                budget = min(budget, info.start_to_close_timeout.total_seconds() - elapsed)
-        return time.monotonic() + budget
+        return DurableGate(inp)
 
     @staticmethod
     def _running_row(inp: ExecuteInput, event: ToolEvent) -> CallUpdate:

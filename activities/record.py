@@ -168,6 +168,8 @@ class RecordActivities:
             tool_use_id=req.call.id,
             tool_name=info.tool_name,
             side_effects=info.side_effects,
+            # A composed tool's sub-call: the event joins its parent's chain.
+            parent_tool_use_id=info.parent_tool_use_id,
             at=req.requested_at,
             request_id=info.request_id,
             # No approval_url here: the link holds the token and the store keeps

@@ -16,12 +16,13 @@ if TYPE_CHECKING:
     from parkgate.workflows.call import ToolCallWorkflow
     from parkgate.workflows.late_outcome import LateOutcomeWorkflow
     from parkgate.workflows.slack_outcome import SlackOutcomeWorkflow
+    from parkgate.workflows.subcall_park import SubCallApprovalWorkflow
     from parkgate.workflows.turn import TurnWorkflow
 
     ALL: list[type]
 
-__all__ = ["ALL", "LateOutcomeWorkflow", "SlackOutcomeWorkflow", "ToolCallWorkflow",
-           "TurnWorkflow"]
+__all__ = ["ALL", "LateOutcomeWorkflow", "SlackOutcomeWorkflow", "SubCallApprovalWorkflow",
+           "ToolCallWorkflow", "TurnWorkflow"]
 
 
 def __getattr__(name: str) -> Any:
@@ -30,12 +31,15 @@ def __getattr__(name: str) -> Any:
     from parkgate.workflows.call import ToolCallWorkflow
     from parkgate.workflows.late_outcome import LateOutcomeWorkflow
     from parkgate.workflows.slack_outcome import SlackOutcomeWorkflow
+    from parkgate.workflows.subcall_park import SubCallApprovalWorkflow
     from parkgate.workflows.turn import TurnWorkflow
 
     return {
-        "ALL": [ToolCallWorkflow, TurnWorkflow, SlackOutcomeWorkflow, LateOutcomeWorkflow],
+        "ALL": [ToolCallWorkflow, TurnWorkflow, SlackOutcomeWorkflow, LateOutcomeWorkflow,
+                SubCallApprovalWorkflow],
         "LateOutcomeWorkflow": LateOutcomeWorkflow,
         "SlackOutcomeWorkflow": SlackOutcomeWorkflow,
+        "SubCallApprovalWorkflow": SubCallApprovalWorkflow,
         "ToolCallWorkflow": ToolCallWorkflow,
         "TurnWorkflow": TurnWorkflow,
     }[name]

@@ -3,29 +3,46 @@
 A read (NONE/READ, not decided) runs as a local activity, anything else as the
 at-most-once execute activity; grouped sessions run on their group's queue.
 The activity usually records the outcome itself; `_conclude` records what it
-could not. Deterministic code only.
+could not. A non-atomic composed tool whose sub-call needs a human comes back
+parked: the workflow waits for that decision in a SubCallApproval child
+workflow (workflows/subcall_park.py), then runs the tool again, resumed.
+Deterministic code only.
 """
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, ApplicationError, CancelledError, TimeoutType
+from temporalio.exceptions import (
+    ActivityError,
+    ApplicationError,
+    CancelledError,
+    ChildWorkflowError,
+    TimeoutType,
+    WorkflowAlreadyStartedError,
+)
 from temporalio.exceptions import TimeoutError as TemporalTimeoutError
 
-from parkgate.workflows.call_record import CallRecording
+from parkgate.workflows.call_record import STORE_RETRY, STORE_TIMEOUT, CallRecording
 
 with workflow.unsafe.imports_passed_through():
     from parkgate.calls.records import CallStatus, status_for
     from parkgate.durable import activity_defs as acts
     from parkgate.durable.payloads import (
+        SUBCALL_WORKFLOW,
         WORKER_LOST_TEXT,
         CallOutcome,
         ExecPlan,
         ExecuteInput,
         ExecuteOutput,
+        RecordInput,
+        SubCallApprovalInput,
+        SubCallDecided,
+        SubCallPark,
+        call_workflow_id,
     )
     from parkgate.models import ToolErrorClass
     from parkgate.verdicts import PreparedCall
@@ -33,6 +50,8 @@ with workflow.unsafe.imports_passed_through():
 #: Margin added to the tool timeout: the pipeline enforces the tool timeout and
 #: the cancel grace itself; Temporal's start-to-close is the outer backstop.
 _EXECUTE_MARGIN = timedelta(seconds=45)
+#: workflow.patched id: a composed tool's run came back parked at a sub-call.
+PATCH_SUB_CALL_PARKS = "sub-call-parks"
 
 
 class Execution(CallRecording):
@@ -57,41 +76,21 @@ class Execution(CallRecording):
             ref=self._ref(),
             request_id=self._info.request_id if self._info else None,
             resolved=self._unwritten_resolution if decided else None,
+            # Histories from before carried no such field: it changes no command.
+            park_sub_calls=bool(prepared.definition.composed_of) and not prepared.definition.atomic,
         )
-        start_to_close = timedelta(seconds=plan.start_to_close_seconds) + _EXECUTE_MARGIN
-        queue = self._group_queue()
         try:
-            local = plan.local and not prepared.definition.side_effects.mutates and not decided
-            if local and queue is not None:
-                # A read for a grouped session: idempotent like the local
-                # activity, but on the hosts that have the workspace.
-                out = await workflow.execute_activity(
-                    acts.execute_local,
-                    inp,
-                    task_queue=queue,
-                    start_to_close_timeout=start_to_close,
-                    retry_policy=RetryPolicy(maximum_attempts=2),
-                    cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
-                )
-            elif local:
-                out = await workflow.execute_local_activity(
-                    acts.execute_local,
-                    inp,
-                    start_to_close_timeout=start_to_close,
-                    retry_policy=RetryPolicy(maximum_attempts=2),
-                    cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
-                )
-            else:
-                out = await workflow.execute_activity(
-                    acts.execute,
-                    inp,
-                    # None: the workflow's own (main) queue, as before groups.
-                    task_queue=queue,
-                    start_to_close_timeout=start_to_close,
-                    heartbeat_timeout=timedelta(seconds=plan.heartbeat_timeout_seconds),
-                    retry_policy=RetryPolicy(maximum_attempts=1),
-                    cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
-                )
+            out = await self._run_tool(inp, plan, decided)
+            while out.parked is not None:
+                # Only runs whose composed tool parked reach this (never older ones).
+                workflow.patched(PATCH_SUB_CALL_PARKS)
+                sub_decided = await self._wait_sub_call(out.parked)
+                inp = inp.model_copy(update={
+                    "steps": out.parked.steps,
+                    "sub_decided": sub_decided,
+                    "resolved": None if out.resolved_recorded else inp.resolved,
+                })
+                out = await self._run_tool(inp, plan, decided)
         except ActivityError as exc:
             # The resolution may not be stored: _finish writes it (idempotently).
             # The lost activity may have finished and recorded its outcome before
@@ -102,6 +101,73 @@ class Execution(CallRecording):
         if out.resolved_recorded:
             self._unwritten_resolution = None
         return await self._conclude(out)
+
+    async def _wait_sub_call(self, park: SubCallPark) -> SubCallDecided:
+        """Wait durably for the decision on the sub-call the run parked at (a
+        child workflow with the sub-call's own call id, decided like a call)."""
+        if park.pending_events:
+            # Events the store could not take before the park: recorded first.
+            await workflow.execute_activity(
+                acts.record_committed, RecordInput(events=park.pending_events),
+                start_to_close_timeout=STORE_TIMEOUT, retry_policy=STORE_RETRY,
+            )
+        prepared = park.sub.prepared
+        child_id = call_workflow_id(prepared.session.session_id, prepared.call.id)
+        try:
+            decided: SubCallDecided = await workflow.execute_child_workflow(
+                SUBCALL_WORKFLOW,
+                SubCallApprovalInput(sub=park.sub, expiry_seconds=park.expiry_seconds),
+                id=child_id,
+                result_type=SubCallDecided,
+            )
+        except (ChildWorkflowError, WorkflowAlreadyStartedError) as exc:
+            workflow.logger.error("sub-call approval %s failed: %s", child_id, exc)
+            return SubCallDecided(request_id=park.sub.info.request_id, decision="failed",
+                                  reason=type(exc).__name__,
+                                  input_hash=prepared.input_hash)
+        if decided.decision == "cancelled":
+            # The wait ends with the call (a cancellation reaches the child, which
+            # records it and returns): nothing more of the composed tool runs.
+            raise asyncio.CancelledError("cancelled while a sub-call waited for approval")
+        return decided
+
+    async def _run_tool(self, inp: ExecuteInput, plan: ExecPlan, decided: bool) -> ExecuteOutput:
+        """One run of the tool: local activity for reads, at-most-once activity otherwise."""
+        prepared = inp.prepared
+        start_to_close = timedelta(seconds=plan.start_to_close_seconds) + _EXECUTE_MARGIN
+        queue = self._group_queue()
+        local = plan.local and not prepared.definition.side_effects.mutates and not decided
+        if local and queue is not None:
+            # A read for a grouped session: idempotent like the local
+            # activity, but on the hosts that have the workspace.
+            out = await workflow.execute_activity(
+                acts.execute_local,
+                inp,
+                task_queue=queue,
+                start_to_close_timeout=start_to_close,
+                retry_policy=RetryPolicy(maximum_attempts=2),
+                cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+            )
+        elif local:
+            out = await workflow.execute_local_activity(
+                acts.execute_local,
+                inp,
+                start_to_close_timeout=start_to_close,
+                retry_policy=RetryPolicy(maximum_attempts=2),
+                cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+            )
+        else:
+            out = await workflow.execute_activity(
+                acts.execute,
+                inp,
+                # None: the workflow's own (main) queue, as before groups.
+                task_queue=queue,
+                start_to_close_timeout=start_to_close,
+                heartbeat_timeout=timedelta(seconds=plan.heartbeat_timeout_seconds),
+                retry_policy=RetryPolicy(maximum_attempts=1),
+                cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+            )
+        return out
 
     async def _conclude(self, out: ExecuteOutput) -> CallOutcome:
         """The outcome of a run; recorded here only if the activity could not."""

@@ -1,15 +1,17 @@
 """The decision half of DurableDispatcher: find a request's call, send it a decision.
 
 A decision goes to the call's workflow as the proven `decide` update (or
-signal); a composed tool's sub-call has no workflow and is decided in the
-store. Refusals come back as data (`DecideResult`), with the standing winner.
+signal); a composed tool's sub-call is decided the same way, through the
+SubCallApproval workflow that waits for it under the sub-call's own call id
+(parkgate.durable.subcall_approvals). Refusals come back as data
+(`DecideResult`), with the standing winner.
 """
 
 from __future__ import annotations
 
 import asyncio
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Protocol, Unpack, cast
+from typing import TYPE_CHECKING, Any, Protocol, Unpack
 
 from temporalio.client import (
     Client,
@@ -25,13 +27,11 @@ from parkgate.approvals.decisions import (
     DecideInput,
     DecideKeywords,
     DecisionRecord,
-    Rejection,
     RejectReason,
     no_longer_waiting,
     reason_of,
 )
 from parkgate.calls.records import ApprovalRecord, CallStatus
-from parkgate.durable import subcall_approvals
 from parkgate.durable.call_errors import TEMPORAL_NO_ANSWER, UnknownCallError
 from parkgate.durable.payloads import (
     QUERY_STATUS,
@@ -46,7 +46,7 @@ from parkgate.durable.payloads import (
 from parkgate.durable.plugin import proof_keys_of
 
 if TYPE_CHECKING:
-    from parkgate.store.approval_store import ApprovalStore
+    pass
 
 
 class ApprovalLookup(Protocol):
@@ -76,39 +76,6 @@ class DecisionSending:
         if record is None:
             raise UnknownCallError(f"unknown confirmation request '{request_id}'")
         return record
-
-    async def _sub_call_approval(self, request_id: str) -> ApprovalRecord | None:
-        """The request when it belongs to a composed tool's sub-call (no workflow of
-        its own), else None."""
-        if self.approvals is None:
-            return None
-        record = await self.approvals.get_approval(request_id)
-        return record if record is not None and subcall_approvals.parent_of(record) else None
-
-    async def _decide_sub_call(self, record: ApprovalRecord, inp: DecideInput) -> DecideResult:
-        """Decide a sub-call's request in the store (first write wins); the execute
-        activity running the composed tool picks it up. Only while the parent call
-        is still running: after that nobody would act on the decision."""
-        parent = subcall_approvals.parent_of(record)
-        assert parent is not None
-        if not subcall_approvals.can_decide(self.approvals):
-            return DecideResult.refused(
-                Rejection(RejectReason.NO_STORE,
-                          "this dispatcher has no store to decide sub-calls in")
-            )
-        status = "unknown"
-        try:
-            desc = await self.handle(record.session_id, parent).describe()
-            status = desc.status.name.lower() if desc.status is not None else status
-        except RPCError as exc:
-            if exc.status != RPCStatusCode.NOT_FOUND:
-                raise
-        if status != "running":
-            return DecideResult.refused(
-                no_longer_waiting(status), record.decision_record()
-            )
-        approvals = cast("ApprovalStore", self.approvals)
-        return await subcall_approvals.decide(approvals, record, inp)
 
     async def decide(
         self,
@@ -156,8 +123,6 @@ class DecisionSending:
         request_id = inp.request_id
         if session_id is None or tool_use_id is None:
             record = await self._approval(request_id)
-            if subcall_approvals.parent_of(record):
-                return await self._decide_sub_call(record, inp)
             session_id, tool_use_id = record.session_id, record.tool_use_id
         handle = self.handle(session_id, tool_use_id)
         inp = self.proven(inp, call_workflow_id(session_id, tool_use_id))
@@ -185,10 +150,6 @@ class DecisionSending:
         except RPCError as exc:
             if exc.status != RPCStatusCode.NOT_FOUND:
                 raise
-            # No workflow: a composed tool's sub-call request (decided in the store)?
-            sub = await self._sub_call_approval(request_id)
-            if sub is not None and sub.session_id == session_id:
-                return await self._decide_sub_call(sub, inp)
             # Either no such call, or it already ended (expired, cancelled, ran).
             view = await self.status(session_id, tool_use_id)
             return DecideResult.refused(no_longer_waiting(view.status.value), view.decision)

@@ -45,11 +45,15 @@ from parkgate.verdicts import (
     NeedsApproval,
     PreparedCall,
     RunResult,
+    ToolRun,
 )
 
 #: Stable names: they are written into Temporal history.
 CALL_WORKFLOW = "parkgate.ToolCall"
 TURN_WORKFLOW = "parkgate.Turn"
+#: The durable wait for a human on one sub-call of a composed tool (a child
+#: of the composed call's workflow, with the sub-call's own call id).
+SUBCALL_WORKFLOW = "parkgate.SubCallApproval"
 ACT_CLASSIFY = "parkgate.classify"
 ACT_RECORD = "parkgate.record"
 #: The same write as ACT_RECORD as a regular activity: scheduled only when the
@@ -345,6 +349,47 @@ class RevalidateOutput(BaseModel):
     error_class: ToolErrorClass | None = None
 
 
+class SubCallStep(BaseModel):
+    """A sub-call that returned before its composed call parked: a resumed run
+    of the composed tool gets this result back instead of running it again."""
+
+    tool_use_id: str
+    #: Tool and input it was run with (parkgate.pipeline.subcall_runner.step_hash).
+    step_hash: str
+    run: ToolRun
+
+
+class SubCallDecided(BaseModel):
+    """How a parked sub-call's request ended (the SubCallApproval workflow's result)."""
+
+    request_id: str
+    #: allow | deny | expired | cancelled
+    decision: str
+    reason: str | None = None
+    #: The input the decision was about: the resumed run runs only this one.
+    input_hash: str
+
+
+class SubCallPark(BaseModel):
+    """ExecuteOutput.parked: the composed tool stopped at a sub-call that needs a
+    human; nothing of it is running. The workflow waits (SubCallApproval), then
+    runs the tool again with `steps` and the decision (ExecuteInput)."""
+
+    sub: NeedsApproval
+    #: The request's expiry (parkgate.activities.plan.approval_expiry); None = never.
+    expiry_seconds: float | None = None
+    steps: list[SubCallStep] = Field(default_factory=list)
+    #: Events the store could not take before the park (the workflow records them).
+    pending_events: list[ToolEvent] = Field(default_factory=list)
+
+
+class SubCallApprovalInput(BaseModel):
+    """The SubCallApproval workflow's input: the request to park and how long."""
+
+    sub: NeedsApproval
+    expiry_seconds: float | None = None
+
+
 class ExecuteInput(BaseModel):
     prepared: PreparedCall
     #: The hash a human approved (or the classified hash for auto calls).
@@ -365,6 +410,14 @@ class ExecuteInput(BaseModel):
     #: the tool starts. It travels here, not through a local activity, because
     #: the activity is scheduled only once the accepting workflow task commits.
     resolved: RecordInput | None = None
+    #: A non-atomic composed tool's sub-call that needs a human stops the run
+    #: (ExecuteOutput.parked) instead of being refused: set by workflows that
+    #: wait for such decisions themselves.
+    park_sub_calls: bool = False
+    #: A resumed run: the sub-calls that returned before the park (replayed,
+    #: not run again) and the decision on the one it parked at.
+    steps: list[SubCallStep] = Field(default_factory=list)
+    sub_decided: SubCallDecided | None = None
 
 
 class ExecuteOutput(RunResult):
@@ -382,5 +435,8 @@ class ExecuteOutput(RunResult):
     full_output: dict[str, Any] | None = None
     #: True when the final row and every event are stored (see ExecuteInput.ref).
     recorded: bool = False
+    #: Set when the composed tool stopped at a sub-call that needs a human (the
+    #: run's result fields are then placeholders: the call is not over).
+    parked: SubCallPark | None = None
 
 ClassifyOutput.model_rebuild()

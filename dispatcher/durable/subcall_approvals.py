@@ -1,23 +1,24 @@
 """Approval requests of composed tools' sub-calls on the durable path.
 
-A non-atomic composed tool runs inside ONE execute activity; when one of its
-sub-calls needs approval, the activity parks it there (see
-`activities/subcall_approver.py`): it stores an approval request for the sub-call and
-waits for a decision in the history store. There is no workflow for a
-sub-call, so a decision on such a request is written straight to the store,
-first write wins (`Repository.decide_approval`); the activity sees it on its
-next poll. This module holds what both sides share: how a sub-call request is
-recognised and named, and how a decision on one is applied.
+A non-atomic composed tool runs in the execute activity; when one of its
+sub-calls needs approval the run stops there (activities/subcall_gate.py) and
+the call's workflow starts a SubCallApproval child workflow for it
+(workflows/subcall_park.py), whose id is the sub-call's own call id
+(`call_workflow_id(session, "<parent>.<n>")`). The request is stored and
+decided like any call's: the API sends the proven `decide` update (or signal)
+to that workflow, which accepts the first decision or its expiry, whichever
+it commits first, and tells every later caller the truth. This module holds
+the pure parts both sides share: how a sub-call request is named and
+recognised, and which decisions it takes.
 """
 
 from __future__ import annotations
 
 import hashlib
-from datetime import UTC, datetime
-from typing import TYPE_CHECKING
 
 from parkgate.approvals.decisions import (
     DecideInput,
+    DecisionRecord,
     Rejection,
     RejectReason,
     already_decided,
@@ -25,11 +26,7 @@ from parkgate.approvals.decisions import (
     no_longer_waiting,
 )
 from parkgate.calls.records import ApprovalRecord
-from parkgate.durable.payloads import DecideResult
-from parkgate.models import utcnow
-
-if TYPE_CHECKING:
-    from parkgate.store.approval_store import ApprovalStore
+from parkgate.verdicts import ApprovalInfo
 
 #: Decisions a human may give a sub-call (no edits: see docs/DURABLE.md).
 SUB_CALL_DECISIONS = ("allow", "deny")
@@ -40,14 +37,6 @@ NO_EDITS = (
     "allow_with_edits is not available for a step of a composed tool; "
     "approve or deny it (or deny and let the agent retry with other input)"
 )
-
-
-def can_decide(store: object) -> bool:
-    """True when `store` offers what sub-call approvals need (the Repository's
-    `ApprovalStore` part: get_approval, decide_approval)."""
-    return callable(getattr(store, "get_approval", None)) and callable(
-        getattr(store, "decide_approval", None)
-    )
 
 
 def sub_call_request_id(session_id: str, tool_use_id: str) -> str:
@@ -63,25 +52,22 @@ def parent_of(record: ApprovalRecord) -> str | None:
     return parent if isinstance(parent, str) and parent else None
 
 
-def _aware(value: datetime) -> datetime:
-    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+def problem(
+    info: ApprovalInfo, status: str, decided: DecisionRecord | None, inp: DecideInput
+) -> Rejection | None:
+    """Why `inp` cannot decide the sub-call request `info` (None when it can);
+    pure: the SubCallApproval workflow's validator. `status` is the request's
+    ("parked" while it waits), `decided` the decision that won, if any.
 
-
-def is_past_expiry(record: ApprovalRecord, now: datetime | None = None) -> bool:
-    return record.expires_at is not None and (now or utcnow()) >= _aware(record.expires_at)
-
-
-def problem(record: ApprovalRecord, inp: DecideInput) -> Rejection | None:
-    """Why `inp` cannot decide the sub-call request `record` (None when it can).
-
-    Same checks, reasons and wording as the call workflow's `decide` validator.
+    Same reasons and wording as the call workflow's `decide` validator.
     """
-    if record.decision is not None:
-        if record.decision == EXPIRED:
-            return no_longer_waiting(EXPIRED)
-        return already_decided(record.decision, record.decided_by)
-    if is_past_expiry(record):
-        return no_longer_waiting(EXPIRED)
+    if inp.request_id != info.request_id:
+        return Rejection(RejectReason.UNKNOWN_REQUEST,
+                         f"unknown request id {inp.request_id!r} for this call")
+    if decided is not None:
+        return already_decided(decided.decision, decided.decided_by)
+    if status != "parked":
+        return no_longer_waiting(status)
     if inp.decision == "allow_with_edits":
         return Rejection(RejectReason.EDITS_UNAVAILABLE, NO_EDITS)
     if inp.decision not in SUB_CALL_DECISIONS:
@@ -89,43 +75,21 @@ def problem(record: ApprovalRecord, inp: DecideInput) -> Rejection | None:
     if inp.edited_input is not None:
         return Rejection(RejectReason.EDITS_NOT_ALLOWED,
                          "edited_input is only allowed with allow_with_edits")
-    return _named_problem(record, inp)
+    return _named_problem(info, inp)
 
 
-def _named_problem(record: ApprovalRecord, inp: DecideInput) -> Rejection | None:
+def _named_problem(info: ApprovalInfo, inp: DecideInput) -> Rejection | None:
     """A step with named approvers takes one of them; a quorum above one is not
     counted for steps (the decision is refused, so the step can only expire or
     be denied: never run on fewer approvals than configured)."""
-    info = record.info or {}
-    named = [str(n) for n in info.get("approvers") or []]
+    named = list(info.approvers)
     if not named:
         return None
     if inp.approver not in named:
         return Rejection(RejectReason.NOT_A_NAMED_APPROVER,
                          "this request is decided by its named approvers: " + ", ".join(named))
-    quorum = info.get("quorum") or 1
-    if inp.decision != "deny" and isinstance(quorum, int) and quorum > 1:
+    if inp.decision != "deny" and info.quorum > 1:
         return Rejection(RejectReason.QUORUM_UNSUPPORTED,
-                         f"a step of a composed tool cannot collect {quorum} approvals; "
+                         f"a step of a composed tool cannot collect {info.quorum} approvals; "
                          "deny it, or let it expire")
     return None
-
-
-async def decide(
-    store: ApprovalStore, record: ApprovalRecord, inp: DecideInput
-) -> DecideResult:
-    """Apply a human's decision to a sub-call request: first write wins in the store."""
-    refused = problem(record, inp)
-    if refused is not None:
-        return DecideResult.refused(refused, record.decision_record())
-    won, stored = await store.decide_approval(
-        record.request_id, inp.decision, inp.decided_by, inp.via, inp.reason,
-        principal=inp.principal(),
-    )
-    if won:
-        return DecideResult(
-            accepted=True, winner=stored.decision_record(), message="decision applied"
-        )
-    lost = problem(stored, inp) or already_decided(str(stored.decision), stored.decided_by)
-    return DecideResult.refused(lost, stored.decision_record())
-

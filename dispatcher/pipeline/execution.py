@@ -28,7 +28,13 @@ from parkgate.models import (
     utcnow,
 )
 from parkgate.pipeline.classification import Classifier
-from parkgate.pipeline.subcall_runner import Approver, Emit, SubCallRunner
+from parkgate.pipeline.subcall_runner import (
+    Approver,
+    Emit,
+    SubCallGate,
+    SubCallParked,
+    SubCallRunner,
+)
 from parkgate.rules.hooks import hook_name, maybe_await
 from parkgate.sandbox.paths import file_tool_limits
 from parkgate.truncation import truncate_text
@@ -71,9 +77,13 @@ class Executor(Classifier):
         *,
         cancel_event: asyncio.Event | None = None,
         emit: Emit | None = None,
-        approver: Approver | None = None,
+        approver: Approver | SubCallGate | None = None,
     ) -> ToolRun:
-        """Run a classified call; always returns a ToolRun (errors are data)."""
+        """Run a classified call; always returns a ToolRun (errors are data).
+
+        The one exception: a composed tool whose sub-call waits for a decision
+        through a `SubCallGate` raises SubCallParked (no final event: the call
+        is not over, it resumes once decided)."""
         cancel_event = cancel_event if cancel_event is not None else asyncio.Event()
         definition = prepared.definition
         started_at = utcnow()
@@ -135,6 +145,9 @@ class Executor(Classifier):
                 output, error_class, message, abandoned = await self._run(
                     tool, prepared, ctx, cancel_event
                 )
+                if isinstance(approver, SubCallGate) and approver.parked is not None:
+                    # Even if the tool caught the park and went on: nothing ran after it.
+                    raise SubCallParked(approver.parked)
         run = self._to_run(prepared, output, error_class, message)
         run.started_at = started_at
         run.duration_ms = round((time.monotonic() - t0) * 1000, 3)
@@ -231,6 +244,8 @@ class Executor(Classifier):
             if not output.success:
                 return output, ToolErrorClass.EXECUTION_ERROR, "", False
             return output, None, "", False
+        if isinstance(exc, SubCallParked) and stopped is None:
+            raise exc
         if isinstance(exc, ToolError):
             cls_ = stopped or exc.error_class
             if stopped is not None:

@@ -2,9 +2,10 @@
 
 `SubCallRunner` is the ``ToolContext.registry`` a composed tool gets: each
 call it makes is classified and executed like a call of its own (see the
-class). Not to be confused with the durable path's parking of a sub-call
-that needs approval (parkgate.activities.subcall_approver) or the ids and
-decisions of such approvals (parkgate.durable.subcall_approvals).
+class). On the durable path its approver is a `SubCallGate`: a sub-call that
+needs a human stops the composed tool (`SubCallParked`) so the workflow can
+wait for the decision durably, then runs the tool again with the gate
+replaying what its earlier sub-calls returned (see docs/DURABLE.md).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 from parkgate.calls.events import ToolEvent
-from parkgate.models import Session, ToolErrorClass, ToolUseBlock
+from parkgate.models import Session, ToolErrorClass, ToolUseBlock, input_hash
 from parkgate.pipeline.classification import deny_event, deny_result, run_from_deny
 from parkgate.verdicts import Deny, NeedsApproval, PreparedCall, ToolRun, Verdict
 
@@ -25,6 +26,41 @@ Approver = Callable[[NeedsApproval], Awaitable["PreparedCall | Deny"]]
 
 #: Where a sub-call's events go (the pipeline's emitter).
 Emit = Callable[[ToolEvent], Awaitable[None]]
+
+
+class SubCallParked(Exception):
+    """A sub-call needs a human's decision that is not known yet: the composed
+    tool stops here (nothing further runs) and its run is resumed once decided."""
+
+    def __init__(self, sub: NeedsApproval) -> None:
+        super().__init__(f"sub-call {sub.prepared.call.id} waits for approval")
+        self.sub = sub
+
+
+class SubCallGate:
+    """An approver that remembers: the durable path's gate for one composed run.
+
+    `replay` answers a sub-call that already returned in an earlier run of the
+    same composed call (its recorded ToolRun; nothing runs again); `keep`
+    records each new one. `__call__` decides a sub-call that needs approval, or
+    raises SubCallParked (and `parked` is set: no further sub-call runs).
+    """
+
+    parked: NeedsApproval | None = None
+
+    def replay(self, call: ToolUseBlock) -> ToolRun | None:
+        return None
+
+    def keep(self, call: ToolUseBlock, run: ToolRun) -> None:
+        return None
+
+    async def __call__(self, sub: NeedsApproval) -> PreparedCall | Deny:
+        raise NotImplementedError
+
+
+def step_hash(call: ToolUseBlock) -> str:
+    """What a replayed sub-call must match: its tool and input."""
+    return input_hash(call.name, call.input)
 
 
 class SubCallPipeline(Protocol):
@@ -40,7 +76,7 @@ class SubCallPipeline(Protocol):
         *,
         cancel_event: asyncio.Event | None = None,
         emit: Emit | None = None,
-        approver: Approver | None = None,
+        approver: Approver | SubCallGate | None = None,
     ) -> ToolRun: ...
 
 
@@ -52,6 +88,9 @@ class SubCallRunner:
     a distinct tool_use_id ``<parent>.<n>``. An atomic parent's approval covers
     sub-calls that would prompt (never those policy denies); a non-atomic
     parent sends them to ``approver`` (or refuses them when there is none).
+
+    With a `SubCallGate`, sub-calls run one at a time (so a park leaves none
+    running) and each one's ToolRun is kept for a resumed run.
     """
 
     def __init__(
@@ -60,7 +99,7 @@ class SubCallRunner:
         parent: PreparedCall,
         cancel_event: asyncio.Event,
         emit: Emit | None,
-        approver: Approver | None,
+        approver: Approver | SubCallGate | None,
     ) -> None:
         self.pipeline = pipeline
         self.parent = parent
@@ -68,6 +107,7 @@ class SubCallRunner:
         self.emit = emit
         self.approver = approver
         self._seq = 0
+        self._one_at_a_time = asyncio.Lock()
 
     async def _deny(self, call: ToolUseBlock, deny: Deny) -> ToolRun:
         if self.emit is not None:
@@ -78,8 +118,22 @@ class SubCallRunner:
 
     async def execute(self, name: str, input: dict[str, Any]) -> ToolRun:
         self._seq += 1
-        parent_def = self.parent.definition
         call = ToolUseBlock(id=f"{self.parent.call.id}.{self._seq}", name=name, input=input)
+        gate = self.approver if isinstance(self.approver, SubCallGate) else None
+        if gate is None:
+            return await self._run(call, name)
+        async with self._one_at_a_time:
+            if gate.parked is not None:  # the composed tool went on after a park
+                raise SubCallParked(gate.parked)
+            replayed = gate.replay(call)
+            if replayed is not None:
+                return replayed
+            run = await self._run(call, name)
+            gate.keep(call, run)
+            return run
+
+    async def _run(self, call: ToolUseBlock, name: str) -> ToolRun:
+        parent_def = self.parent.definition
         if name not in (parent_def.composed_of or []):
             return await self._deny(
                 call,

@@ -2,10 +2,11 @@
 
 - atomic_edit: one confirmation for the whole operation, sub-call events
   recorded in the parent's history (and chain), the file changed;
-- a non-atomic composed tool parks each prompted sub-call on its own, inside
-  the execute activity; each request is decidable by request id (the path the
-  HTTP endpoint, the approval page and the CLI use), first write wins in the
-  store; expiry and cancellation end the sub-call honestly;
+- a non-atomic composed tool parks each prompted sub-call on its own: the
+  execute activity returns the park and the workflow waits (a SubCallApproval
+  child workflow); each request is decidable by request id (the path the HTTP
+  endpoint, the approval page and the CLI use), first decision wins; expiry
+  and cancellation end the sub-call honestly; a resumed run runs no step twice;
 - an undeclared sub-tool is refused with permission_denied;
 - a store outage: sub-call events travel back and are recorded once.
 """
@@ -538,17 +539,13 @@ class FlakyStore:
         return getattr(self.repo, name)
 
 
-async def test_store_back_before_a_sub_call_parks_flushes_what_was_pending(
+async def test_a_parked_run_returns_at_once_and_resumes_without_running_steps_again(
     sqlite_repo: Any, tmp_path: Path
 ) -> None:
-    """Events held during an outage are written, in order, as soon as a sub-call's
-    approval request could be stored: the request is visible while it waits."""
-    import dataclasses
-    from datetime import timedelta
-
-    from parkgate.approvals.decisions import DecideInput
-    from parkgate.durable import subcall_approvals
-    from parkgate.models import utcnow
+    """The execute activity never waits for a human: it returns the park (with
+    the events the store could not take); a resumed run replays the steps that
+    returned (nothing runs twice) and applies the decision to the parked one."""
+    from parkgate.durable.payloads import SubCallDecided
 
     workspace = tmp_path / "ws"
     workspace.mkdir()
@@ -556,45 +553,81 @@ async def test_store_back_before_a_sub_call_parks_flushes_what_was_pending(
     store = FlakyStore(sqlite_repo)
     deps = Deps(settings=settings, pipeline=make_pipeline(settings, [TwoWrites]),
                 store=cast(HistoryStore, store))
-    session = Session(session_id="s-flaky", turn_id="t", workspace_path=str(workspace))
+    session = Session(session_id="s-park", turn_id="t", workspace_path=str(workspace))
     call = ToolUseBlock(id="tu_f", name="two_writes", input={"text": "f"})
     verdict = await ClassifyActivities(deps).classify(ClassifyInput(call=call, session=session))
     assert isinstance(verdict.verdict, Execute) and not verdict.plan.local
     prepared = verdict.verdict.prepared
-    env = ActivityEnvironment()
-    env.info = dataclasses.replace(
-        env.info, start_to_close_timeout=timedelta(seconds=150), started_time=utcnow()
-    )
-    store.down = True
-    run = asyncio.create_task(env.run(
-        ExecuteActivities(deps).execute,
-        ExecuteInput(prepared=prepared, approved_hash=prepared.input_hash),
-    ))
-    await asyncio.sleep(0.3)
-    store.down = False
+    base = ExecuteInput(prepared=prepared, approved_hash=prepared.input_hash, park_sub_calls=True)
 
-    first = await wait_request(sqlite_repo, "s-flaky", "tu_f.1")
-    stored = [(e.event.tool_use_id, e.event.type) for e in await sqlite_repo.timeline(
-        "s-flaky", "tu_f")]
-    assert stored == [("tu_f", "tool.called"), ("tu_f.1", "tool.confirmation_requested")]
-    record = await sqlite_repo.get_approval(first)
-    ok = await subcall_approvals.decide(sqlite_repo, record, DecideInput(
-        request_id=first, decision="allow", decided_by="ann"))
-    assert ok.accepted
-    second = await wait_request(sqlite_repo, "s-flaky", "tu_f.2")
-    record = await sqlite_repo.get_approval(second)
-    no = await subcall_approvals.decide(sqlite_repo, record, DecideInput(
-        request_id=second, decision="deny", decided_by="ann"))
-    assert no.accepted
-    out = await asyncio.wait_for(run, timeout=30)
-    assert out.result.text.splitlines()[:2] == ["first.txt: ok", "second.txt: user_denied"]
-    assert out.pending_events == []  # nothing left to carry back
-    timeline = await sqlite_repo.timeline("s-flaky", "tu_f")
-    assert [(e.event.tool_use_id, e.event.type) for e in timeline][:4] == [
-        ("tu_f", "tool.called"),
-        ("tu_f.1", "tool.confirmation_requested"),
-        ("tu_f.1", "tool.confirmation_resolved"),
-        ("tu_f.1", "tool.called"),
-    ]
-    assert timeline[-1].event.type == "tool.completed" and timeline[-1].event.tool_use_id == "tu_f"
-    assert (await sqlite_repo.verify_chain("s-flaky")).problems == []
+    async def run(inp: ExecuteInput) -> Any:
+        return await asyncio.wait_for(
+            ActivityEnvironment().run(ExecuteActivities(deps).execute, inp), timeout=10)
+
+    def decided(out: Any, decision: str) -> SubCallDecided:
+        sub = out.parked.sub
+        return SubCallDecided(request_id=sub.info.request_id, decision=decision,
+                              input_hash=sub.prepared.input_hash)
+
+    store.down = True
+    first = await run(base)
+    store.down = False
+    assert first.parked is not None and first.parked.steps == []
+    assert first.parked.sub.prepared.call.id == "tu_f.1"
+    assert first.parked.sub.info.request_id == sub_call_request_id("s-park", "tu_f.1")
+    assert first.parked.expiry_seconds == settings.approval_expiry_seconds
+    # Nothing ran; the parent's tool.called travels back to be recorded.
+    assert [(e.tool_use_id, e.type) for e in first.parked.pending_events] == [
+        ("tu_f", "tool.called")]
+    assert not (workspace / "first.txt").exists()
+
+    second = await run(base.model_copy(update={
+        "steps": first.parked.steps, "sub_decided": decided(first, "allow")}))
+    assert second.parked is not None and second.parked.sub.prepared.call.id == "tu_f.2"
+    assert [s.tool_use_id for s in second.parked.steps] == ["tu_f.1"]
+    assert (workspace / "first.txt").read_text() == "f"
+
+    (workspace / "first.txt").write_text("changed since")  # a second write would undo this
+    third = await run(base.model_copy(update={
+        "steps": second.parked.steps, "sub_decided": decided(second, "deny")}))
+    assert third.parked is None and third.error_class is None, third.result.text
+    assert third.result.text.splitlines() == ["first.txt: ok", "second.txt: user_denied",
+                                              "read: ok"]
+    assert (workspace / "first.txt").read_text() == "changed since"
+    assert not (workspace / "second.txt").exists()
+    stored = [(e.event.tool_use_id, e.event.type)
+              for e in await sqlite_repo.timeline("s-park", "tu_f")]
+    assert stored.count(("tu_f.1", "tool.called")) == 1
+    assert ("tu_f", "tool.called") not in stored  # travelled back (the workflow records it)
+    assert stored[-1] == ("tu_f", "tool.completed")
+
+    # A resumed run that asks a recorded step for something else does not run it.
+    steps = [s.model_copy(update={"step_hash": "other"}) for s in second.parked.steps]
+    diverged = await run(base.model_copy(update={
+        "steps": steps, "sub_decided": decided(second, "deny")}))
+    assert diverged.result.text.splitlines()[0] == "first.txt: execution_error"
+    assert (workspace / "first.txt").read_text() == "changed since"
+
+
+async def test_without_a_waiting_workflow_a_prompted_sub_call_is_refused(
+    sqlite_repo: Any, tmp_path: Path
+) -> None:
+    """An execute input from a workflow that does not wait for sub-calls
+    (park_sub_calls unset) refuses them: nothing waits inside the activity."""
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    settings = make_settings(tmp_path / "data", workspace, tool_confirmation=PARENT_AUTO)
+    deps = Deps(settings=settings, pipeline=make_pipeline(settings, [TwoWrites]),
+                store=cast(HistoryStore, sqlite_repo))
+    session = Session(session_id="s-old", turn_id="t", workspace_path=str(workspace))
+    call = ToolUseBlock(id="tu_o", name="two_writes", input={"text": "o"})
+    verdict = await ClassifyActivities(deps).classify(ClassifyInput(call=call, session=session))
+    assert isinstance(verdict.verdict, Execute)
+    prepared = verdict.verdict.prepared
+    out = await asyncio.wait_for(ActivityEnvironment().run(
+        ExecuteActivities(deps).execute,
+        ExecuteInput(prepared=prepared, approved_hash=prepared.input_hash)), timeout=10)
+    assert out.parked is None
+    assert out.result.text.splitlines()[:2] == ["first.txt: permission_denied",
+                                                "second.txt: permission_denied"]
+    assert not (workspace / "first.txt").exists()
