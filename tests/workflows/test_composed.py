@@ -411,6 +411,44 @@ async def test_cancel_while_a_sub_call_waits(
         assert not refused.accepted and "no longer waiting" in refused.message
 
 
+async def test_approval_after_an_unrecorded_expiry_is_told_expired(
+    temporal_env: WorkflowEnvironment, sqlite_repo: Any, tmp_path: Path
+) -> None:
+    """Expiry and approval race: the first the workflow commits wins. The store
+    is down when the request expires (the expiry cannot be written yet); an
+    approval arriving then is told `expired`, and the sub-call never runs. (It
+    used to be accepted in the store, acknowledged as applied, and never run.)"""
+    from parkgate.approvals.decisions import RejectReason
+
+    store = FlakyStore(sqlite_repo)
+    async with durable_rig(
+        temporal_env.client, store, tmp_path, policy=PARENT_AUTO, extra_tools=[TwoWrites],
+        approval_expiry_by_class={"write": 2.0},
+    ) as rig:
+        session = rig.session()
+        sid = session.session_id
+        handle = await rig.dispatcher.start(
+            ToolUseBlock(id="tu_race", name="two_writes", input={"text": "r"}), session)
+        first = await wait_request(sqlite_repo, sid, "tu_race.1")
+        store.down = True
+        deadline = asyncio.get_running_loop().time() + 30
+        while (await rig.dispatcher.status(sid, "tu_race.1")).status != CallStatus.EXPIRED:
+            assert asyncio.get_running_loop().time() < deadline, "the request never expired"
+            await asyncio.sleep(0.1)
+        assert (await sqlite_repo.get_approval(first)).decision is None  # not written yet
+        store.down = False
+        late = await rig.dispatcher.decide(first, "allow", decided_by="ann")
+        assert not late.accepted and late.reason == RejectReason.EXPIRED, late.message
+        second = await wait_request(sqlite_repo, sid, "tu_race.2")
+        await rig.dispatcher.decide(second, "deny", decided_by="ann")
+        outcome = await handle.result()
+        assert outcome.result.text.splitlines()[:2] == [
+            "first.txt: confirmation_timeout", "second.txt: user_denied"]
+        assert not (rig.workspace / "first.txt").exists()
+        stored = await sqlite_repo.get_approval(first)
+        assert stored.decision == "expired" and stored.via == "expiry"
+
+
 # ---------------------------------------------------------------------------
 # Refusals and existing tools
 # ---------------------------------------------------------------------------
@@ -534,6 +572,11 @@ class FlakyStore:
         if self.down:
             raise ConnectionError("history store unreachable (injected)")
         await self.repo.save_approval(approval)
+
+    async def decide_approval(self, *args: Any, **kwargs: Any) -> Any:
+        if self.down:
+            raise ConnectionError("history store unreachable (injected)")
+        return await self.repo.decide_approval(*args, **kwargs)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.repo, name)
