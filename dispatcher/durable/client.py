@@ -30,6 +30,7 @@ from parkgate.durable.deciding import ApprovalLookup, DecisionSending
 from parkgate.durable.payloads import (
     CALL_WORKFLOW,
     QUERY_STATUS,
+    SUBCALL_WORKFLOW,
     TURN_WORKFLOW,
     CallInput,
     CallOutcome,
@@ -300,6 +301,8 @@ class DurableDispatcher(DecisionSending):
         async for execution in self.client.list_workflows(_running_in_session(session_id)):
             if execution.status != WorkflowExecutionStatus.RUNNING:
                 continue
+            if execution.workflow_type == SUBCALL_WORKFLOW:
+                continue  # a composed call's wait: cancelling the call ends it
             if await self.end_if_wedged(execution.id, execution.run_id):
                 count += 1
                 continue
