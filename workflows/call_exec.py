@@ -121,6 +121,8 @@ class Execution(CallRecording):
                 result_type=SubCallDecided,
             )
         except (ChildWorkflowError, WorkflowAlreadyStartedError) as exc:
+            if isinstance(exc.cause, CancelledError):
+                raise asyncio.CancelledError("cancelled while a sub-call waited") from exc
             workflow.logger.error("sub-call approval %s failed: %s", child_id, exc)
             return SubCallDecided(request_id=park.sub.info.request_id, decision="failed",
                                   reason=type(exc).__name__,

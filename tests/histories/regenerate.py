@@ -2,7 +2,8 @@
 (only the named histories when given, e.g. `quorum`; all of them otherwise).
 
 Runs every path of the durable call (auto, approved, denied, expired,
-cancelled, edited, turn, quorum, reminders, grouped, client_released,
+cancelled, edited, turn, quorum, reminders, grouped, composed_sub_calls and
+its sub_call_approval child, client_released,
 client_lease, client_late, client_claimed_at_release) on the time-skipping test server with a worker from
 the production recipe and a throwaway migrated SQLite store, then saves each
 workflow's history as JSON next to this file. Machine-specific paths (the
@@ -263,6 +264,29 @@ async def generate(env: WorkflowEnvironment, store: Repository, tmp: Path) -> No
             )
             await handle.result()
             await save("grouped", handle, rig)
+
+    # A non-atomic composed tool (issue 37): its run parks at sub-call 1, the
+    # SubCallApproval child waits and is allowed, the resumed run parks at 2,
+    # denied, the run ends; both the call's and the first child's histories.
+    from tests.workflows.test_composed import PARENT_AUTO, TwoWrites, wait_request
+
+    composed_tmp = tmp / "composed"
+    composed_tmp.mkdir()
+    async with durable_rig(env.client, store, composed_tmp, policy=PARENT_AUTO,
+                           extra_tools=[TwoWrites]) as rig:
+        d = rig.dispatcher
+        session = rig.session("s-replay-composed")
+        handle = await d.start(
+            ToolUseBlock(id="composed", name="two_writes", input={"text": "c"}), session)
+        first = await wait_request(store, session.session_id, "composed.1")
+        await d.decide(first, "allow", decided_by="ann", via="link")
+        second = await wait_request(store, session.session_id, "composed.2")
+        await d.decide(second, "deny", reason="not that one", decided_by="ann")
+        await handle.result()
+        await save("composed_sub_calls", handle, rig)
+        child = env.client.get_workflow_handle(
+            call_workflow_id(session.session_id, "composed.1"))
+        await save("sub_call_approval", child, rig)
 
 
 CLIENT_PATHS = {"client_released", "client_lease", "client_late", "client_claimed_at_release"}

@@ -27,6 +27,9 @@ PATHS = [
     # issue 28: forged decide signals (plaintext, sealed without proof) ignored,
     # then a proven one decides (patch proven-decisions-v1)
     "proven_signal",
+    # issue 37: a composed tool's run parked at sub-calls (patch sub-call-parks),
+    # and the SubCallApproval child that waited for the first one
+    "composed_sub_calls", "sub_call_approval",
 ]
 #: Histories recorded before a workflow.patched change (they replay the old
 #: branch). *_pre_patch: before "committed-decision-writes-v1" (issue 12), when
