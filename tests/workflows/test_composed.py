@@ -449,6 +449,38 @@ async def test_approval_after_an_unrecorded_expiry_is_told_expired(
         assert stored.decision == "expired" and stored.via == "expiry"
 
 
+async def test_approvals_racing_the_expiry_are_told_the_truth(
+    temporal_env: WorkflowEnvironment, sqlite_repo: Any, tmp_path: Path
+) -> None:
+    """Approvals sent around the expiry instant: each one is either accepted and
+    its sub-call runs, or told `expired` and it does not; never accepted
+    without running."""
+    from parkgate.approvals.decisions import RejectReason
+
+    async with durable_rig(
+        temporal_env.client, sqlite_repo, tmp_path, policy=PARENT_AUTO, extra_tools=[TwoWrites],
+        approval_expiry_by_class={"write": 1.0},
+    ) as rig:
+        written = rig.workspace / "first.txt"
+        answers = []
+        for i, delay in enumerate([0.2, 1.0, 1.7]):
+            written.unlink(missing_ok=True)
+            session = rig.session()
+            handle = await rig.dispatcher.start(
+                ToolUseBlock(id=f"tu_rr{i}", name="two_writes", input={"text": "r"}), session)
+            request = await wait_request(sqlite_repo, session.session_id, f"tu_rr{i}.1")
+            await asyncio.sleep(delay)
+            answer = await rig.dispatcher.decide(request, "allow", decided_by="ann")
+            first = (await handle.result()).result.text.splitlines()[0]
+            if answer.accepted:
+                assert first == "first.txt: ok" and written.read_text() == "r", i
+            else:
+                assert answer.reason == RejectReason.EXPIRED, answer.message
+                assert first == "first.txt: confirmation_timeout" and not written.exists(), i
+            answers.append(answer.accepted)
+        assert answers[0] and not answers[-1]  # both sides of the race were met
+
+
 # ---------------------------------------------------------------------------
 # Refusals and existing tools
 # ---------------------------------------------------------------------------
