@@ -30,6 +30,15 @@ from parkgate.settings_paths import HostPaths, config_file, default_data_dir
 from parkgate.workspaces.worker_groups import check_group_name
 
 
+def _absolute(path: Path, name: str) -> Path:
+    """A host path a setting names, `~` expanded; a relative one would depend on
+    the worker's working directory."""
+    path = Path(path).expanduser()
+    if not path.is_absolute():
+        raise ValueError(f"{name}: {str(path)!r} must be an absolute path")
+    return path
+
+
 class Settings(HostPaths, BaseSettings):
     """All parkgate configuration in one place."""
 
@@ -133,6 +142,13 @@ class Settings(HostPaths, BaseSettings):
     #: The dedicated OS user tool processes run as ("name", "uid" or "uid:gid"); the
     #: worker must run as root to switch. Unset: tools run as the worker's user.
     tool_user: str | None = None
+    #: Host services' sockets (or the directories holding them) hidden from sandboxed
+    #: tools besides /run, /var/run, the history database's socket directory and the
+    #: sockets found in /tmp, /var/tmp, /var/lib, /var/spool and /dev; unless opted in.
+    tool_service_paths: list[Path] = Field(default_factory=list)
+    #: Tool name -> host service paths (sockets or their directories) its processes
+    #: see anyway, read-only: e.g. {shell: [/run/postgresql]}.
+    tool_exposed_paths: dict[str, list[Path]] = Field(default_factory=dict)
     #: Temporal payload encryption keys: id -> urlsafe base64 of 32 bytes. Empty means
     #: one key generated into `<data_dir>/payload-key` (embedded default).
     payload_keys: dict[str, str] = Field(default_factory=dict)
@@ -335,6 +351,17 @@ class Settings(HostPaths, BaseSettings):
                 f"unknown side-effect class {unknown[0]!r} (one of: {', '.join(sorted(known))})"
             )
         return [c.lower() for c in value]
+
+    @field_validator("tool_service_paths", mode="after")
+    @classmethod
+    def _absolute_service_paths(cls, value: list[Path]) -> list[Path]:
+        return [_absolute(p, "tool_service_paths") for p in value]
+
+    @field_validator("tool_exposed_paths", mode="after")
+    @classmethod
+    def _absolute_exposed_paths(cls, value: dict[str, list[Path]]) -> dict[str, list[Path]]:
+        return {tool: [_absolute(p, f"tool_exposed_paths.{tool}") for p in paths]
+                for tool, paths in value.items()}
 
     @field_validator("worker_groups", mode="after")
     @classmethod

@@ -2,7 +2,8 @@
 
 `default_data_dir` and `config_file` locate the data directory and the YAML
 settings; `HostPaths` (a part of Settings) derives the paths the tool sandbox
-hides (parkgate.sandbox.launch) and the workspace roots it narrows to one.
+hides (parkgate.sandbox.launch), the host services' sockets it hides unless a
+tool is opted in, and the workspace roots it narrows to one.
 """
 
 from __future__ import annotations
@@ -72,6 +73,7 @@ class HostPaths:
         database_url: str
         temporal_tls_key_path: Path | None
         tool_hidden_paths: list[Path]
+        tool_service_paths: list[Path]
         workspace_roots: list[Path]
         project_workspace_roots: dict[str, list[Path]]
         worker_groups: dict[str, list[Path]]
@@ -96,7 +98,6 @@ class HostPaths:
                 files.append(Path(db))
         for file in files:
             paths += [file, file.parent]
-        paths += self._database_socket_dirs()
         paths += [Path(p).expanduser() for p in self.tool_hidden_paths]
         unique: list[Path] = []
         for path in paths:
@@ -120,21 +121,55 @@ class HostPaths:
             found.append(home / ".parkgate")
         return found
 
-    def _database_socket_dirs(self) -> list[Path]:
-        """The PostgreSQL unix-socket directories of a local history database: a
-        socket is reachable by path from any network namespace."""
+    def service_tool_paths(self) -> list[Path]:
+        """Host services' paths hidden from sandboxed tools unless opted in
+        (`tool_exposed_paths`), besides those parkgate.sandbox.services always
+        covers or finds: the history database's unix socket, then
+        `tool_service_paths`."""
+        paths = [*self._database_socket_paths(), *self.tool_service_paths]
+        unique: list[Path] = []
+        for path in paths:
+            resolved = Path(path).expanduser().resolve()
+            if resolved not in unique:
+                unique.append(resolved)
+        return unique
+
+    def _database_socket_paths(self) -> list[Path]:
+        """The unix socket of a local PostgreSQL history database: its directory,
+        or the socket file itself in a shared directory like /tmp (covering /tmp
+        would take it from every tool). A socket is reachable by path from any
+        network namespace."""
         url = self.database_url
         if not url.startswith("postgres"):
             return []
-        from urllib.parse import parse_qs, urlsplit
+        from urllib.parse import parse_qs, unquote, urlsplit
 
         parts = urlsplit(url)
-        host = parse_qs(parts.query).get("host", [""])[0] or (parts.hostname or "")
+        query = parse_qs(parts.query)
+        host = query.get("host", [""])[0] or unquote(parts.netloc.rpartition("@")[2])
+        if not host.startswith("/"):
+            host = parts.hostname or ""
         if host.startswith("/"):
-            return [Path(host)]
-        if host in ("", "localhost", "127.0.0.1", "::1"):
-            return [Path("/run/postgresql"), Path("/var/run/postgresql")]
-        return []
+            dirs = [host.split(":", 1)[0]]
+        elif host in ("", "localhost", "127.0.0.1", "::1"):
+            # where libpq and asyncpg look when no host is given
+            dirs = ["/run/postgresql", "/var/run/postgresql", "/tmp"]
+        else:
+            return []
+        try:
+            port = int(query.get("port", [""])[0] or parts.port or 5432)
+        except ValueError:
+            port = 5432
+        found: list[Path] = []
+        for directory in dirs:
+            path = Path(directory)
+            try:
+                mode = path.stat().st_mode
+            except OSError:
+                mode = 0
+            shared = mode & 0o1002 == 0o1002  # sticky and world-writable: /tmp
+            found.append(path / f".s.PGSQL.{port}" if shared else path)
+        return found
 
     def tool_workspace_roots(self) -> list[Path]:
         """Where sessions' workspaces may live (workspace_roots, every project's own

@@ -55,6 +55,11 @@ class Limits(BaseModel):
     tool_readonly_paths: tuple[str, ...] = ()
     #: The OS user tool processes run as (see parkgate.sandbox.tool_user); None = the worker's.
     tool_user: str | None = None
+    #: Host services' sockets and socket directories hidden from tools besides /run,
+    #: /var/run and the sockets found in shared directories (parkgate.sandbox.services).
+    tool_service_paths: tuple[str, ...] = ()
+    #: Tool name -> host service paths its processes see anyway (read-only, connectable).
+    tool_exposed_paths: dict[str, tuple[str, ...]] = Field(default_factory=dict)
 
     @classmethod
     def from_settings(cls, settings: Any, **overrides: Any) -> Limits:
@@ -82,6 +87,13 @@ class Limits(BaseModel):
             values["tool_workspace_roots"] = tuple(
                 str(p) for p in settings.tool_workspace_roots()
             )
+        if hasattr(settings, "service_tool_paths"):
+            values["tool_service_paths"] = tuple(str(p) for p in settings.service_tool_paths())
+        if getattr(settings, "tool_exposed_paths", None) is not None:
+            values["tool_exposed_paths"] = {
+                tool: tuple(str(p) for p in paths)
+                for tool, paths in settings.tool_exposed_paths.items()
+            }
         if getattr(settings, "tool_readonly_paths", None) is not None:
             values["tool_readonly_paths"] = tuple(str(p) for p in settings.tool_readonly_paths)
         return cls(**(values | overrides))

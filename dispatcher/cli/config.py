@@ -149,13 +149,29 @@ def network_table(settings: Settings, registry: Any) -> Table:
     table = Table(
         title="Network of tool processes", title_justify="left", caption_justify="left",
         caption="isolated: a network namespace of its own, no host service reachable. "
-        "Opt in with tool_network_tools / tool_network_classes. MCP servers "
-        "(mcp_servers) are not sandboxed and use the worker's network.",
+        "Opt in with tool_network_tools / tool_network_classes. Host sockets: the unix "
+        "sockets under /run, /var/run, the database's and tool_service_paths a tool sees "
+        "(tool_exposed_paths). MCP servers (mcp_servers) are not sandboxed and use the "
+        "worker's network.",
     )
     table.add_column("tool", style="bold")
     table.add_column("side effects")
     table.add_column("network")
+    table.add_column("host sockets")
     definitions = {d.name: d for d in registry.definitions()}
+
+    def sockets_of(name: str) -> str:
+        if settings.tool_sandbox == "off":
+            return "all (tool_sandbox: off)"
+        if reason is not None:
+            return "none (refused)" if settings.tool_sandbox == "required" else "all (no sandbox)"
+        own = limits.tool_exposed_paths.get(name, ())
+        if own:
+            return ", ".join(own)
+        for sub in definitions[name].composed_of or []:
+            if sub != name and limits.tool_exposed_paths.get(sub):
+                return f"{', '.join(limits.tool_exposed_paths[sub])} through {sub}"
+        return "hidden"
 
     def access_of(name: str) -> str:
         definition = definitions[name]
@@ -171,7 +187,10 @@ def network_table(settings: Settings, registry: Any) -> Table:
         cls = definition.side_effects.value
         access = access_of(definition.name)
         colour = "green" if access == "isolated" or access.startswith("none") else "yellow"
-        table.add_row(definition.name, cls.upper(), f"[{colour}]{access}[/{colour}]")
+        sockets = sockets_of(definition.name)
+        shade = "green" if sockets in ("hidden", "none (refused)") else "yellow"
+        table.add_row(definition.name, cls.upper(), f"[{colour}]{access}[/{colour}]",
+                      f"[{shade}]{sockets}[/{shade}]")
     return table
 
 
@@ -198,6 +217,11 @@ def settings_table(settings: Settings) -> Table:
     table.add_row("(database in use)", _mask_url(settings.effective_database_url))
     hidden = ", ".join(str(p) for p in settings.hidden_tool_paths())
     table.add_row("(paths hidden from tools)", hidden)
+    from parkgate.sandbox.services import SERVICE_DIRS
+
+    services = ", ".join([*SERVICE_DIRS, *(str(p) for p in settings.service_tool_paths())])
+    table.add_row("(host services hidden unless opted in)",
+                  f"{services}; sockets in /tmp, /var/tmp, /var/lib, /var/spool, /dev")
     return table
 
 

@@ -138,6 +138,9 @@ def build_pipeline(settings: Settings, *, extra_tools: Iterable[ToolFactory] = (
         tool_workspace_roots=tuple(str(p) for p in settings.tool_workspace_roots()),
         tool_readonly_paths=tuple(str(p) for p in settings.tool_readonly_paths),
         tool_user=settings.tool_user,
+        tool_service_paths=tuple(str(p) for p in settings.service_tool_paths()),
+        tool_exposed_paths={tool: tuple(str(p) for p in paths)
+                            for tool, paths in settings.tool_exposed_paths.items()},
     )
     return Pipeline(registry, policy, limits=limits)
 

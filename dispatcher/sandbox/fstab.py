@@ -8,6 +8,13 @@ directory), and a read-only bind of a path that is a mount point on the host
 the table and done by an explicit `mount` afterwards (`explicit`). Entries
 whose target will not exist in the namespace (under a cover, or not on the
 host) are left out: `mount` would fail on them, and they are hidden anyway.
+
+A masked service directory (`/run`) is assembled in a staging directory of the
+namespace's private /dev/shm while the host's paths are still in sight: each
+kept path is bound read-only to its place there (a kept file onto an empty
+file the script creates first, `stubs`), the staging directory is bound
+read-only over the service directory, and an empty tmpfs then covers the
+staging directory itself.
 """
 
 from __future__ import annotations
@@ -30,6 +37,11 @@ class Fstab:
     text: str = ""
     #: (path, per-mount flags to keep) for `mount --rbind -o ro,<flags> path path`.
     explicit: list[tuple[str, str]] = field(default_factory=list)
+    #: Empty files the script creates (with their directories) before `mount -a`.
+    stubs: list[str] = field(default_factory=list)
+
+#: Where a masked directory is assembled (the namespace's own /dev/shm).
+STAGING = "/dev/shm/.parkgate-mask-"
 
 
 def _escape(path: str) -> str:
@@ -49,12 +61,17 @@ def render(plan: MountPlan, flags_of: dict[str, str]) -> Fstab:
     holds = [path for op, path in plan.ops if op in ("hold", "holdro")]
     held = [path for op, path in plan.ops if op == "hold"]
     covered: list[str] = []
+    masks = plan.paths("mask")
+    kept = [path for op, path in plan.ops if op == "keep" and os.path.lexists(path)]
 
     def visible(path: str) -> bool:
         """Whether `path` exists inside the namespace when its entry comes up."""
         if not os.path.lexists(path):
             return False
         if any(contains(c, path) and c != path for c in covered):
+            return False
+        if any(contains(m, path) and m != path for m in masks) and not any(
+                contains(k, path) or contains(path, k) for k in kept):
             return False
         on_way = ws != "-" and (contains(path, ws) or contains(ws, path))
         return on_way or not any(contains(h, path) and h != path for h in held)
@@ -64,7 +81,26 @@ def render(plan: MountPlan, flags_of: dict[str, str]) -> Fstab:
     for op, path in plan.ops:
         flags = flags_of.get(path, "")
         ro = "ro" + (f",{flags}" if flags else "")
-        if op == "hold":
+        if op == "keep":
+            if path not in kept:
+                continue
+            mask = next(m for m in masks if contains(m, path))
+            staged = STAGING + str(masks.index(mask)) + path[len(mask.rstrip("/")):]
+            if os.path.isdir(path):
+                lines.append(_line(path, staged, "none", f"rbind,{ro},X-mount.mkdir=0755"))
+            else:
+                out.stubs.append(staged)
+                lines.append(_line(path, staged, "none", f"bind,{ro}"))
+        elif op == "mask":
+            staging = STAGING + str(masks.index(path))
+            if not os.path.lexists(path):
+                continue
+            if not any(contains(path, k) for k in kept):
+                lines.append(_line(tag, path, "tmpfs", _HIDE))
+            else:
+                lines.append(_line(staging, path, "none", "rbind,ro,nosuid,nodev,noexec"))
+                lines.append(_line(tag, staging, "tmpfs", _HIDE))
+        elif op == "hold":
             lines.append(_line(tag, path, "tmpfs", _HOLD))
         elif op == "holdro":
             if any(contains(h, path) and h != path for h in held):

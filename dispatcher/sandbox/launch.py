@@ -11,6 +11,12 @@ is not root), where
   PostgreSQL, the API) and everything else are out of reach, unless the tool is
   opted in by name (`tool_network_tools`) or by side-effect class
   (`tool_network_classes`);
+- host services reached by a unix socket's path are out of sight too (a network
+  namespace does not stop those): /run, /var/run, the history database's
+  socket directory and `tool_service_paths` are covered, sockets and FIFOs in
+  /tmp, /var/tmp, /var/lib, /var/spool and /dev are replaced by /dev/null,
+  unless the tool is opted in by name (`tool_exposed_paths`); what /etc links
+  to under /run (resolv.conf) stays readable (parkgate.sandbox.services);
 - its workspace is bound writable; the roots of other workspaces, every
   parkgate data directory, the directories of configured secret files, the
   logs of this process and `tool_hidden_paths` are covered by an empty
@@ -50,6 +56,7 @@ from parkgate.errors import ToolExecutionError
 from parkgate.sandbox.fstab import render
 from parkgate.sandbox.paths import installation_paths, log_paths, mount_flags
 from parkgate.sandbox.plan import MountPlan, build_plan, warn_once
+from parkgate.sandbox.services import SERVICE_DIRS, endpoints, etc_files_under, exposed_paths
 from parkgate.sandbox.tool_user import ToolUser, ToolUserError, resolve
 from parkgate.sandbox.toolenv import tool_environment
 from parkgate.truncation import Limits
@@ -64,7 +71,9 @@ _SETPRIV_DROP = ["--no-new-privs", "--bounding-set=-all", "--inh-caps=-all"]
 
 # Runs as pid 1 of the new namespaces, with the namespace's full capabilities,
 # in the workspace: give the namespace a private /dev/shm (the host's holds
-# other processes' shared memory, PostgreSQL's among them), write the mount
+# other processes' shared memory, PostgreSQL's among them), create there the
+# empty files kept files of masked service directories are bound onto
+# (parkgate.sandbox.fstab; `mkdir` only when there are any), write the mount
 # plan's fstab there (parkgate.sandbox.plan, parkgate.sandbox.fstab) and set
 # every mount up with one `mount -a`, then the read-only binds of host mount
 # points one by one, bring the namespace's own loopback up, and run the tool
@@ -76,9 +85,17 @@ _SETPRIV_DROP = ["--no-new-privs", "--bounding-set=-all", "--inh-caps=-all"]
 # mounts left it (`cd` by path: paths relative to the inherited directory would
 # bypass the mounts).
 _SCRIPT = r"""
-mount_bin=$1; ip_bin=$2; ws=$3; fstab=$4; shift 4
+mount_bin=$1; ip_bin=$2; mkdir_bin=$3; ws=$4; fstab=$5; stubs=$6; shift 6
 fail() { echo "parkgate sandbox: could not $1" >&2; exit 125; }
 "$mount_bin" -t tmpfs -o nosuid,nodev,mode=1777 parkgate-shm /dev/shm || fail "mount /dev/shm"
+if [ -n "$stubs" ]; then
+  set -f; old_ifs=$IFS; IFS='
+'
+  for stub in $stubs; do
+    "$mkdir_bin" -p -- "${stub%/*}" && : > "$stub" || fail "prepare $stub"
+  done
+  IFS=$old_ifs; set +f
+fi
 if [ -n "$fstab" ]; then
   printf '%s' "$fstab" > /dev/shm/.parkgate-fstab || fail "write the mount table"
   "$mount_bin" -a -c -T /dev/shm/.parkgate-fstab || fail "set up the sandbox's mounts"
@@ -111,15 +128,15 @@ def _which(name: str) -> str | None:
     return path if path is not None and os.access(path, os.X_OK) else None
 
 
-def _tools(unshare: str) -> tuple[str, str, str] | str:
-    """(unshare, mount, setpriv) as absolute paths, or why they cannot be found."""
+def _tools(unshare: str) -> tuple[str, str, str, str] | str:
+    """(unshare, mount, setpriv, mkdir) as absolute paths, or why they cannot be found."""
     found: list[str] = []
-    for name in (unshare, "mount", "setpriv"):
+    for name in (unshare, "mount", "setpriv", "mkdir"):
         path = _which(name)
         if path is None:
             return f"{name!r} not found or not executable"
         found.append(path)
-    return found[0], found[1], found[2]
+    return found[0], found[1], found[2], found[3]
 
 
 def sandboxed(
@@ -136,10 +153,10 @@ def sandboxed(
     tools = _tools(unshare)
     if isinstance(tools, str):
         raise FileNotFoundError(tools)
-    unshare_path, mount_path, setpriv_path = tools
+    unshare_path, mount_path, setpriv_path, mkdir_path = tools
     if not isinstance(plan, MountPlan):
         plan = MountPlan(workspace="-", ops=[("hide", os.path.realpath(p)) for p in plan])
-    flags = {path: mount_flags(path) for op, path in plan.ops if op in ("ro", "holdro")}
+    flags = {path: mount_flags(path) for op, path in plan.ops if op in ("ro", "holdro", "keep")}
     fstab = render(plan, flags)
     explicit = [part for path, kept in fstab.explicit
                 for part in ("," + kept if kept else "", path)]
@@ -147,8 +164,9 @@ def sandboxed(
     switch = user.setpriv_args() if user is not None else []
     return [
         *unshare_argv(unshare_path, as_root=os.geteuid() == 0, isolate_network=isolate_network),
-        "/bin/sh", "-c", _SCRIPT, "parkgate-sandbox", mount_path, ip_path, plan.workspace,
-        fstab.text, *explicit, "--", setpriv_path, *_SETPRIV_DROP, *switch, "--", *argv,
+        "/bin/sh", "-c", _SCRIPT, "parkgate-sandbox", mount_path, ip_path, mkdir_path,
+        plan.workspace, fstab.text, "\n".join(fstab.stubs), *explicit, "--", setpriv_path,
+        *_SETPRIV_DROP, *switch, "--", *argv,
     ]
 
 
@@ -171,8 +189,10 @@ def probe(unshare: str = "unshare", *, net: bool = False) -> str | None:
     `net`), else why not (cached per binary).
 
     Runs the real thing once: cover a directory holding a secret file and the
-    workspace, keep the workspace writable, then check from inside that the file
-    is gone, the workspace takes a write and no capability is left.
+    workspace, keep the workspace writable, mask a service directory but for one
+    kept file (as /run and resolv.conf's target), then check from inside that the
+    secret and the service are gone, the kept file and the workspace are there
+    and no capability is left.
     """
     if not sys.platform.startswith("linux"):
         return f"not Linux ({sys.platform})"
@@ -181,12 +201,17 @@ def probe(unshare: str = "unshare", *, net: bool = False) -> str | None:
         workspace = holder / "ws"
         workspace.mkdir(parents=True)
         (holder / "s").write_text("x")
+        service = Path(tmp) / "run"
+        (service / "kept").mkdir(parents=True)
+        (service / "kept" / "f").write_text("x")
+        (service / "sock").write_text("x")
         check = (
-            f"! test -e {holder}/s && echo ok > {workspace}/w && "
-            "grep -q 'CapEff:[[:space:]]*0*$' /proc/self/status"
+            f"! test -e {holder}/s && ! test -e {service}/sock && test -f {service}/kept/f && "
+            f"echo ok > {workspace}/w && grep -q 'CapEff:[[:space:]]*0*$' /proc/self/status"
         )
         try:
-            plan = build_plan(str(workspace), hidden=[str(holder)])
+            plan = build_plan(str(workspace), hidden=[str(holder)], services=[str(service)],
+                              keep=[str(service / "kept" / "f")])
             argv = sandboxed(["/bin/sh", "-c", check], plan, unshare, isolate_network=net)
             done = subprocess.run(
                 argv, capture_output=True, timeout=10, cwd=workspace,
@@ -268,14 +293,19 @@ def paths_to_hide(limits: Limits, workspace: str) -> list[str]:
     return build_plan(workspace, hidden=limits.tool_hidden_paths).paths("hide")
 
 
-def plan_for(limits: Limits, workspace: str) -> MountPlan:
-    """The full mount plan of one tool process in `workspace`."""
+def plan_for(limits: Limits, workspace: str, tool_name: str = "") -> MountPlan:
+    """The full mount plan of one process of `tool_name` in `workspace`: host
+    services' sockets are looked for now (parkgate.sandbox.services)."""
+    service_dirs = [*SERVICE_DIRS, *limits.tool_service_paths]
     return build_plan(
         workspace,
         hidden=[*limits.tool_hidden_paths, *log_paths()],
         roots=limits.tool_workspace_roots,
         readonly=limits.tool_readonly_paths,
         protected=installation_paths(),
+        services=[*service_dirs, *endpoints()],
+        keep=[*exposed_paths(limits.tool_exposed_paths, tool_name),
+              *etc_files_under(service_dirs)],
     )
 
 
@@ -359,8 +389,8 @@ async def tool_command(argv: Sequence[str], context: ToolContext) -> list[str]:
                 net_reason,
             )
             isolate = False
-    return sandboxed(argv, plan_for(limits, context.workspace_path), unshare,
-                     isolate_network=isolate, user=user)
+    plan = await asyncio.to_thread(plan_for, limits, context.workspace_path, context.tool_name)
+    return sandboxed(argv, plan, unshare, isolate_network=isolate, user=user)
 
 
 async def spawn_tool_process(

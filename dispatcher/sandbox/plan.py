@@ -4,6 +4,11 @@ Pure path arithmetic (realpath is its only look at the disk); parkgate.sandbox.l
 turns the plan into `op path` pairs that its namespace script carries out in
 this order:
 
+0. `keep K` for each opted-in path inside a covered host-service directory,
+   then `mask S`: the service directory (`/run`, ...) replaced by a read-only
+   copy that holds only the kept paths (read-only binds); a service directory
+   with nothing kept is a plain `hide` (step 4), like the sockets found in
+   shared directories (parkgate.sandbox.services);
 1. `hold P` for every hidden directory or read-only path that holds the
    workspace, outermost first: a hidden one gets an empty tmpfs in which the
    way down to the workspace is recreated, a read-only one a read-only bind;
@@ -84,6 +89,8 @@ def build_plan(
     roots: Iterable[str] = (),
     readonly: Iterable[str] = (),
     protected: Iterable[str] = (),
+    services: Iterable[str] = (),
+    keep: Iterable[str] = (),
 ) -> MountPlan:
     """The plan for a tool in `workspace`.
 
@@ -91,6 +98,11 @@ def build_plan(
     covered like hidden ones except for this workspace. readonly: read-only,
     this workspace kept writable inside them. protected: read-only, and a
     workspace inside one is read-only as well (parkgate's own code).
+    services: host services' sockets and the directories holding them, covered
+    like hidden ones even when they are system directories (`/run`), never the
+    workspace or what lies in it. keep: paths this tool may see after all; a
+    service inside one is not covered, one inside a service directory is shown
+    read-only in it (a socket on a read-only bind still connects).
     """
     ws = os.path.realpath(workspace)
     holds: list[tuple[str, str]] = []
@@ -122,7 +134,11 @@ def build_plan(
             warn_once(f"protected:{ws}", "sandbox: workspace %s lies in parkgate's own "
                       "installation %s; tools get it read-only", ws, path)
         ro.append(path)
+    masks, keeps, service_hides = _services(ws, services, keep, protected)
+    covers += service_hides
     plan = MountPlan(workspace=ws)
+    plan.ops += [("keep", path) for path in keeps]
+    plan.ops += [("mask", path) for path in masks]
     holds.sort(key=lambda op: _depth(op[1]))
     plan.ops += holds
     if holds:
@@ -133,3 +149,31 @@ def build_plan(
         plan.ops.append(("ro", ws))
     plan.ops += [("hide", path) for path in sorted(covers, key=_depth)]
     return plan
+
+
+def _services(
+    ws: str, services: Iterable[str], keep: Iterable[str], protected: Iterable[str]
+) -> tuple[list[str], list[str], list[str]]:
+    """(masked service directories, the paths kept in them, services covered whole)."""
+    exposed = _unique_real(keep)
+    shown = [*exposed, *(p for p in _unique_real(protected) if p != "/")]
+    masks: list[str] = []
+    keeps: list[str] = []
+    hides: list[str] = []
+    for path in sorted(_unique_real(services), key=_depth):
+        if contains(ws, path) or any(contains(k, path) for k in exposed):
+            continue  # the tool's own, or opted in whole
+        if contains(path, ws):
+            warn_once(f"service-ws:{path}", "sandbox: %s holds the workspace %s; host "
+                      "services under it are not hidden from its tools", path, ws)
+            continue
+        if any(contains(outer, path) for outer in (*masks, *hides)):
+            continue
+        inside = [k for k in shown if contains(path, k) and k != path and "\n" not in k]
+        inside = [k for k in inside if not any(contains(o, k) and o != k for o in inside)]
+        if inside:
+            masks.append(path)
+            keeps += sorted(inside, key=_depth)
+        else:
+            hides.append(path)
+    return masks, keeps, hides

@@ -23,7 +23,7 @@ def test_config_check_names_the_tool_user_and_each_tools_network(
     assert "tool user: " in out
     assert "Network of tool processes" in out
     shell = [line for line in out.splitlines() if line.startswith("│ shell ") and
-             line.count("│") == 4]
+             line.count("│") == 5]
     assert shell and "host network (tool_network_tools)" in shell[0], out
 
 
