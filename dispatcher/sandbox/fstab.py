@@ -39,6 +39,10 @@ class Fstab:
     explicit: list[tuple[str, str]] = field(default_factory=list)
     #: Empty files the script creates (with their directories) before `mount -a`.
     stubs: list[str] = field(default_factory=list)
+    #: A second table for sockets that may vanish meanwhile (`mute`): its failures
+    #: are not fatal, but none of `muted` may be a socket or FIFO afterwards.
+    volatile: str = ""
+    muted: list[str] = field(default_factory=list)
 
 #: Where a masked directory is assembled (the namespace's own /dev/shm).
 STAGING = "/dev/shm/.parkgate-mask-"
@@ -125,6 +129,10 @@ def render(plan: MountPlan, flags_of: dict[str, str]) -> Fstab:
                 lines.append(_line(tag, path, "tmpfs", _HIDE))
             else:
                 lines.append(_line("/dev/null", path, "none", "bind"))
+        elif op == "mute":
+            if visible(path) and "\n" not in path:
+                out.muted.append(path)
+                out.volatile += _line("/dev/null", path, "none", "bind")
         else:
             raise ValueError(f"unknown mount op {op!r}")
     out.text = "".join(lines)

@@ -85,7 +85,8 @@ _SETPRIV_DROP = ["--no-new-privs", "--bounding-set=-all", "--inh-caps=-all"]
 # mounts left it (`cd` by path: paths relative to the inherited directory would
 # bypass the mounts).
 _SCRIPT = r"""
-mount_bin=$1; ip_bin=$2; mkdir_bin=$3; ws=$4; fstab=$5; stubs=$6; shift 6
+mount_bin=$1; ip_bin=$2; mkdir_bin=$3; ws=$4; fstab=$5; stubs=$6; volatile=$7; muted=$8
+shift 8
 fail() { echo "parkgate sandbox: could not $1" >&2; exit 125; }
 "$mount_bin" -t tmpfs -o nosuid,nodev,mode=1777 parkgate-shm /dev/shm || fail "mount /dev/shm"
 if [ -n "$stubs" ]; then
@@ -100,6 +101,17 @@ if [ -n "$fstab" ]; then
   printf '%s' "$fstab" > /dev/shm/.parkgate-fstab || fail "write the mount table"
   "$mount_bin" -a -c -T /dev/shm/.parkgate-fstab || fail "set up the sandbox's mounts"
   : > /dev/shm/.parkgate-fstab
+fi
+if [ -n "$volatile" ]; then
+  printf '%s' "$volatile" > /dev/shm/.parkgate-fstab || fail "write the mount table"
+  "$mount_bin" -a -c -T /dev/shm/.parkgate-fstab 2>/dev/null
+  : > /dev/shm/.parkgate-fstab
+  set -f; old_ifs=$IFS; IFS='
+'
+  for end in $muted; do
+    if [ -S "$end" ] || [ -p "$end" ]; then fail "hide the socket $end"; fi
+  done
+  IFS=$old_ifs; set +f
 fi
 while [ "$#" -gt 0 ] && [ "$1" != "--" ]; do
   "$mount_bin" --rbind -o "ro$1" "$2" "$2" || fail "make $2 read-only"
@@ -165,7 +177,8 @@ def sandboxed(
     return [
         *unshare_argv(unshare_path, as_root=os.geteuid() == 0, isolate_network=isolate_network),
         "/bin/sh", "-c", _SCRIPT, "parkgate-sandbox", mount_path, ip_path, mkdir_path,
-        plan.workspace, fstab.text, "\n".join(fstab.stubs), *explicit, "--", setpriv_path,
+        plan.workspace, fstab.text, "\n".join(fstab.stubs), fstab.volatile,
+        "\n".join(fstab.muted), *explicit, "--", setpriv_path,
         *_SETPRIV_DROP, *switch, "--", *argv,
     ]
 
@@ -190,9 +203,9 @@ def probe(unshare: str = "unshare", *, net: bool = False) -> str | None:
 
     Runs the real thing once: cover a directory holding a secret file and the
     workspace, keep the workspace writable, mask a service directory but for one
-    kept file (as /run and resolv.conf's target), then check from inside that the
-    secret and the service are gone, the kept file and the workspace are there
-    and no capability is left.
+    kept file (as /run and resolv.conf's target) and mute a FIFO, then check
+    from inside that the secret, the service and the FIFO are gone, the kept
+    file and the workspace are there and no capability is left.
     """
     if not sys.platform.startswith("linux"):
         return f"not Linux ({sys.platform})"
@@ -205,13 +218,16 @@ def probe(unshare: str = "unshare", *, net: bool = False) -> str | None:
         (service / "kept").mkdir(parents=True)
         (service / "kept" / "f").write_text("x")
         (service / "sock").write_text("x")
+        fifo = Path(tmp) / "fifo"
+        os.mkfifo(fifo)
         check = (
             f"! test -e {holder}/s && ! test -e {service}/sock && test -f {service}/kept/f && "
-            f"echo ok > {workspace}/w && grep -q 'CapEff:[[:space:]]*0*$' /proc/self/status"
+            f"! test -p {fifo} && echo ok > {workspace}/w && "
+            "grep -q 'CapEff:[[:space:]]*0*$' /proc/self/status"
         )
         try:
             plan = build_plan(str(workspace), hidden=[str(holder)], services=[str(service)],
-                              keep=[str(service / "kept" / "f")])
+                              keep=[str(service / "kept" / "f")], endpoints=[str(fifo)])
             argv = sandboxed(["/bin/sh", "-c", check], plan, unshare, isolate_network=net)
             done = subprocess.run(
                 argv, capture_output=True, timeout=10, cwd=workspace,
@@ -296,16 +312,18 @@ def paths_to_hide(limits: Limits, workspace: str) -> list[str]:
 def plan_for(limits: Limits, workspace: str, tool_name: str = "") -> MountPlan:
     """The full mount plan of one process of `tool_name` in `workspace`: host
     services' sockets are looked for now (parkgate.sandbox.services)."""
-    service_dirs = [*SERVICE_DIRS, *limits.tool_service_paths]
+    service_dirs = [p for p in (*SERVICE_DIRS, *limits.tool_service_paths) if os.path.isdir(p)]
+    sockets = [p for p in limits.tool_service_paths if p not in service_dirs]
     return build_plan(
         workspace,
         hidden=[*limits.tool_hidden_paths, *log_paths()],
         roots=limits.tool_workspace_roots,
         readonly=limits.tool_readonly_paths,
         protected=installation_paths(),
-        services=[*service_dirs, *endpoints()],
+        services=service_dirs,
         keep=[*exposed_paths(limits.tool_exposed_paths, tool_name),
               *etc_files_under(service_dirs)],
+        endpoints=[*sockets, *endpoints()],
     )
 
 

@@ -7,8 +7,7 @@ this order:
 0. `keep K` for each opted-in path inside a covered host-service directory,
    then `mask S`: the service directory (`/run`, ...) replaced by a read-only
    copy that holds only the kept paths (read-only binds); a service directory
-   with nothing kept is a plain `hide` (step 4), like the sockets found in
-   shared directories (parkgate.sandbox.services);
+   with nothing kept is a plain `hide` (step 4);
 1. `hold P` for every hidden directory or read-only path that holds the
    workspace, outermost first: a hidden one gets an empty tmpfs in which the
    way down to the workspace is recreated, a read-only one a read-only bind;
@@ -20,7 +19,10 @@ this order:
    (parkgate's own code as a workspace) makes the workspace read-only too;
 4. `hide P`: empty read-only tmpfs over each hidden directory (the data
    directories, other workspaces' roots, secret and log directories), then
-   /dev/null over each hidden file.
+   /dev/null over each hidden file;
+5. `mute E`: /dev/null over each socket or FIFO found in a shared directory
+   (parkgate.sandbox.services); one may be gone by the time the namespace is
+   set up, so these come last and a failure is checked, not fatal.
 """
 
 from __future__ import annotations
@@ -91,6 +93,7 @@ def build_plan(
     protected: Iterable[str] = (),
     services: Iterable[str] = (),
     keep: Iterable[str] = (),
+    endpoints: Iterable[str] = (),
 ) -> MountPlan:
     """The plan for a tool in `workspace`.
 
@@ -102,7 +105,8 @@ def build_plan(
     like hidden ones even when they are system directories (`/run`), never the
     workspace or what lies in it. keep: paths this tool may see after all; a
     service inside one is not covered, one inside a service directory is shown
-    read-only in it (a socket on a read-only bind still connects).
+    read-only in it (a socket on a read-only bind still connects). endpoints:
+    sockets and FIFOs found outside the services, muted like them.
     """
     ws = os.path.realpath(workspace)
     holds: list[tuple[str, str]] = []
@@ -136,6 +140,11 @@ def build_plan(
         ro.append(path)
     masks, keeps, service_hides = _services(ws, services, keep, protected)
     covers += service_hides
+    outer = [*masks, *service_hides]
+    exposed = _unique_real(keep)
+    mutes = [path for path in _unique_real(endpoints)
+             if not contains(ws, path) and not any(contains(k, path) for k in exposed)
+             and not any(contains(o, path) for o in outer)]
     plan = MountPlan(workspace=ws)
     plan.ops += [("keep", path) for path in keeps]
     plan.ops += [("mask", path) for path in masks]
@@ -148,6 +157,7 @@ def build_plan(
     if protect_ws:
         plan.ops.append(("ro", ws))
     plan.ops += [("hide", path) for path in sorted(covers, key=_depth)]
+    plan.ops += [("mute", path) for path in mutes]
     return plan
 
 

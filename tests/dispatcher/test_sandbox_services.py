@@ -302,3 +302,25 @@ def _non_root_hides_run(workspace: Path, run_unprivileged: Any) -> None:
         marker.rmdir()
     runs = [line for line in done.stdout.splitlines() if line.startswith("RUN:")]
     assert runs == ["RUN:==end== ", f"RUN:{marker.name} ==end== "], done.stdout + done.stderr
+
+
+@needs_sandbox
+def test_a_socket_gone_before_the_sandbox_is_set_up_is_no_error(tmp_path: Path) -> None:
+    """Sockets are looked for when the call starts; one that goes away before the
+    namespace's mounts are made (a server stopping) must not fail the call, and
+    one still there is muted."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    gone, kept = tmp_path / "gone.sock", tmp_path / "kept.sock"
+    servers = [_listen(str(gone)), _listen(str(kept))]
+    try:
+        plan = build_plan(str(ws), endpoints=[str(gone), str(kept)])
+        argv = sandboxed(["/bin/sh", "-c", f"test -S {kept} || echo muted; echo ran"], plan)
+        servers[0].close()
+        gone.unlink()
+        done = subprocess.run(argv, cwd=ws, capture_output=True, text=True, timeout=30,
+                              check=False)
+    finally:
+        for server in servers:
+            server.close()
+    assert done.returncode == 0 and done.stdout == "muted\nran\n", done.stdout + done.stderr
