@@ -57,8 +57,13 @@ def serve(
     key_name: str | None = typer.Option(
         None, "--key-name", help="Name of the API key created at start (default: serve-<4 hex>)."
     ),
+    new_keys: bool = typer.Option(
+        False, "--new-keys", help="Mint a new agent and approver key and revoke the pair the "
+        "last start printed (by default each start of a data directory reuses it)."
+    ),
 ) -> None:
-    """Start Temporal, a worker and the API on 127.0.0.1; print the URLs and a fresh API key."""
+    """Start Temporal, a worker and the API on 127.0.0.1; print the URLs and the API keys
+    (the same pair at every start of a data directory, unless --new-keys)."""
     from parkgate.api.assemble import api_app
     from parkgate.runtime.embedded import Banner, EmbeddedStack, StartupError
 
@@ -73,6 +78,7 @@ def serve(
         ui_port=ui_port,
         log_level=log_level,
         key_name=key_name,
+        new_keys=new_keys,
     )
     err_console.print(f"parkgate: starting (data in {settings.data_dir}) ...")
     warn_root(settings.tool_user)

@@ -155,7 +155,9 @@ def test_serve_parks_survives_restart_and_approves(
 
     second = Serve(serve_env, port, tmp_path / "serve-2.log")
     started.append(second)
+    first_key = headers["Authorization"].removeprefix("Bearer ")
     urls = second.wait_ready()
+    assert urls["key"] == first_key  # the same pair at every start of a data directory
     headers = {"Authorization": f"Bearer {urls['key']}"}
     with httpx.Client(base_url=urls["api"], headers=headers, timeout=30) as api:
         again = api.get("/v1/sessions/s1/tool-calls/w1")
