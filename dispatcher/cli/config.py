@@ -210,7 +210,10 @@ def settings_table(settings: Settings) -> Table:
         elif isinstance(value, list):
             shown = ", ".join(str(v.url if hasattr(v, "url") else v) for v in value) or "-"
         elif isinstance(value, dict):
-            shown = ", ".join(f"{k}={v}" for k, v in value.items()) or "-"
+            shown = ", ".join(
+                f"{k}={' '.join(map(str, v)) if isinstance(v, list) else v}"
+                for k, v in value.items()
+            ) or "-"
         else:
             shown = "-" if value is None or value == "" else str(value)
         table.add_row(name, shown)

@@ -22,7 +22,7 @@ import asyncpg
 import pytest
 
 from parkgate import ConfirmationPolicy, Limits, Session, ToolDispatcher, ToolUseBlock
-from parkgate.cli.config import load_registry, network_table
+from parkgate.cli.config import load_registry, network_table, settings_table
 from parkgate.sandbox.launch import probe, sandboxed
 from parkgate.sandbox.plan import build_plan
 from parkgate.sandbox.services import endpoints, etc_files_under
@@ -268,6 +268,9 @@ def test_exposed_paths_are_absolute_and_shown_by_config_check(tmp_path: Path) ->
     rows = {line.split("│")[1].strip(): line for line in console.export_text().splitlines()
             if "│" in line}
     assert "/run/postgresql" in rows["shell"] and "/run/postgresql" not in rows["read_file"]
+    console = Console(record=True, width=240)
+    console.print(settings_table(settings))
+    assert "shell=/run/postgresql" in console.export_text()
 
 
 @needs_sandbox
