@@ -6,6 +6,7 @@ import inspect
 from collections.abc import Mapping
 
 from temporalio import activity
+from temporalio.exceptions import ApplicationError
 
 from parkgate.activities.deps import Deps
 from parkgate.activities.execute import ExecuteActivities
@@ -26,7 +27,15 @@ from parkgate.durable.payloads import (
 from parkgate.models import Session, utcnow
 from parkgate.rules.remembered import RULE_PREFIX, matching_rule, rest_hash
 from parkgate.rules.shellwords import WrapperShape
+from parkgate.store.errors import is_unreachable
 from parkgate.verdicts import Deny, Execute, NeedsApproval, PreparedCall, Verdict
+
+#: Attempts a classification that fails for any reason but a store outage gets
+#: (the workflow's retry policy has no cap: `parkgate.workflows.call_record.CLASSIFY_RETRY`).
+CLASSIFY_ATTEMPTS = 5
+#: ApplicationError type of a classification the store did not answer: retried
+#: until it does, so a history outage delays a call, never fails it.
+STORE_UNREACHABLE = "StoreUnreachable"
 
 
 async def remembered_verdict(
@@ -87,11 +96,33 @@ class ClassifyActivities:
 
     @activity.defn(name=ACT_CLASSIFY)
     async def classify(self, inp: ClassifyInput) -> ClassifyOutput:
+        """Classify (and maybe run) one call. The workflow retries this without a
+        cap; a failure the store's outage did not cause ends retrying after
+        CLASSIFY_ATTEMPTS attempts (non-retryable), as a capped policy did."""
+        try:
+            return await self._classify(inp)
+        except Exception as exc:
+            if isinstance(exc, ApplicationError) and exc.type == STORE_UNREACHABLE:
+                raise
+            if activity.in_activity() and activity.info().attempt >= CLASSIFY_ATTEMPTS:
+                raise ApplicationError(f"{type(exc).__name__}: {exc}", type=type(exc).__name__,
+                                       non_retryable=True) from exc
+            raise
+
+    async def _classify(self, inp: ClassifyInput) -> ClassifyOutput:
         verdict = await self.deps.pipeline.classify(inp.call, inp.session,
                                                     client_tool=inp.client_tool)
         if isinstance(verdict, NeedsApproval):
-            verdict = await remembered_verdict(self.deps.store, verdict, inp.session,
-                                               self.deps.pipeline.policy.wrappers())
+            try:
+                verdict = await remembered_verdict(self.deps.store, verdict, inp.session,
+                                                   self.deps.pipeline.policy.wrappers())
+            except Exception as exc:
+                if not is_unreachable(exc):
+                    raise
+                activity.logger.warning("store unreachable while classifying; retrying: %s",
+                                        type(exc).__name__)
+                raise ApplicationError(f"the store did not answer: {type(exc).__name__}",
+                                       type=STORE_UNREACHABLE) from exc
         definition = None if isinstance(verdict, Deny) else verdict.prepared.definition
         out = ClassifyOutput(verdict=verdict, plan=plan_for(definition, self.deps.settings))
         # A client tool is never run here: it is released to its client.

@@ -31,7 +31,7 @@ from parkgate.workflows.call_decide import Decisions
 from parkgate.workflows.call_exec import Execution
 from parkgate.workflows.call_notices import Notices
 from parkgate.workflows.call_park import Parking
-from parkgate.workflows.call_record import LOCAL_RETRY
+from parkgate.workflows.call_record import CLASSIFY_RETRY
 from parkgate.workflows.client_exec import ClientExecution
 
 with workflow.unsafe.imports_passed_through():
@@ -141,7 +141,7 @@ class ToolCallWorkflow(Decisions, Parking, Notices, Execution, ClientExecution):
                     classify_input,
                     task_queue=queue,
                     start_to_close_timeout=_CLASSIFY_TIMEOUT,
-                    retry_policy=LOCAL_RETRY,
+                    retry_policy=CLASSIFY_RETRY,
                     cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
                 )
             else:
@@ -149,7 +149,7 @@ class ToolCallWorkflow(Decisions, Parking, Notices, Execution, ClientExecution):
                     acts.classify,
                     classify_input,
                     start_to_close_timeout=_CLASSIFY_TIMEOUT,
-                    retry_policy=LOCAL_RETRY,
+                    retry_policy=CLASSIFY_RETRY,
                     cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
                 )
         except ActivityError as exc:

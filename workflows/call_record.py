@@ -44,8 +44,17 @@ with workflow.unsafe.imports_passed_through():
 
 #: Local activities (classify, record, revalidate) are fast and idempotent.
 LOCAL_TIMEOUT = timedelta(seconds=30)
-#: classify and revalidate are pure: a few attempts, then the call ends with an error.
+#: revalidate is pure: a few attempts, then the call ends with an error.
 LOCAL_RETRY = RetryPolicy(maximum_attempts=5, initial_interval=timedelta(milliseconds=200))
+#: classify reads the store (remembered rules): no cap, so a store outage delays
+#: the call until the store answers (or the call is cancelled). The activity
+#: makes any other failure non-retryable at its 5th attempt (`CLASSIFY_ATTEMPTS`),
+#: as LOCAL_RETRY did. A retry policy is no command of its own (a local
+#: activity's lives in the worker; a scheduled one's is an attribute replay
+#: does not compare), so recorded histories replay unchanged.
+CLASSIFY_RETRY = RetryPolicy(
+    initial_interval=timedelta(milliseconds=200), maximum_interval=timedelta(seconds=5)
+)
 #: Store writes retry until the store is back (a history outage delays, never fails, a call).
 _RECORD_RETRY = RetryPolicy(
     initial_interval=timedelta(milliseconds=200), maximum_interval=timedelta(seconds=10)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from sqlalchemy import exc as sa_exc
+
 
 class StoreError(Exception):
     """Base class of history-store errors."""
@@ -87,3 +89,13 @@ def unavailable(where: str, exc: BaseException) -> DatabaseUnavailableError:
     cause = getattr(exc, "orig", None) or exc
     reason = " ".join(str(cause).split()) or type(cause).__name__
     return DatabaseUnavailableError(f"cannot connect to the database {where}: {reason}")
+
+
+def is_unreachable(exc: BaseException) -> bool:
+    """True when `exc` says the database did not answer (down, restarting, no
+    connection in time), not that a statement is wrong: callers that must
+    outlast an outage retry these, and only these, without a cap."""
+    if isinstance(exc, sa_exc.DBAPIError) and exc.connection_invalidated:
+        return True
+    return isinstance(exc, (sa_exc.OperationalError, sa_exc.InterfaceError,
+                            sa_exc.TimeoutError, OSError, TimeoutError))
