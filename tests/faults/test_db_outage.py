@@ -22,7 +22,7 @@ from temporalio.service import RPCError
 
 from tests.faults.conftest import StackFactory, scale
 from tests.faults.harness import summary
-from tests.faults.harness.apiclient import AgentClient
+from tests.faults.harness.apiclient import TERMINAL, AgentClient
 from tests.faults.harness.calls import PlannedCall, check
 from tests.faults.harness.drive import drive, drive_all
 from tests.faults.harness.postgres import PrivatePostgres
@@ -57,6 +57,16 @@ async def started(temporal: Client, calls: list[PlannedCall], timeout: float = 6
                 await asyncio.sleep(0.1)
 
 
+async def decide_then_wait(client: AgentClient, call: PlannedCall, path: str) -> None:
+    """The human's decision on a parked call, sent at once; then wait for the end."""
+    allow = call.kind == "approve"
+    r = await client.request("POST", path, deadline=time.monotonic() + 180, json={
+        "decision": "allow" if allow else "deny", "reason": "" if allow else "no"})
+    assert r.status_code == 200, f"decide {call.tool_use_id}: {r.status_code} {r.text}"
+    call.final = await client.wait_status(call.session_id, call.tool_use_id, TERMINAL,
+                                          timeout=120)
+
+
 async def test_database_outage_mid_run(make_stack: StackFactory,
                                        private_pg: PrivatePostgres) -> None:
     stack = await make_stack(workers=1, database_url=private_pg.url)
@@ -82,10 +92,14 @@ async def test_database_outage_mid_run(make_stack: StackFactory,
 
     for c in before + parked:
         await client.submit(c.session_id, c.turn_id, c.block())
+    confirm: dict[str, str] = {}  # tool_use_id -> the path that decides it
     for c in parked:
         res = await client.wait_status(c.session_id, c.tool_use_id, {"parked"}, timeout=60)
         assert res.get("status") == "parked", res
         c.history.append("parked")
+        rid = await client.request_id(c.session_id, res)
+        confirm[c.tool_use_id] = (f"/v1/sessions/{c.session_id}/turns/{c.turn_id}"
+                                  f"/confirmations/{rid}")
     await asyncio.sleep(1.0)  # the long runners are mid-execution now
 
     # Freeze the worker (not its tools) so `late` is classified only once the
@@ -105,11 +119,14 @@ async def test_database_outage_mid_run(make_stack: StackFactory,
     # Humans decide and agents submit while the database is down.
     work = asyncio.gather(
         late_work,
-        drive_all(client, parked, timeout=180),
+        *(decide_then_wait(client, c, confirm[c.tool_use_id]) for c in parked),
         drive_all(client, during, timeout=180),
         *(drive(client, c, timeout=180) for c in before),
     )
     await outage
+    # Every decision sent while the database was down was refused with a 503
+    # that says when to retry (not applied, not lost: the retry decided it).
+    assert set(confirm.values()) <= client.errors.advised, client.errors.advised
     await asyncio.sleep(5.0)  # connection pools notice the database is back
     client.errors.fault_active = False
     await work

@@ -31,6 +31,8 @@ class ServerErrorLog:
 
     unexpected: list[str] = field(default_factory=list)
     tolerated: int = 0
+    #: The paths of tolerated 503s that advised when to retry (Retry-After).
+    advised: set[str] = field(default_factory=set)
     fault_active: bool = False
 
     def note(self, response: httpx.Response) -> None:
@@ -38,6 +40,8 @@ class ServerErrorLog:
             return
         if response.status_code == 503 and self.fault_active:
             self.tolerated += 1
+            if response.headers.get("retry-after"):
+                self.advised.add(response.request.url.path)
             return
         try:
             body = response.text[:300]
