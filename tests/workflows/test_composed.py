@@ -310,6 +310,41 @@ async def test_non_atomic_composed_tool_parks_each_sub_call(
         assert await repo.get_approval(second) is None
 
 
+async def test_approved_composed_call_then_parks_its_sub_calls(
+    temporal_env: WorkflowEnvironment, sqlite_repo: Any, tmp_path: Path
+) -> None:
+    """A non-atomic composed call that itself needed approval: its own decision
+    is stored once, before the run; its sub-calls then park and resume as usual."""
+    async with durable_rig(
+        temporal_env.client, sqlite_repo, tmp_path, extra_tools=[TwoWrites]
+    ) as rig:
+        session = rig.session()
+        sid = session.session_id
+        handle = await rig.dispatcher.start(
+            ToolUseBlock(id="tu_ap", name="two_writes", input={"text": "a"}), session)
+        own = await rig.wait_parked(sid, "tu_ap")
+        assert (await rig.dispatcher.decide(own, "allow", decided_by="ann")).accepted
+        first = await wait_request(sqlite_repo, sid, "tu_ap.1")
+        assert first != own
+        assert (await rig.dispatcher.decide(first, "allow", decided_by="bob")).accepted
+        second = await wait_request(sqlite_repo, sid, "tu_ap.2")
+        assert (await rig.dispatcher.decide(second, "deny", decided_by="bob")).accepted
+        outcome = await handle.result()
+        assert outcome.result.text.splitlines() == [
+            "first.txt: ok", "second.txt: user_denied", "read: ok"]
+        steps = [(e.event.tool_use_id, e.event.type)
+                 for e in await sqlite_repo.timeline(sid, "tu_ap")]
+        assert steps[:3] == [("tu_ap", "tool.confirmation_requested"),
+                             ("tu_ap", "tool.confirmation_resolved"), ("tu_ap", "tool.called")]
+        assert steps.count(("tu_ap", "tool.confirmation_resolved")) == 1
+        assert steps.count(("tu_ap", "tool.called")) == 1
+        assert steps[-1] == ("tu_ap", "tool.completed")
+        row = await sqlite_repo.get_call(sid, "tu_ap")
+        assert row.status == CallStatus.SUCCEEDED and row.decided_by == "ann"
+        assert (await sqlite_repo.get_approval(first)).decided_by == "bob"
+        assert (await sqlite_repo.verify_chain(sid)).problems == []
+
+
 async def test_sub_call_request_is_announced_to_webhooks(
     temporal_env: WorkflowEnvironment, sqlite_repo: Any, tmp_path: Path
 ) -> None:
