@@ -316,3 +316,37 @@ async def test_rotation_the_new_key_signs_and_the_old_one_still_verifies(
             assert won.accepted and won.winner is not None, (key_id, won)
             assert (await handle.result()).status == CallStatus.SUCCEEDED
             assert (rig.workspace / f"{tool_use_id}.txt").read_text() == key_id
+
+
+async def test_forged_decisions_on_a_composed_sub_call_are_refused(
+    temporal_env: WorkflowEnvironment, sqlite_repo: Any, tmp_path: Path
+) -> None:
+    """A sub-call's request is decided through its SubCallApproval workflow: a
+    direct Temporal client cannot decide it either; the API still can (signal)."""
+    from tests.workflows.test_composed import PARENT_AUTO, TwoWrites, wait_request
+
+    async with durable_rig(temporal_env.client, sqlite_repo, tmp_path, policy=PARENT_AUTO,
+                           extra_tools=[TwoWrites]) as rig:
+        session = rig.session()
+        sid = session.session_id
+        handle = await rig.dispatcher.start(
+            ToolUseBlock(id="tu_fs", name="two_writes", input={"text": "x"}), session)
+        rid = await wait_request(sqlite_repo, sid, "tu_fs.1")
+        forger = Forger.on(temporal_env.client.service_client, temporal_env.client.namespace)
+        wf = call_workflow_id(sid, "tu_fs.1")
+        await forger.forge_all(wf, rid, decision="allow")
+        assert_all_refused(forger)
+        view = await rig.dispatcher.status(sid, "tu_fs.1")
+        assert view.status == CallStatus.PARKED and view.decision is None
+        assert not (rig.workspace / "first.txt").exists()
+
+        sent = await rig.dispatcher.decide(rid, "deny", decided_by="ann", wait=False)
+        assert sent.message == "decision sent (signal)"
+        second = await wait_request(sqlite_repo, sid, "tu_fs.2")
+        await rig.dispatcher.decide(second, "deny", decided_by="ann")
+        outcome = await handle.result()
+        assert outcome.result.text.splitlines()[:2] == [
+            "first.txt: user_denied", "second.txt: user_denied"]
+        stored = await sqlite_repo.get_approval(rid)
+        assert stored.decision == "deny" and stored.decided_by == "ann"
+        await assert_no_invented_names(rig, sqlite_repo, sid, "tu_fs")
