@@ -173,6 +173,9 @@ def _services(
     for path in sorted(_unique_real(services), key=_depth):
         if contains(ws, path) or any(contains(k, path) for k in exposed):
             continue  # the tool's own, or opted in whole
+        if path in SYSTEM_DIRS and path != "/run":  # /run holds nothing a shell needs
+            warn_once(f"system:{path}", "sandbox: %s is a system directory; not hidden", path)
+            continue
         if contains(path, ws):
             warn_once(f"service-ws:{path}", "sandbox: %s holds the workspace %s; host "
                       "services under it are not hidden from its tools", path, ws)

@@ -327,3 +327,10 @@ def test_a_socket_gone_before_the_sandbox_is_set_up_is_no_error(tmp_path: Path) 
         for server in servers:
             server.close()
     assert done.returncode == 0 and done.stdout == "muted\nran\n", done.stdout + done.stderr
+
+
+def test_a_system_directory_is_no_service_directory(tmp_path: Path) -> None:
+    """`tool_service_paths: [/usr]` would take the tool's own shell: not covered
+    (one warning), like tool_hidden_paths; /run is."""
+    plan = build_plan(str(tmp_path), services=["/", "/usr", "/etc", "/run"])
+    assert plan.ops == [("hide", "/run")]
