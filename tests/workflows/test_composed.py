@@ -711,12 +711,66 @@ async def test_a_parked_run_returns_at_once_and_resumes_without_running_steps_ag
     assert ("tu_f", "tool.called") not in stored  # travelled back (the workflow records it)
     assert stored[-1] == ("tu_f", "tool.completed")
 
+    # A decision about other input than the parked sub-call's does not let it run.
+    other = decided(first, "allow").model_copy(update={"input_hash": "other"})
+    refused = await run(base.model_copy(update={"steps": [], "sub_decided": other}))
+    assert refused.parked is not None and refused.parked.sub.prepared.call.id == "tu_f.2"
+    assert refused.parked.steps[0].run.error_class == ToolErrorClass.PERMISSION_DENIED
+    assert (workspace / "first.txt").read_text() == "changed since"
+
     # A resumed run that asks a recorded step for something else does not run it.
     steps = [s.model_copy(update={"step_hash": "other"}) for s in second.parked.steps]
     diverged = await run(base.model_copy(update={
         "steps": steps, "sub_decided": decided(second, "deny")}))
     assert diverged.result.text.splitlines()[0] == "first.txt: execution_error"
     assert (workspace / "first.txt").read_text() == "changed since"
+
+
+class Stubborn:
+    """Non-atomic: catches every failure of its first step and tries another."""
+
+    definition = TwoWrites.definition.model_copy(update={"name": "stubborn"})
+
+    async def execute(self, input: dict[str, Any], context: ToolContext) -> ToolOutput:
+        assert context.registry is not None
+        try:
+            await context.registry.execute("write_file", {"path": "a.txt", "content": "a"})
+        except Exception:
+            pass
+        try:
+            await context.registry.execute("write_file", {"path": "b.txt", "content": "b"})
+        except Exception:
+            pass
+        return ToolOutput(content=[TextBlock(text="went on")])
+
+    async def cancel(self) -> bool:
+        return False
+
+
+async def test_a_tool_that_swallows_the_park_runs_nothing_after_it(
+    sqlite_repo: Any, tmp_path: Path
+) -> None:
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    settings = make_settings(tmp_path / "data", workspace,
+                             tool_confirmation={"per_tool": {"stubborn": "auto"}})
+    deps = Deps(settings=settings, pipeline=make_pipeline(settings, [Stubborn]),
+                store=cast(HistoryStore, sqlite_repo))
+    session = Session(session_id="s-stub", turn_id="t", workspace_path=str(workspace))
+    call = ToolUseBlock(id="tu_s", name="stubborn", input={"text": "s"})
+    verdict = await ClassifyActivities(deps).classify(ClassifyInput(call=call, session=session))
+    assert isinstance(verdict.verdict, Execute)
+    prepared = verdict.verdict.prepared
+    out = await asyncio.wait_for(ActivityEnvironment().run(
+        ExecuteActivities(deps).execute,
+        ExecuteInput(prepared=prepared, approved_hash=prepared.input_hash, park_sub_calls=True),
+    ), timeout=10)
+    assert out.parked is not None and out.parked.sub.prepared.call.id == "tu_s.1"
+    assert out.parked.steps == []
+    assert list(workspace.iterdir()) == []
+    stored = [(e.event.tool_use_id, e.event.type)
+              for e in await sqlite_repo.timeline("s-stub", "tu_s")]
+    assert stored == [("tu_s", "tool.called")]  # no final event: the call is not over
 
 
 async def test_without_a_waiting_workflow_a_prompted_sub_call_is_refused(
