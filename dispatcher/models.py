@@ -134,6 +134,11 @@ class ToolDefinition(BaseModel):
     #: parkgate classifies, parks and releases it, then records what the client
     #: reports (parkgate.clients.client_tools).
     client_executed: bool = False
+    #: Set for one call by an agent's hook when the call reaches outside its
+    #: session's workspace (parkgate.clients.confinement): a person decides it,
+    #: whatever policy, self-approval or a remembered decision would allow.
+    #: The text says why (the approval's rule names it).
+    human_decides: str | None = None
 
     def to_openai(self) -> dict[str, Any]:
         """OpenAI function-tool shape."""

@@ -89,6 +89,10 @@ class Settings(HostPaths, BaseSettings):
     claude_code_fallback: Literal["ask", "deny", "defer"] = "deny"
     claude_code_fail_closed: bool = True
     claude_code_prompt_max_chars: int = Field(default=8192, ge=0, le=1_000_000)
+    #: A Claude Code file tool's path outside the session's workspace: a person
+    #: decides the call ("prompt": it parks whatever policy says) or it is
+    #: denied ("deny"). parkgate's own files are denied either way.
+    claude_code_outside_workspace: Literal["prompt", "deny"] = "prompt"
     default_timeout_seconds: float = Field(default=60.0, gt=0)
     execute_timeout_seconds: float = Field(default=600.0, gt=0)
     cancel_grace_seconds: float = Field(default=30.0, ge=0)

@@ -26,7 +26,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from parkgate.api import client_calls
+from parkgate.api import client_calls, confine_checks
 from parkgate.api.attach import same_input_call
 from parkgate.api.errors import ApiError
 from parkgate.api.schemas import ID_RE, CallResource
@@ -42,6 +42,7 @@ from parkgate.durable.client_payloads import ClaimInput, OutcomeInput
 from parkgate.models import (
     SideEffects,
     TextBlock,
+    ToolDefinition,
     ToolUseBlock,
     input_hash,
     input_sha256,
@@ -199,6 +200,9 @@ async def pre_tool_use(ctx: HookContext, hook: HookInput) -> dict[str, Any]:
     record = await _session(ctx, hook, hook.tool_name)
     if isinstance(record, str):
         return _deny(record)
+    human = await _confined(ctx, hook, record)
+    if isinstance(human, dict):
+        return human
     # The turn's permission mode when no UserPromptSubmit hook recorded it.
     await _record_turn(ctx, hook, None)
     call = ToolUseBlock(id=hook.tool_use_id, name=hook.tool_name, input=hook.tool_input or {})
@@ -213,8 +217,7 @@ async def pre_tool_use(ctx: HookContext, hook: HookInput) -> dict[str, Any]:
     try:
         started = await client_calls.start_claiming(
             ctx.service, call, record.for_turn(turn_of(hook)),
-            client_tools.definitions(record.client_tools, lambda n: _side_effects(ctx, n)),
-            inp)
+            _definitions(ctx, record, hook.tool_name, human), inp)
     except IdempotencyConflictError as exc:
         return _deny(f"tool_use_id {call.id!r} was used for another call ({exc})")
     resource = await ctx.service.wait(hook.session_id, call.id,
@@ -227,6 +230,39 @@ async def pre_tool_use(ctx: HookContext, hook: HookInput) -> dict[str, Any]:
         text = resource.result.text if resource.result is not None else resource.status.value
         return _deny(f"{resource.status.value}: {text}")
     return _fallback(ctx, resource)
+
+
+async def _confined(ctx: HookContext, hook: HookInput,
+                    record: SessionRecord) -> dict[str, Any] | str | None:
+    """Where the call's paths reach (parkgate.clients.confinement): a deny for
+    parkgate's own files, another project's workspace, or (with
+    `claude_code_outside_workspace: deny`) anything outside the workspace; else
+    why a person must decide it (outside the workspace), or None."""
+    assert hook.tool_name is not None
+    found = await confine_checks.reach(ctx.settings, ctx.repo, ctx.key.project,
+                                       hook.tool_name, hook.tool_input or {}, hook.cwd,
+                                       record.workspace_path)
+    if found.denied:
+        return _deny(f"{found.denied}; an agent's tools may not reach it, whatever a rule or "
+                     "a remembered decision says")
+    if found.outside is None:
+        return None
+    where = f"{found.outside} is outside this session's workspace {record.workspace_path}"
+    if ctx.settings.claude_code_outside_workspace == "deny":
+        return _deny(f"{where} (claude_code_outside_workspace: deny)")
+    return f"{where}: a person decides"
+
+
+def _definitions(ctx: HookContext, record: SessionRecord, tool_name: str,
+                 human: str | None) -> list[ToolDefinition]:
+    """The session's tools for this call: none looser than this deployment
+    classes it, and the called one marked for a person to decide when it
+    reaches outside the workspace."""
+    found = client_tools.definitions(record.client_tools, lambda n: _side_effects(ctx, n))
+    if human is None:
+        return found
+    return [d.model_copy(update={"human_decides": human}) if d.name == tool_name else d
+            for d in found]
 
 
 def _claim_input(ctx: HookContext, hook: HookInput, call: ToolUseBlock) -> ClaimInput:

@@ -184,6 +184,12 @@ class Classifier:
                     definition=definition,
                 )
         decision = self.policy.decide(definition, call.input, session, relative_paths=relpaths)
+        if definition.human_decides and decision.mode != "deny" and (
+                decision.mode in ("auto", "prompt_once") or decision.self_approval):
+            # Policy alone never lets it through (parkgate.clients.confinement).
+            decision = decision.model_copy(update={
+                "mode": "prompt", "self_approval": False,
+                "rule": f"confine: {definition.human_decides} (policy: {decision.rule})"})
         prepared = PreparedCall(
             call=call,
             session=session,
