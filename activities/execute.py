@@ -278,6 +278,11 @@ class ExecuteActivities:
     ) -> ExecuteOutput:
         """Store the final event and row of a run that happened, and report it."""
         await self._stop_helpers(beat)
+        if inp.edit_note:
+            # The model must not read the output as that of the input it sent.
+            note = TextBlock(text=inp.edit_note)
+            run = run.model_copy(update={"result": run.result.model_copy(
+                update={"content": [note, *run.result.content]})})
         full = run.output.model_dump(mode="json") if run.output else None
         row = self._final_row(inp, run, full)
         carried: dict[str, Any] | None = None

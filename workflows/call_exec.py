@@ -29,6 +29,7 @@ from temporalio.exceptions import TimeoutError as TemporalTimeoutError
 from parkgate.workflows.call_record import STORE_RETRY, STORE_TIMEOUT, CallRecording
 
 with workflow.unsafe.imports_passed_through():
+    from parkgate.approvals.edits import edit_note
     from parkgate.calls.records import CallStatus, status_for
     from parkgate.durable import activity_defs as acts
     from parkgate.durable.payloads import (
@@ -52,6 +53,8 @@ with workflow.unsafe.imports_passed_through():
 _EXECUTE_MARGIN = timedelta(seconds=45)
 #: workflow.patched id: a composed tool's run came back parked at a sub-call.
 PATCH_SUB_CALL_PARKS = "sub-call-parks"
+#: workflow.patched id: a call run with approver-edited input tells the model so.
+PATCH_EDIT_NOTE = "approver-edit-note"
 
 
 class Execution(CallRecording):
@@ -78,6 +81,7 @@ class Execution(CallRecording):
             resolved=self._unwritten_resolution if decided else None,
             # Histories from before carried no such field: it changes no command.
             park_sub_calls=bool(prepared.definition.composed_of) and not prepared.definition.atomic,
+            edit_note=self._edit_note(prepared),
         )
         try:
             out = await self._run_tool(inp, plan, decided)
@@ -101,6 +105,17 @@ class Execution(CallRecording):
         if out.resolved_recorded:
             self._unwritten_resolution = None
         return await self._conclude(out)
+
+    def _edit_note(self, prepared: PreparedCall) -> str | None:
+        """What the approver changed, for the model (None unless an edit changed
+        the input; runs recorded before the note get none, as they ran)."""
+        decision = self._decision
+        if decision is None or decision.decision != "allow_with_edits":
+            return None
+        note = edit_note(self._input.call.input, prepared.call.input)
+        if note is None or not workflow.patched(PATCH_EDIT_NOTE):
+            return None
+        return note
 
     async def _wait_sub_call(self, park: SubCallPark) -> SubCallDecided:
         """Wait durably for the decision on the sub-call the run parked at (a

@@ -418,6 +418,9 @@ class ExecuteInput(BaseModel):
     #: not run again) and the decision on the one it parked at.
     steps: list[SubCallStep] = Field(default_factory=list)
     sub_decided: SubCallDecided | None = None
+    #: The call ran with approver-edited input: what changed
+    #: (parkgate.approvals.edits), put before the tool's output for the model.
+    edit_note: str | None = None
 
 
 class ExecuteOutput(RunResult):

@@ -40,6 +40,8 @@ LEGACY: list[str] = [
     "expired_pre_patch",
     "cancelled_pre_patch",
     "edited_pre_patch",
+    # before "approver-edit-note" (issue 40): an edited call's result had no note
+    "edited_pre_note",
     # before "turn-child-no-rerun" (issue 28): children started with the
     # default id reuse policy
     "turn",
