@@ -165,7 +165,8 @@ def test_serve_parks_survives_restart_and_approves(
         assert again.json()["status"] == "parked"
 
         decided = subprocess.run(
-            [*parkgate_argv(), "approve", request_id, "--reason", "fine", "--as", "tester"],
+            # The shortened id `calls list` prints on a narrow terminal will do.
+            [*parkgate_argv(), "approve", request_id[:10], "--reason", "fine", "--as", "tester"],
             env=serve_env,
             capture_output=True,
             text=True,
