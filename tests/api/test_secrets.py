@@ -16,10 +16,10 @@ from temporalio.client import Client
 
 from parkgate.durable.codec import EncryptionCodec
 from parkgate.durable.payloads import call_workflow_id
-from parkgate.sandbox.launch import probe
 from parkgate.store.repository import Repository
 from tests.api.rig import ApiRig, WebhookSink, api_rig
 from tests.api.test_audit_pages import csrf_of, login
+from tests.fixtures.required import needs_sandbox
 from tests.fixtures.temporal import TEST_CONVERTER, TEST_PAYLOAD_KEYS, replayer
 
 UI_ORIGIN = "http://127.0.0.1:8233"
@@ -65,7 +65,7 @@ def between(text: str, start: str, end: str) -> str:
     return text.split(f"{start}\n", 1)[1].split(f"{end}", 1)[0]
 
 
-@pytest.mark.skipif(probe() is not None, reason=f"no tool sandbox here: {probe()}")
+@needs_sandbox
 async def test_an_approved_shell_call_cannot_read_the_data_directory(
     dev_temporal: Client, sqlite_repo: Repository, tmp_path: Path
 ) -> None:

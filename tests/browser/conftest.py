@@ -14,6 +14,7 @@ from playwright.async_api import Browser, async_playwright
 from temporalio.client import Client
 
 from parkgate.runtime.devserver import DevServer
+from tests.fixtures.required import unavailable
 from tests.fixtures.temporal import dev_client
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -31,17 +32,10 @@ def _chromium_present() -> bool:
     return os.access(CHROMIUM, os.X_OK)
 
 
-def _in_ci() -> bool:
-    return os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
-
-
 @pytest.fixture(scope="session")
 async def browser() -> AsyncIterator[Browser]:
     if not _chromium_present():
-        message = f"chromium not installed at {CHROMIUM} (apt-get install -y chromium)"
-        if _in_ci():
-            pytest.fail(f"{message}; required under CI=true", pytrace=False)
-        pytest.skip(message)
+        unavailable(f"chromium not installed at {CHROMIUM} (apt-get install -y chromium)")
     async with async_playwright() as pw:
         launched = await pw.chromium.launch(
             executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS

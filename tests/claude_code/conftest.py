@@ -23,6 +23,7 @@ from parkgate.runtime.devserver import DevServer
 from parkgate.store.repository import Repository
 from tests.api.rig import ApiRig, api_rig, free_socket, live_server
 from tests.claude_code.fake_anthropic import FakeAnthropic, Step
+from tests.fixtures.required import unavailable
 from tests.fixtures.temporal import dev_client
 
 
@@ -124,7 +125,7 @@ async def stack(dev_temporal: Client, pg_repo: Repository, tmp_path: Path
                 ) -> AsyncIterator[Callable[..., Any]]:
     """`async with stack(policy=..., **settings) as s:` a served parkgate."""
     if CLI is None:
-        pytest.skip("claude-agent-sdk (the bundled Claude Code CLI) is not installed")
+        unavailable("claude-agent-sdk (the bundled Claude Code CLI) is not installed")
 
     @asynccontextmanager
     async def make(**overrides: Any) -> AsyncIterator[Stack]:

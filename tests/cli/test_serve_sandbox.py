@@ -20,15 +20,14 @@ import pytest
 
 import parkgate
 from parkgate.runtime.ports import free_port
-from parkgate.sandbox.launch import probe
 from tests.cli.test_serve import Serve
 from tests.dispatcher.test_sandbox_reach import TEMPORAL_PROBE
+from tests.fixtures.required import needs_net_sandbox
 
 pytestmark = [
     pytest.mark.devserver,
     pytest.mark.timeout(300),
-    pytest.mark.skipif(probe() is not None or probe(net=True) is not None,
-                       reason="no sandbox with a network namespace here"),
+    needs_net_sandbox,
 ]
 
 

@@ -14,18 +14,15 @@ import pytest
 
 from parkgate import Limits, ToolContext, ToolExecutionError, WorkspaceFileAPI
 from parkgate.cli.config import check_settings
-from parkgate.sandbox.launch import announce, paths_to_hide, probe, state_line
+from parkgate.sandbox.launch import announce, paths_to_hide, state_line
 from parkgate.settings import Settings
 from parkgate.tools import ShellTool
 from tests.dispatcher.unprivileged import run_unprivileged
+from tests.fixtures.required import needs_sandbox
 
 LINK_SECRET = "sandbox-link-secret-5e1f"
 PAYLOAD_KEY = "c2FuZGJveC1wYXlsb2FkLWtleS0zMi1ieXRlcy1sb25nISE="
 MISSING_UNSHARE = "/nonexistent/bin/unshare"
-
-needs_sandbox = pytest.mark.skipif(
-    probe() is not None, reason=f"no sandbox on this machine: {probe()}"
-)
 
 
 def ctx(workspace: Path, **limits: Any) -> ToolContext:
@@ -188,12 +185,11 @@ def test_config_check_says_when_required_cannot_work(tmp_path: Path) -> None:
     assert "NO NETWORK NAMESPACE" in state_line("required", None, 3, "no netns")
 
 
+@needs_sandbox
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to switch to an unprivileged user")
 def test_the_probe_works_unprivileged_through_a_user_namespace() -> None:
     """What a non-root worker gets: unshare --user --map-root-user (when the
     kernel allows unprivileged user namespaces)."""
-    if probe() is not None:
-        pytest.skip("no sandbox here even as root")
     # uid 65534 runs a readable copy of parkgate: the checkout may be out of its reach
     done = run_unprivileged("from parkgate.sandbox.launch import probe", "print(probe())")
     assert done.returncode == 0, done.stderr

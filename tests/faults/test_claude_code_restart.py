@@ -20,13 +20,14 @@ from tests.claude_code.conftest import CLI, run_claude
 from tests.claude_code.fake_anthropic import FakeAnthropic, TextStep, ToolStep
 from tests.faults.conftest import StackFactory
 from tests.faults.harness.apiclient import AgentClient
+from tests.fixtures.required import unavailable
 
 pytestmark = [pytest.mark.devserver, pytest.mark.slow, pytest.mark.timeout(300)]
 
 
 async def test_parked_claude_code_call_survives_an_api_restart(make_stack: StackFactory) -> None:
     if CLI is None:
-        pytest.skip("claude-agent-sdk (the bundled Claude Code CLI) is not installed")
+        unavailable("claude-agent-sdk (the bundled Claude Code CLI) is not installed")
     stack = await make_stack(workers=1, extra_env={"PARKGATE_CLAUDE_CODE_WAIT_SECONDS": "60"})
     client = AgentClient(stack.base_url, stack.api_key or "", human_key=stack.human_key)
     client.errors.fault_active = True
