@@ -23,17 +23,15 @@ import pytest
 
 from parkgate import ConfirmationPolicy, Limits, Session, ToolDispatcher, ToolUseBlock
 from parkgate.cli.config import load_registry, network_table, settings_table
-from parkgate.sandbox.launch import probe, sandboxed
+from parkgate.sandbox.launch import sandboxed
 from parkgate.sandbox.plan import build_plan
 from parkgate.sandbox.services import endpoints, etc_files_under
 from parkgate.settings import Settings
 from parkgate.tools import builtin_tools, composed_tools
 from tests.fixtures.db import PG_ADMIN_URL, postgres_unavailable
+from tests.fixtures.required import needs_net_sandbox
 
-needs_sandbox = pytest.mark.skipif(
-    probe() is not None or probe(net=True) is not None,
-    reason=f"no sandbox with a network namespace here: {probe()} / {probe(net=True)}",
-)
+needs_sandbox = needs_net_sandbox
 
 CONNECT = (
     "import socket, sys\n"
