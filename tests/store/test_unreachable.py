@@ -1,0 +1,39 @@
+"""`is_unreachable` tells a database that did not answer from a wrong statement:
+callers that must outlast an outage (classify) retry the first without a cap."""
+
+from __future__ import annotations
+
+import pytest
+from sqlalchemy import text
+from sqlalchemy.engine import make_url
+
+from parkgate.runtime.ports import free_port
+from parkgate.store.engine import make_engine
+from parkgate.store.errors import is_unreachable
+
+
+async def _error(url: str, statement: str = "SELECT 1") -> BaseException:
+    engine = make_engine(url)
+    try:
+        async with engine.connect() as conn:
+            await conn.execute(text(statement))
+    except Exception as exc:
+        return exc
+    finally:
+        await engine.dispose()
+    raise AssertionError(f"{statement!r} did not fail")
+
+
+async def test_no_server_and_a_terminated_connection_are_unreachable(pg_url: str) -> None:
+    down = make_url(pg_url).set(host="127.0.0.1", port=free_port())
+    assert is_unreachable(await _error(down.render_as_string(hide_password=False)))
+    # The server ends the session under us (as a shutdown does): 57P01.
+    terminated = await _error(pg_url, "SELECT pg_terminate_backend(pg_backend_pid())")
+    assert is_unreachable(terminated), repr(terminated)
+
+
+@pytest.mark.parametrize("statement", ["SELECT * FROM no_such_table", "SELEC 1",
+                                       "SELECT 1/0"])
+async def test_a_wrong_statement_is_not(pg_url: str, statement: str) -> None:
+    exc = await _error(pg_url, statement)
+    assert not is_unreachable(exc), repr(exc)
