@@ -14,6 +14,15 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
+from parkgate.clients.claude_code_wire import (
+    COMMAND_MARGIN,
+    HOOK_COMMAND,
+    HOOK_PATH,
+    KEY_ENV,
+    TIMEOUT_MARGIN,
+    Decision,  # noqa: F401 (re-exported: the hook answers' names live here too)
+    pre_tool_use,  # noqa: F401
+)
 from parkgate.clients.client_tools import ClientToolSpec
 from parkgate.models import SideEffects
 from parkgate.workspaces.diffing import ImpactPreview, unified_diff
@@ -37,7 +46,6 @@ MCP_PREFIX = "mcp__"
 _SEPARATOR = "__"
 
 Fallback = Literal["ask", "deny", "defer"]
-Decision = Literal["allow", "deny", "ask", "defer"]
 
 
 def deployment_class(
@@ -191,17 +199,6 @@ def _apply_edits(text: str, edits: list[Any]) -> str | None:
 # --------------------------------------------------------------------------
 
 
-def pre_tool_use(decision: Decision, reason: str | None = None,
-                 updated_input: dict[str, Any] | None = None) -> dict[str, Any]:
-    """A PreToolUse answer: `hookSpecificOutput.permissionDecision` and its reason."""
-    out: dict[str, Any] = {"hookEventName": "PreToolUse", "permissionDecision": decision}
-    if reason:
-        out["permissionDecisionReason"] = reason
-    if updated_input is not None:
-        out["updatedInput"] = updated_input
-    return {"hookSpecificOutput": out}
-
-
 def response_text(tool_response: Any) -> str:
     """Claude Code's tool_response as the call's result text."""
     if isinstance(tool_response, str):
@@ -213,14 +210,9 @@ def response_text(tool_response: Any) -> str:
 # Claude Code settings: the hooks `parkgate claude-code install` merges in
 # --------------------------------------------------------------------------
 
-HOOK_PATH = "/v1/hooks/claude-code"
-HOOK_COMMAND = "parkgate hook claude-code"
 #: The events parkgate answers (PreToolUse decides; the others record:
 #: UserPromptSubmit the turn's prompt, the post hooks the outcome).
 EVENTS = ("UserPromptSubmit", "PreToolUse", "PostToolUse", "PostToolUseFailure")
-KEY_ENV = "PARKGATE_API_KEY"
-#: Seconds the hook's own timeout leaves beyond parkgate's wait.
-TIMEOUT_MARGIN = 30
 
 
 def hook_entry(event: str, base_url: str, *, command: bool, wait_seconds: float,
@@ -230,8 +222,11 @@ def hook_entry(event: str, base_url: str, *, command: bool, wait_seconds: float,
     timeout = int(wait_seconds) + TIMEOUT_MARGIN
     hook: dict[str, Any]
     if command:
-        hook = {"type": "command", "command": f"{HOOK_COMMAND} --url {base_url.rstrip('/')}",
-                "timeout": timeout}
+        # The command's own deadline sits inside the hook's timeout (it answers
+        # before Claude Code gives up), and spares it reading the settings.
+        hook = {"type": "command", "timeout": timeout,
+                "command": f"{HOOK_COMMAND} --url {base_url.rstrip('/')} "
+                           f"--timeout {timeout - COMMAND_MARGIN}"}
     else:
         hook = {"type": "http", "url": base_url.rstrip("/") + HOOK_PATH,
                 "headers": {"Authorization": f"Bearer ${KEY_ENV}"},

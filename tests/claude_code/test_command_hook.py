@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -140,3 +142,23 @@ async def test_refusals_name_the_key_or_the_event(served: tuple[ApiRig, str],
     assert "refused the hook event (HTTP 422" in bad_event.denied()
     assert post.code == 1 and post.stdout == "" and "HTTP 401" in post.stderr
     assert fail_open.code == 0 and fail_open.stdout == "" and "let through" in fail_open.stderr
+
+
+def test_the_hook_process_skips_the_cli_imports(tmp_path: Path) -> None:
+    """A hook process starts per tool call: with the options `install` writes
+    it loads neither typer, httpx, pydantic nor the settings (about a second
+    on a loaded machine)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PARKGATE_")}
+    env["PARKGATE_API_KEY"] = "some-key"
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", "-c", "from parkgate.cli import main; main()",
+         "hook", "claude-code", "--url", closed_port_url().removesuffix("/hook"),
+         "--timeout", "5"],
+        input=pre_event(tmp_path), capture_output=True, env=env, timeout=60)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert b"could not be reached" in proc.stderr
+    loaded = {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.decode().splitlines()
+              if line.startswith("import time:")}
+    assert "parkgate.cli.hook_run" in loaded
+    heavy = loaded & {"typer", "httpx", "pydantic", "parkgate.settings", "parkgate.cli.root"}
+    assert not heavy, heavy

@@ -1,0 +1,228 @@
+"""`parkgate hook claude-code`: the command-hook form of /v1/hooks/claude-code.
+
+Reads the hook event on stdin, posts it with the agent key from
+PARKGATE_API_KEY, prints Claude Code's hook output. Everything that is not a
+decision fails closed for a PreToolUse (or an event it cannot read): empty or
+unreadable stdin, no key, parkgate unreachable or timing out, a 4xx or 5xx,
+an answer that is not a PreToolUse decision. Then it prints the `deny` JSON
+on stdout, the reason on stderr, and exits 2: the form every agent's command
+hooks honour as a block. The reason names the cause (the key refused, the
+event refused, parkgate unreachable). `--fail-open` lets such a call through
+(exit 0, the reason on stderr). Post and prompt events never block: a failure
+there exits 1 (Claude Code's non-blocking error) with the reason.
+
+A hook process starts for every tool call, so `parkgate.cli.main` runs this
+without the rest of the CLI: the standard library and the wire format only
+(urllib, not httpx); parkgate's settings are read only when `--url` or
+`--timeout` is missing (`parkgate claude-code install` writes both).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import urllib.error
+import urllib.request
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from parkgate.clients.claude_code_wire import (
+    COMMAND_MARGIN,
+    HOOK_PATH,
+    KEY_ENV,
+    TIMEOUT_MARGIN,
+    is_decision,
+    pre_tool_use,
+)
+
+#: Exit status every agent's command hooks read as "block this call".
+EXIT_BLOCK = 2
+#: Claude Code's non-blocking hook error (the reason is shown, nothing blocked).
+EXIT_NOTICE = 1
+#: The events whose failure does not block (the tool ran already, or a prompt).
+NON_BLOCKING = frozenset({"PostToolUse", "PostToolUseFailure", "UserPromptSubmit"})
+
+
+@dataclass
+class HookAnswer:
+    """What the hook process prints and its exit status."""
+
+    stdout: str
+    stderr: str
+    code: int
+
+
+class HookFailure(Exception):
+    """Why no decision came back (one line, shown to the agent and the user)."""
+
+
+def run(url: str | None, *, fail_open: bool, timeout: float | None) -> int:
+    """Read the event on stdin, print the answer; the process's exit status."""
+    try:
+        raw = sys.stdin.buffer.read()
+    except (OSError, ValueError) as exc:
+        out = failed(None, f"the hook event could not be read from stdin ({exc})",
+                     fail_open=fail_open)
+    else:
+        out = answer(raw, url, fail_open=fail_open, timeout=timeout)
+    if out.stdout:
+        sys.stdout.write(out.stdout + "\n")
+    if out.stderr:
+        sys.stderr.write(out.stderr + "\n")
+    sys.stdout.flush()
+    sys.stderr.flush()
+    return out.code
+
+
+def run_argv(args: Sequence[str]) -> int | None:
+    """`run` for the options after `hook claude-code`; None when they are not
+    plain `--url U`, `--timeout S`, `--fail-open` (the full CLI reports them)."""
+    url: str | None = None
+    timeout: float | None = None
+    fail_open = False
+    rest = list(args)
+    while rest:
+        opt = rest.pop(0)
+        name, _, inline = opt.partition("=")
+        if name == "--fail-open" and not inline:
+            fail_open = True
+            continue
+        if name not in ("--url", "--timeout") or (not inline and not rest):
+            return None
+        value = inline or rest.pop(0)
+        if name == "--url":
+            url = value
+            continue
+        try:
+            timeout = float(value)
+        except ValueError:
+            return None
+        if not timeout >= 0.1:
+            return None
+    return run(url, fail_open=fail_open, timeout=timeout)
+
+
+def answer(raw: bytes, url: str | None, *, fail_open: bool,
+           timeout: float | None = None) -> HookAnswer:
+    """The hook's output for the event `raw`: parkgate's answer when it is one,
+    else the failure (see the module docstring)."""
+    event_name: str | None = None
+    try:
+        event = _event(raw)
+        name = event.get("hook_event_name")
+        event_name = name if isinstance(name, str) else None
+        if event_name is None:
+            raise HookFailure("the hook event has no hook_event_name")
+        body = _post(raw, url, timeout)
+        _check(event_name, body)
+    except HookFailure as exc:
+        return failed(event_name, str(exc), fail_open=fail_open)
+    return HookAnswer(json.dumps(body), "", 0)
+
+
+def failed(event_name: str | None, reason: str, *, fail_open: bool) -> HookAnswer:
+    """A failure: a block for a PreToolUse or an event not read (unless
+    `fail_open`), a non-blocking notice for post and prompt events."""
+    line = "parkgate: " + " ".join(reason.split())
+    if event_name in NON_BLOCKING:
+        return HookAnswer("", line, EXIT_NOTICE)
+    if fail_open:
+        return HookAnswer("", f"{line} (--fail-open: the call is let through)", 0)
+    deny = pre_tool_use("deny", f"{line}; the call is blocked")
+    return HookAnswer(json.dumps(deny), f"{line}; the call is blocked", EXIT_BLOCK)
+
+
+def _event(raw: bytes) -> dict[str, Any]:
+    if not raw.strip():
+        raise HookFailure("the hook event on stdin is empty")
+    try:
+        event = json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise HookFailure(f"the hook event on stdin is not JSON ({exc})") from None
+    if not isinstance(event, dict):
+        raise HookFailure("the hook event on stdin is not a JSON object")
+    return event
+
+
+def _target(url: str | None, timeout: float | None) -> tuple[str, float]:
+    """parkgate's base URL and how long to wait for it: the options, else the
+    settings (`public_base_url`, `claude_code_wait_seconds` + 25 s)."""
+    if url is not None and timeout is not None:
+        return url.rstrip("/"), timeout
+    try:
+        from parkgate.cli.common import load_settings
+
+        settings = load_settings()
+    except Exception as exc:  # a broken configuration is one line, not a traceback
+        raise HookFailure(f"parkgate's settings cannot be read ({exc})") from None
+    if timeout is None:
+        timeout = settings.claude_code_wait_seconds + TIMEOUT_MARGIN - COMMAND_MARGIN
+    return (url or settings.public_base_url).rstrip("/"), timeout
+
+
+def _post(raw: bytes, url: str | None, timeout: float | None) -> Any:
+    """parkgate's answer (JSON) to the event, or why there is none."""
+    key = os.environ.get(KEY_ENV, "")
+    if not key:
+        raise HookFailure(f"{KEY_ENV} is not set (the hook needs an agent key)")
+    base, seconds = _target(url, timeout)
+    request = urllib.request.Request(
+        base + HOOK_PATH, data=raw, method="POST",
+        headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=seconds) as r:
+            status, body = r.status, r.read()
+    except urllib.error.HTTPError as exc:
+        raise HookFailure(_refusal(exc.code, _message(exc.read()))) from None
+    except TimeoutError:
+        raise HookFailure(f"parkgate at {base} did not answer within {seconds:g} s") from None
+    except urllib.error.URLError as exc:
+        if isinstance(exc.reason, TimeoutError):
+            raise HookFailure(
+                f"parkgate at {base} did not answer within {seconds:g} s") from None
+        raise HookFailure(f"parkgate could not be reached at {base} ({exc.reason})") from None
+    except (OSError, ValueError) as exc:
+        raise HookFailure(f"parkgate could not be reached at {base} ({exc})") from None
+    if status != 200:
+        raise HookFailure(_refusal(status, _message(body)))
+    try:
+        return json.loads(body)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise HookFailure(f"parkgate's answer is not JSON: {body[:200]!r}") from None
+
+
+def _message(raw: bytes) -> str:
+    """The API's one-line error message, else the start of the body."""
+    try:
+        body = json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return raw[:200].decode("utf-8", "replace")
+    error = body.get("error") if isinstance(body, dict) else None
+    if isinstance(error, dict) and isinstance(error.get("message"), str):
+        return str(error["message"])
+    return json.dumps(body)[:200]
+
+
+def _refusal(status: int, message: str) -> str:
+    """What a non-200 answer means for this hook."""
+    if status in (401, 403):
+        return f"parkgate refused the agent key in {KEY_ENV} (HTTP {status}: {message})"
+    if status in (400, 413, 415, 422):
+        return f"parkgate refused the hook event (HTTP {status}: {message})"
+    if status == 429:
+        return f"parkgate is rate-limiting this key (HTTP 429: {message})"
+    if status >= 500:
+        return f"parkgate failed to answer (HTTP {status}: {message})"
+    return f"parkgate refused the request (HTTP {status}: {message})"
+
+
+def _check(event_name: str, body: Any) -> None:
+    """A PreToolUse needs a decision; every other event a JSON object."""
+    if event_name == "PreToolUse":
+        if not is_decision(body):
+            raise HookFailure("parkgate's answer is not a PreToolUse decision: "
+                              f"{json.dumps(body)[:200]}")
+    elif not isinstance(body, dict):
+        raise HookFailure(f"parkgate's answer is not a JSON object: {json.dumps(body)[:200]}")
