@@ -11,6 +11,7 @@ from temporalio.exceptions import ApplicationError
 from parkgate.activities.deps import Deps
 from parkgate.activities.execute import ExecuteActivities
 from parkgate.activities.plan import plan_for
+from parkgate.approvals import proof
 from parkgate.approvals.access import DEFAULT_PROJECT
 from parkgate.calls.records import HistoryStore
 from parkgate.durable.payloads import (
@@ -36,6 +37,14 @@ CLASSIFY_ATTEMPTS = 5
 #: ApplicationError type of a classification the store did not answer: retried
 #: until it does, so a history outage delays a call, never fails it.
 STORE_UNREACHABLE = "StoreUnreachable"
+
+
+def _workflow_id(inp: ClassifyInput) -> str:
+    """The call's workflow id (what a claim's proof is bound to)."""
+    try:
+        return activity.info().workflow_id or ""
+    except RuntimeError:  # called directly, not as an activity
+        return inp.ref.workflow_id or "" if inp.ref is not None else ""
 
 
 async def remembered_verdict(
@@ -125,6 +134,12 @@ class ClassifyActivities:
                                        type=STORE_UNREACHABLE) from exc
         definition = None if isinstance(verdict, Deny) else verdict.prepared.definition
         out = ClassifyOutput(verdict=verdict, plan=plan_for(definition, self.deps.settings))
+        if inp.claim is not None:
+            # Checked here, once: the verdict is recorded with this result, so a
+            # replay under other keys takes the same path (issue 37).
+            out.claim_checked = True
+            out.claim_problem = proof.problem(inp.claim, proof.KIND_CLAIM_AT_RELEASE,
+                                              _workflow_id(inp))
         # A client tool is never run here: it is released to its client.
         runs = (inp.ref is not None or inp.run_row is not None) and inp.client_tool is None
         if runs and isinstance(verdict, Execute) and self._runs_here(out.plan):

@@ -14,6 +14,7 @@ from typing import Any
 from temporalio import activity
 
 from parkgate.activities.deps import Deps
+from parkgate.approvals import proof
 from parkgate.calls.events import ToolEvent
 from parkgate.calls.records import CallEnd, CallStatus
 from parkgate.calls.rows import ended
@@ -48,6 +49,12 @@ class ClientOutcomeActivities:
     @activity.defn(name=ACT_CLIENT_OUTCOME)
     async def client_outcome(self, inp: ClientOutcomeRecord) -> ClientOutcomeRecorded:
         result = client_result(inp, self.deps.pipeline.limits.text_chars)
+        if inp.check_proof:
+            unproven = proof.problem(inp.report, proof.KIND_OUTCOME,
+                                     activity.info().workflow_id or "")
+            if unproven is not None:
+                return ClientOutcomeRecorded(result=result, status=CallStatus.OUTCOME_UNKNOWN,
+                                             unproven=unproven)
         if inp.late:
             # Beside outcome_unknown: the event carries the report (truncated),
             # the call's row, status and result stay as they are.

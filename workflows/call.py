@@ -129,7 +129,7 @@ class ToolCallWorkflow(Decisions, Parking, Notices, Execution, ClientExecution):
         # An auto-approved read runs inside classify (one local activity, one
         # history write); anything else comes back as a verdict to act on.
         classify_input = ClassifyInput(call=inp.call, session=inp.session, ref=self._ref(),
-                                       client_tool=inp.client_tool)
+                                       client_tool=inp.client_tool, claim=inp.claim)
         queue = self._group_queue()
         try:
             if queue is not None:
@@ -165,6 +165,8 @@ class ToolCallWorkflow(Decisions, Parking, Notices, Execution, ClientExecution):
             )
         verdict = classified.verdict
         self._verdict = verdict.kind
+        self._claim_checked = classified.claim_checked
+        self._claim_unproven = classified.claim_problem
         if isinstance(verdict, Deny):
             return await self._deny(verdict)
         self._prepared = verdict.prepared

@@ -18,6 +18,7 @@ from parkgate.workflows.call_record import (
     LOCAL_RETRY,
     LOCAL_TIMEOUT,
     PATCH_COMMITTED_WRITES,
+    PATCH_DECIDE_SIGNAL_RETIRED,
     CallRecording,
 )
 
@@ -133,12 +134,20 @@ class Decisions(CallRecording):
 
     @workflow.signal(name=SIGNAL_DECIDE)
     async def decide_signal(self, inp: DecideInput) -> None:
-        """Fire-and-forget decision; invalid or unproven ones are logged and ignored.
+        """Retired (PATCH_DECIDE_SIGNAL_RETIRED): logged and ignored.
 
-        Signal handlers run again on replay: the proof check answers the same
-        as long as the worker keeps the key that proved it (old payload keys
-        stay configured until no history needs them, as for decryption).
+        Signal handlers run again on replay, so a proof checked here answers
+        with the replaying worker's keys (issue 37). Histories from before the
+        patch replay the old branch: invalid or unproven decisions ignored,
+        checked with the keys they ran under (LEGACY).
         """
+        if not workflow.patched(PATCH_DECIDE_SIGNAL_RETIRED):
+            await self._decide_signal_legacy(inp)
+            return
+        workflow.logger.warning("decide signal ignored: decisions are sent as the decide update")
+
+    async def _decide_signal_legacy(self, inp: DecideInput) -> None:
+        """The signal as histories from before PATCH_DECIDE_SIGNAL_RETIRED took it."""
         if self._proofs_on_signals():
             unproven_ = self._proof_problem(inp)
             if unproven_ is not None:

@@ -78,6 +78,13 @@ PATCH_REMINDERS = "reminders-v1"
 #: (or at the first decide signal of a call parked before that). The `decide` update's validator
 #: always checks the proof: validators do not run on replay.
 PATCH_PROVEN_DECISIONS = "proven-decisions-v1"
+#: workflow.patched id: the `decide` signal is ignored (issue 37). Its proof
+#: could only be checked in the signal handler, which replays, so a worker
+#: with other keys would replay another path; decisions come as the `decide`
+#: update, whose validator checks the proof and never replays. Asked in the
+#: signal handler (the activation that holds the signal), so only histories
+#: that received one carry the marker.
+PATCH_DECIDE_SIGNAL_RETIRED = "decide-signal-retired-v1"
 
 
 def error_result(tool_use_id: str, error_class: ToolErrorClass, text: str) -> ToolResultBlock:

@@ -29,6 +29,19 @@ with workflow.unsafe.imports_passed_through():
     from parkgate.models import SideEffects
 
 
+#: workflow.patched id: the report's proof is checked by the client_outcome
+#: activity (ClientOutcomeRecord.check_proof), not by this workflow's code.
+PATCH_LATE_PROOF_IN_ACTIVITY = "late-outcome-proof-in-activity-v1"
+
+
+def _refuse(unproven: str | None) -> None:
+    """Fail this run when the report is not proven (the id may be used again by
+    a proven report)."""
+    if unproven is not None:
+        raise ApplicationError(f"outcome refused: {unproven}", type="Unproven",
+                               non_retryable=True)
+
+
 @workflow.defn(name=LATE_OUTCOME_WORKFLOW)
 class LateOutcomeWorkflow:
     """Record one late report (a committed activity), return what was recorded."""
@@ -37,12 +50,13 @@ class LateOutcomeWorkflow:
     async def run(self, inp: LateOutcomeInput) -> LateOutcomeResult:
         ref, report = inp.ref, inp.report
         # Only parkgate's API may report (issue 28): the report carries its
-        # proof for this workflow's id; anything else records nothing.
-        unproven = proof.problem(report, proof.KIND_OUTCOME, workflow.info().workflow_id)
-        if unproven is not None:
-            # Fails this run (the id may be used again by a proven report).
-            raise ApplicationError(f"outcome refused: {unproven}", type="Unproven",
-                                   non_retryable=True)
+        # proof for this workflow's id; anything else records nothing. The
+        # activity checks it (PATCH_LATE_PROOF_IN_ACTIVITY): its verdict is in
+        # history, so a worker with other keys replays the same path.
+        checked_there = workflow.patched(PATCH_LATE_PROOF_IN_ACTIVITY)
+        if not checked_there:
+            # LEGACY: runs from before the patch replay with the keys they ran under.
+            _refuse(proof.problem(report, proof.KIND_OUTCOME, workflow.info().workflow_id))
         event = ToolEvent(
             type="tool.outcome_late", session_id=ref.session_id, turn_id=ref.turn_id or "",
             tool_use_id=ref.tool_use_id, tool_name=ref.tool_name or "", at=workflow.now(),
@@ -54,10 +68,12 @@ class LateOutcomeWorkflow:
         stored = await workflow.execute_activity(
             acts.client_outcome,
             ClientOutcomeRecord(ref=ref, report=report, events=[event],
-                                finished_at=workflow.now(), late=True),
+                                finished_at=workflow.now(), late=True,
+                                check_proof=checked_there),
             start_to_close_timeout=timedelta(seconds=10),
             retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=10)),
         )
+        _refuse(stored.unproven)
         return LateOutcomeResult(
             outcome=OutcomeResult(status=CallStatus.OUTCOME_UNKNOWN, late=True,
                                   result=stored.result,

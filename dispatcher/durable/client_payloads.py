@@ -138,6 +138,11 @@ class ClientOutcomeRecord(BaseModel):
     #: A report after the lease ended: recorded beside outcome_unknown, the
     #: row's status and result stay.
     late: bool = False
+    #: Check the report's proof (kind "outcome", bound to the activity's
+    #: workflow id) first: refused, nothing is written and
+    #: ClientOutcomeRecorded.unproven says why. In the activity, so the
+    #: verdict is in history and no replay reads the worker's keys (issue 37).
+    check_proof: bool = False
 
 
 class ClientOutcomeRecorded(BaseModel):
@@ -147,6 +152,8 @@ class ClientOutcomeRecorded(BaseModel):
     status: CallStatus
     #: Set when the call's final state was already stored (a retried write).
     finished: RecordedFinish | None = None
+    #: Why the report is not proven (ClientOutcomeRecord.check_proof): nothing stored.
+    unproven: str | None = None
 
 
 class LateOutcomeInput(BaseModel):

@@ -1,8 +1,8 @@
 """The decision half of DurableDispatcher: find a request's call, send it a decision.
 
-A decision goes to the call's workflow as the proven `decide` update (or
-signal); a composed tool's sub-call is decided the same way, through the
-SubCallApproval workflow that waits for it under the sub-call's own call id
+A decision goes to the call's workflow as the proven `decide` update; a
+composed tool's sub-call is decided the same way, through the SubCallApproval
+workflow that waits for it under the sub-call's own call id
 (parkgate.durable.subcall_approvals). Refusals come back as data
 (`DecideResult`), with the standing winner.
 """
@@ -18,6 +18,7 @@ from temporalio.client import (
     RPCTimeoutOrCancelledError,
     WorkflowHandle,
     WorkflowUpdateFailedError,
+    WorkflowUpdateStage,
 )
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
@@ -35,7 +36,6 @@ from parkgate.calls.records import ApprovalRecord, CallStatus
 from parkgate.durable.call_errors import TEMPORAL_NO_ANSWER, UnknownCallError
 from parkgate.durable.payloads import (
     QUERY_STATUS,
-    SIGNAL_DECIDE,
     UPDATE_DECIDE,
     CallOutcome,
     CallStatusView,
@@ -107,7 +107,9 @@ class DecisionSending:
         tool_use_id: str | None = None,
         wait: bool = True,
     ) -> DecideResult:
-        """Send a decision as the `decide` update (or signal with wait=False).
+        """Send a decision as the `decide` update; wait=False returns once the
+        workflow accepted it (its validator ran), without waiting for it to be
+        applied. (The `decide` signal is retired: workflows ignore it.)
 
         A rejected decision (already decided, unknown request, invalid edit)
         comes back as accepted=False with the message and the standing winner.
@@ -126,12 +128,16 @@ class DecisionSending:
             session_id, tool_use_id = record.session_id, record.tool_use_id
         handle = self.handle(session_id, tool_use_id)
         inp = self.proven(inp, call_workflow_id(session_id, tool_use_id))
-        if wait:
-            await _parked_in_history(handle)
+        await _parked_in_history(handle)
         try:
             if not wait:
-                await handle.signal(SIGNAL_DECIDE, inp)
-                return DecideResult(accepted=False, message="decision sent (signal)")
+                sent = await handle.start_update(UPDATE_DECIDE, inp, result_type=DecideResult,
+                                                 wait_for_stage=WorkflowUpdateStage.ACCEPTED)
+                # A refusal by the validator comes back completed at once (its
+                # outcome known to the handle): raised here, answered below.
+                if getattr(sent, "_known_outcome", None) is not None:
+                    await sent.result()
+                return DecideResult(accepted=True, message="decision accepted (not awaited)")
             return await handle.execute_update(UPDATE_DECIDE, inp, result_type=DecideResult)
         except WorkflowUpdateFailedError as exc:
             cause = exc.cause

@@ -218,6 +218,9 @@ class ClassifyInput(BaseModel):
     ref: CallRef | None = None
     #: CallInput.client_tool: classified against it, never run here.
     client_tool: ToolDefinition | None = None
+    #: CallInput.claim: its proof is checked here (ClassifyOutput.claim_checked),
+    #: so the verdict is in history and no replay reads the worker's keys.
+    claim: ClaimInput | None = None
 
 
 VerdictModel = Annotated[Execute | Deny | NeedsApproval, Field(discriminator="kind")]
@@ -228,6 +231,11 @@ class ClassifyOutput(BaseModel):
     plan: ExecPlan
     #: The run of an auto-approved local call (ClassifyInput.run_row).
     executed: ExecuteOutput | None = None
+    #: ClassifyInput.claim's proof was checked here (False in histories from
+    #: before: the workflow checks it itself, with the keys they ran under).
+    claim_checked: bool = False
+    #: Why ClassifyInput.claim is not proven (None: proven, or no claim).
+    claim_problem: str | None = None
 
 
 def prepared_fields(prepared: PreparedCall) -> dict[str, Any]:

@@ -10,8 +10,9 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
-from parkgate.approvals.decisions import RejectReason
+from parkgate.approvals.decisions import DecideInput, RejectReason
 from parkgate.calls.records import CallStatus
+from parkgate.durable.payloads import SIGNAL_DECIDE, call_workflow_id
 from parkgate.models import ToolErrorClass, ToolUseBlock, input_hash
 from parkgate.runtime.devserver import DevServer
 from tests.fixtures.temporal import AUTO_ALL, dev_client, durable_rig, replayer
@@ -292,21 +293,32 @@ async def test_failing_webhook_never_blocks_the_call(
         assert len(cancel_requested) == 1
 
 
-async def test_signal_decide_is_fire_and_forget(
+async def test_decide_without_waiting_and_the_retired_signal(
     temporal_env: WorkflowEnvironment, sqlite_repo: Any, tmp_path: Path
 ) -> None:
+    """wait=False answers once the update is accepted; a `decide` signal, even
+    proven, is ignored (issue 37: its proof check would replay with the
+    replaying worker's keys)."""
     async with durable_rig(temporal_env.client, sqlite_repo, tmp_path) as rig:
         session = rig.session()
         call = ToolUseBlock(id="tu_s", name="write_file", input={"path": "s.txt", "content": "s"})
         handle = await rig.dispatcher.start(call, session)
         request_id = await rig.wait_parked(session.session_id, "tu_s")
-        # An invalid signal is ignored: the call stays parked.
-        await rig.dispatcher.decide(request_id, "perhaps", wait=False)
+        proven = rig.dispatcher.proven(
+            DecideInput(request_id=request_id, decision="deny", decided_by="sig"),
+            call_workflow_id(session.session_id, "tu_s"))
+        await handle.signal(SIGNAL_DECIDE, proven)
+        # An invalid decision is refused by the validator: the call stays parked.
+        refused = await rig.dispatcher.decide(request_id, "perhaps", wait=False)
+        assert not refused.accepted and refused.reason == "invalid_decision"
         assert (await rig.dispatcher.status(session.session_id, "tu_s")).status == "parked"
-        await rig.dispatcher.decide(request_id, "allow", decided_by="eve", via="slack", wait=False)
+        sent = await rig.dispatcher.decide(request_id, "allow", decided_by="eve", via="slack",
+                                           wait=False)
+        assert sent.accepted
         outcome = await handle.result()
         assert outcome.status == CallStatus.SUCCEEDED
         assert outcome.decision and outcome.decision.via == "slack"
+        assert outcome.decision.decided_by == "eve"
 
 
 async def test_never_expiring_class_waits_a_month(

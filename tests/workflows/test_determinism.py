@@ -13,11 +13,21 @@ make the sandbox's checks redundant for it:
 - no call that reads the clock, randomness, the environment or the disk, and
   no builtin that reaches outside (`open`, `exec`, `__import__`...);
 - no mutable state at module or class level (a run must not see another's).
+
+The parkgate modules workflows import (the sandbox passes them through, so
+they run unchecked) are held to one rule: no process-global state that
+changes (a module-level container written after import, or `global`); a
+worker's keys are such state, and code Temporal replays must not read them
+(issue 37: a worker with other keys would replay other commands). The two
+known ones are listed in PROCESS_STATE with why they are safe, and the key
+readers may be called from workflow code only in update validators (which do
+not replay) or the LEGACY branches listed in LEGACY_KEY_READS.
 """
 
 from __future__ import annotations
 
 import ast
+import importlib.util
 from pathlib import Path
 
 import pytest
@@ -43,6 +53,32 @@ FORBIDDEN_ATTRIBUTES = {
 }
 FORBIDDEN_BUILTINS = {"open", "exec", "eval", "compile", "__import__", "input", "breakpoint",
                       "globals", "id", "hash"}
+#: Process-global state that changes, in modules workflows import: (module,
+#: name) -> why replayed code cannot see it change.
+PROCESS_STATE = {
+    ("parkgate.durable.workflow_defn", "_validated"):
+        "a cache of each workflow class's shape, written and read when the class "
+        "is defined (not in replayed code); the same in every process",
+    ("parkgate.approvals.proof", "_installed"):
+        "the worker's proof keys: read through KEY_READERS only, which workflow "
+        "code calls in update validators or the LEGACY_KEY_READS branches",
+}
+#: The functions of parkgate.approvals.proof that read the installed keys.
+KEY_READERS = {"problem", "installed_ids"}
+#: Workflow functions that read the keys outside validators, in a LEGACY branch
+#: (histories from before issue 37 replay with the keys they ran under): (file,
+#: function) -> the name the guarding `if` tests: only new runs skip those branches.
+LEGACY_KEY_READS = {
+    # histories from before the patch decide-signal-retired-v1
+    ("call_decide.py", "decide_signal"): "PATCH_DECIDE_SIGNAL_RETIRED",
+    # histories whose classify result has no claim_checked
+    ("client_exec.py", "_claim_at_release"): "_claim_checked",
+    # histories from before the patch late-outcome-proof-in-activity-v1
+    ("late_outcome.py", "run"): "checked_there",
+}
+#: Methods that mutate a container in place.
+MUTATORS = {"append", "extend", "insert", "add", "update", "setdefault", "pop", "popitem",
+            "remove", "discard", "clear", "__setitem__"}
 #: Calls that build mutable values (a module or class attribute must not hold one).
 MUTABLE_CALLS = {"list", "dict", "set", "bytearray", "defaultdict", "deque", "OrderedDict",
                  "Counter"}
@@ -126,3 +162,174 @@ def test_the_check_finds_what_it_forbids(tmp_path: Path) -> None:
         "bad.py:10: uses datetime.now",
     ])
     assert MODULES and all(p.parent == WORKFLOW_DIR for p in MODULES)
+
+
+# ------------------------------------------- parkgate modules workflows import
+def _module_file(name: str) -> Path | None:
+    try:
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        return None
+    origin = spec.origin if spec is not None else None
+    return Path(origin) if origin and origin.endswith(".py") else None
+
+
+def _runtime_imports(path: Path, name: str) -> set[str]:
+    """The parkgate modules `path` imports when it runs (not under TYPE_CHECKING)."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    typing_only = {id(n) for block in ast.walk(tree) if isinstance(block, ast.If)
+                   and isinstance(block.test, ast.Name) and block.test.id == "TYPE_CHECKING"
+                   for n in ast.walk(block)}
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if id(node) in typing_only:
+            continue
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            module = node.module or ""
+            if node.level:
+                base = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                module = f"{base}.{module}" if module else base
+            found.add(module)
+            found |= {f"{module}.{a.name}" for a in node.names
+                      if _module_file(f"{module}.{a.name}") is not None}
+    return {m for m in found if m == "parkgate" or m.startswith("parkgate.")}
+
+
+def imported_modules() -> dict[str, Path]:
+    """Every parkgate module (not a workflow module) the workflow modules import,
+    transitively, with its parent packages."""
+    todo = [f"parkgate.workflows.{p.stem}" for p in MODULES]
+    seen: dict[str, Path | None] = {}
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        path = seen[name] = _module_file(name)
+        if path is None:
+            continue
+        parts = name.split(".")
+        todo += [".".join(parts[:i]) for i in range(1, len(parts))]
+        todo += _runtime_imports(path, name)
+    return {n: p for n, p in seen.items()
+            if p is not None and p.parent != WORKFLOW_DIR}
+
+
+def _changing_state(path: Path) -> set[str]:
+    """Module-level names whose value changes after import: `global` ones, and
+    mutable containers written in place (item assignment, a mutating method)."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    containers = {t.id for stmt in tree.body if isinstance(stmt, ast.Assign | ast.AnnAssign)
+                  and _mutable(stmt.value)
+                  for t in getattr(stmt, "targets", [getattr(stmt, "target", None)])
+                  if isinstance(t, ast.Name)}
+    changing: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Global):
+            changing |= set(node.names)
+        target = None
+        if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store | ast.Del):
+            target = node.value
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                and node.func.attr in MUTATORS:
+            target = node.func.value
+        if isinstance(target, ast.Name) and target.id in containers:
+            changing.add(target.id)
+    return changing
+
+
+def _state_problems(modules: dict[str, Path]) -> list[str]:
+    return [f"{name}.{var}: process-global state that changes"
+            for name, path in sorted(modules.items())
+            for var in sorted(_changing_state(path)) if (name, var) not in PROCESS_STATE]
+
+
+def test_imported_modules_hold_no_changing_state() -> None:
+    modules = imported_modules()
+    assert "parkgate.approvals.proof" in modules and "parkgate.models" in modules
+    assert _state_problems(modules) == []
+
+
+Function = ast.FunctionDef | ast.AsyncFunctionDef
+
+
+def _guarded(fn: Function, guard: str | None) -> set[int]:
+    """Ids of the nodes under an `if` whose test names `guard`."""
+    if guard is None:
+        return set()
+    ids: set[int] = set()
+    for node in ast.walk(fn):
+        if isinstance(node, ast.If) and any(
+                (isinstance(n, ast.Name) and n.id == guard)
+                or (isinstance(n, ast.Attribute) and n.attr == guard)
+                for n in ast.walk(node.test)):
+            ids |= {id(n) for stmt in [*node.body, *node.orelse] for n in ast.walk(stmt)}
+    return ids
+
+
+def _key_reads(sources: dict[str, str]) -> list[str]:
+    """Key reads reachable from workflow code that replays: every call of a key
+    reader, followed through `self.<method>()` from each handler, run or
+    validator, is in an update validator or under its LEGACY guard."""
+    functions: dict[str, list[tuple[str, Function]]] = {}
+    for file, text in sources.items():
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, Function):
+                functions.setdefault(node.name, []).append((file, node))
+
+    def called(call: ast.AST, base: str) -> str | None:
+        if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) \
+                and isinstance(call.func.value, ast.Name) and call.func.value.id == base:
+            return call.func.attr
+        return None
+
+    helpers = {called(c, "self") for defs in functions.values() for _, fn in defs
+               for c in ast.walk(fn)} - {None}
+    found: list[str] = []
+
+    def visit(file: str, fn: Function, safe: bool, stack: tuple[str, ...]) -> None:
+        safe = safe or any(isinstance(d, ast.Attribute) and d.attr == "validator"
+                           for d in fn.decorator_list)
+        guarded = _guarded(fn, LEGACY_KEY_READS.get((file, fn.name)))
+        for node in ast.walk(fn):
+            ok = safe or id(node) in guarded
+            if called(node, "proof") in KEY_READERS and not ok:
+                found.append(f"{file}:{node.lineno}: {' > '.join(stack)} reads the "
+                             "worker's keys in replayed code")
+            method = called(node, "self")
+            if method in functions and method not in stack:
+                for f, callee in functions[method]:
+                    visit(f, callee, ok, (*stack, method))
+
+    for name, defs in sorted(functions.items()):
+        if name not in helpers:
+            for file, fn in defs:
+                visit(file, fn, False, (name,))
+    return sorted(set(found))
+
+
+def test_replayed_code_never_reads_the_keys() -> None:
+    sources = {p.name: p.read_text() for p in MODULES}
+    assert _key_reads(sources) == []
+    planted = ("class W:\n"
+               "    async def run(self):\n"
+               "        self._check(1)\n"
+               "    @x.validator\n"
+               "    def _ok(self, i):\n"
+               "        self._check(i)\n"
+               "    def _check(self, i):\n"
+               "        proof.problem(i, 'k', 'w')\n")
+    assert _key_reads({**sources, "bad.py": planted}) == [
+        "bad.py:8: run > _check reads the worker's keys in replayed code"]
+
+
+def test_the_state_check_finds_what_it_forbids(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.py"
+    bad.write_text("TABLE = {'a': 1}\nSEEN = {}\nN = 0\n"
+                   "def note(k):\n    global N\n    N += 1\n    SEEN[k] = True\n"
+                   "    return TABLE[k]\n")
+    assert _changing_state(bad) == {"SEEN", "N"}
+    assert _state_problems({"parkgate.approvals.proof": Path(
+        importlib.util.find_spec("parkgate.approvals.proof").origin or "")}) == []
