@@ -52,4 +52,5 @@ def plan_for(definition: ToolDefinition | None, settings: Settings) -> ExecPlan:
         start_to_close_seconds=tool_timeout(definition, settings) + settings.cancel_grace_seconds,
         heartbeat_timeout_seconds=settings.execute_heartbeat_timeout_seconds,
         expiry_seconds=approval_expiry(definition, settings),
+        unclaimed_seconds=settings.client_unclaimed_seconds,
     )

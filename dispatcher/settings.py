@@ -73,6 +73,13 @@ class Settings(HostPaths, BaseSettings):
     #: a claim may ask for (`lease_seconds`).
     client_lease_seconds: float = Field(default=300.0, gt=0)
     client_lease_max_seconds: float = Field(default=3600.0, gt=0)
+    #: A released client call no client claims within this ends `unclaimed`
+    #: (it never runs; issue 37): every wait has an end.
+    client_unclaimed_seconds: float = Field(default=6 * 3600.0, gt=0)
+    #: Calls open longer than this are counted by the `parkgate_calls_open_too_long`
+    #: metric, logged by the API's periodic report and listed by
+    #: `parkgate calls list --open-longer-than`'s default.
+    open_call_report_seconds: float = Field(default=24 * 3600.0, gt=0)
     #: A call with a fresh tool_use_id but the same tool and canonical input in
     #: the same session attaches to the still-parked call (clients, e.g. a model
     #: retrying through MCP, that cannot resend the id) within this window.

@@ -167,6 +167,7 @@ class ToolCallWorkflow(Decisions, Parking, Notices, Execution, ClientExecution):
         self._verdict = verdict.kind
         self._claim_checked = classified.claim_checked
         self._claim_unproven = classified.claim_problem
+        self._unclaimed_seconds = classified.plan.unclaimed_seconds
         if isinstance(verdict, Deny):
             return await self._deny(verdict)
         self._prepared = verdict.prepared

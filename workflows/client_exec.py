@@ -28,6 +28,7 @@ with workflow.unsafe.imports_passed_through():
     from parkgate.durable import activity_defs as acts
     from parkgate.durable.client_payloads import (
         CLIENT_REJECTED_ERROR_TYPE,
+        UNCLAIMED_TEXT,
         UPDATE_CLAIM,
         UPDATE_OUTCOME,
         ClaimInput,
@@ -96,6 +97,9 @@ class ClientExecution:
         #: its verdict, from history, decides the claim at release.
         self._claim_checked = False
         self._claim_unproven: str | None = None
+        #: ExecPlan.unclaimed_seconds: how long a release waits for its claim
+        #: (None, in histories from before: it waits on).
+        self._unclaimed_seconds: float | None = None
 
     def _is_client_call(self, prepared: PreparedCall) -> bool:
         """A call its client runs (only calls started with a client tool, which no
@@ -128,7 +132,8 @@ class ClientExecution:
             )
             self._release_stored = True
             self._status = CallStatus.RELEASED
-        await workflow.wait_condition(lambda: self._claim_stored)
+        if not await self._claimed_in_time(release):
+            return await self._unclaimed(release)
         claim = self._claim
         assert claim is not None
         left = claim.lease_expires_at - workflow.now()
@@ -181,6 +186,37 @@ class ClientExecution:
         self._release_stored = True
         self._status = CallStatus.CLAIMED
         self._claim_stored = True
+
+    async def _claimed_in_time(self, release: ReleaseView) -> bool:
+        """Wait for the claim's write; False when no claim was accepted before
+        the release's end (issue 37). The timer is data-guarded: histories
+        whose plan has no unclaimed_seconds replay without it."""
+        seconds = self._unclaimed_seconds
+        if seconds is not None and self._claim is None:
+            left = release.released_at + timedelta(seconds=seconds) - workflow.now()
+            try:
+                await workflow.wait_condition(
+                    lambda: self._claim is not None,
+                    timeout=max(left, timedelta(seconds=1)),
+                    timeout_summary="unclaimed release",
+                )
+            except TimeoutError:
+                if self._claim is None:  # a claim accepted meanwhile wins
+                    return False
+        await workflow.wait_condition(lambda: self._claim_stored)
+        return True
+
+    async def _unclaimed(self, release: ReleaseView) -> CallOutcome:
+        """No client claimed the release in time: `unclaimed`, never run; every
+        later claim is refused (the status is terminal)."""
+        self._status = CallStatus.UNCLAIMED
+        event = self._event("tool.unclaimed", request_id=self._request_id(), data={
+            "released_at": release.released_at.isoformat(),
+            "unclaimed_after_seconds": self._unclaimed_seconds,
+        })
+        outcome = self._error(ToolErrorClass.EXECUTION_ERROR, UNCLAIMED_TEXT)
+        outcome = outcome.model_copy(update={"status": CallStatus.UNCLAIMED})
+        return await self._finish(outcome, event=None, carried=[event])
 
     def _claimed_event(self, claim: ClaimRecord, release: ReleaseView, *,
                        at_release: bool = False) -> ToolEvent:
@@ -276,6 +312,8 @@ class ClientExecution:
             return ClientReject.ALREADY_CLAIMED, "the call was already claimed"
         if self._release is not None and not self._status.terminal:
             return None  # released (or its release write in flight: the claim waits)
+        if self._status == CallStatus.UNCLAIMED:
+            return ClientReject.ENDED, UNCLAIMED_TEXT
         if self._status.terminal:
             return ClientReject.ENDED, f"the call has ended ({self._status.value})"
         return ClientReject.NOT_RELEASED, f"the call is not released ({self._status.value})"

@@ -63,7 +63,7 @@ def create_app(settings: Settings, deps: ApiDeps) -> FastAPI:
     app.state.calls = CallService(settings, deps.repo, dispatcher)
     app.state.templates = make_templates()
     app.state.static_url = "/static"
-    app.state.sampler = metrics.StoreSampler()
+    app.state.sampler = metrics.StoreSampler(settings.open_call_report_seconds)
     metrics.register_tool_names(deps.registry.names())
     app.state.codec = _remote_codec(settings, deps)
     install_error_handlers(app)

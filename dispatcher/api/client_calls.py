@@ -32,6 +32,7 @@ from parkgate.durable.call_errors import TEMPORAL_NO_ANSWER
 from parkgate.durable.client_payloads import (
     CLIENT_REJECTED_ERROR_TYPE,
     LATE_OUTCOME_WORKFLOW,
+    UNCLAIMED_TEXT,
     UPDATE_CLAIM,
     UPDATE_OUTCOME,
     ClaimInput,
@@ -336,5 +337,6 @@ async def _closed(service: CallService, session_id: str, tool_use_id: str,
         return ApiError(404, "not_found", f"tool call {tool_use_id!r} not found")
     if row.status in (CallStatus.RELEASED, CallStatus.CLAIMED):
         return ApiError(409, ClientReject.NOT_RELEASED.value, "the call is not released")
+    why = f": {UNCLAIMED_TEXT}" if row.status == CallStatus.UNCLAIMED else ""
     return ApiError(409, ClientReject.ENDED.value,
-                    f"the call has ended ({row.status.value})", {"status": row.status.value})
+                    f"the call has ended ({row.status.value}){why}", {"status": row.status.value})

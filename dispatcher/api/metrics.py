@@ -23,7 +23,7 @@ from prometheus_client import (
 )
 from sqlalchemy import Table, func, select
 
-from parkgate.calls.records import CallStatus
+from parkgate.calls.records import LIVE_STATUSES, CallStatus
 
 if TYPE_CHECKING:
     from parkgate.store.repository import Repository
@@ -53,6 +53,13 @@ TOOL_DURATION = Histogram(
     "Wall time of tool executions.",
     ["tool", "status"],
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600),
+    registry=REGISTRY,
+)
+OPEN_TOO_LONG = Gauge(
+    "parkgate_calls_open_too_long",
+    "Tool calls not ended (queued, parked, running, released, claimed) created longer "
+    "ago than open_call_report_seconds: a wait that may have no end (parkgate calls "
+    "list --open-longer-than lists them).",
     registry=REGISTRY,
 )
 INTEGRITY_ERRORS = Gauge(
@@ -147,7 +154,9 @@ class StoreSampler:
     #: How far back each scrape looks, to catch rows committed late.
     overlap = timedelta(minutes=5)
 
-    def __init__(self) -> None:
+    def __init__(self, open_report_seconds: float = 24 * 3600.0) -> None:
+        #: settings.open_call_report_seconds: what OPEN_TOO_LONG counts.
+        self.open_report_seconds = open_report_seconds
         self._since: datetime = datetime.now(UTC)
         self._seen: dict[int, datetime] = {}
         self._scraped = False
@@ -159,6 +168,12 @@ class StoreSampler:
                 await conn.execute(select(calls.c.status, func.count()).group_by(calls.c.status))
             ).all()
             set_status_counts({str(status): int(n) for status, n in rows})
+            opened_before = datetime.now(UTC) - timedelta(seconds=self.open_report_seconds)
+            OPEN_TOO_LONG.set(int((await conn.execute(
+                select(func.count()).select_from(calls).where(
+                    calls.c.status.in_([s.value for s in LIVE_STATUSES]),
+                    calls.c.created_at < opened_before)
+            )).scalar_one()))
             conflicts = _conflicts_table()
             INTEGRITY_ERRORS.set(
                 int((await conn.execute(select(func.count()).select_from(conflicts))).scalar_one())

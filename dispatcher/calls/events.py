@@ -28,6 +28,7 @@ EventType = Literal[
     "tool.outcome_refused",
     "tool.lease_expired",
     "tool.outcome_late",
+    "tool.unclaimed",
 ]
 
 #: The same names as a tuple, read off `EventType` so the two cannot drift apart.

@@ -39,6 +39,9 @@ class CallStatus(StrEnum):
     RELEASED = "released"
     CLAIMED = "claimed"
     OUTCOME_UNKNOWN = "outcome_unknown"
+    #: Released, and no client claimed it in time (client_unclaimed_seconds):
+    #: it never ran and never will.
+    UNCLAIMED = "unclaimed"
 
     @property
     def terminal(self) -> bool:

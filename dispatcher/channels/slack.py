@@ -139,6 +139,7 @@ _ENDS = {
     "cancelled": "the call was cancelled.",
     "outcome_unknown": "the agent's client claimed the call and reported no outcome "
                        "before its lease ended; outcome unknown.",
+    "unclaimed": "no client claimed the released call in time; it did not run.",
 }
 #: Said of a client tool's call wherever a human decides it.
 CLIENT_RUNS = ("The agent's client runs this tool itself: approving releases exactly "

@@ -38,6 +38,8 @@ _STATUS_STYLE = {
     "denied": "red",
     "expired": "magenta",
     "cancelled": "magenta",
+    "outcome_unknown": "magenta",
+    "unclaimed": "magenta",
 }
 
 
@@ -90,6 +92,12 @@ def list_calls(
     until: datetime | None = typer.Option(None, "--until", help="Created before (UTC)."),
     limit: int = typer.Option(50, "--limit", "-n", min=1, max=1000, help="Rows per page."),
     after: str | None = typer.Option(None, "--after", help="Cursor printed by a previous page."),
+    open_longer_than: float | None = typer.Option(
+        None, "--open-longer-than", min=0, metavar="SECONDS",
+        help="Only calls not ended (queued, parked, running, released, claimed) created "
+             "more than SECONDS ago: waits that may have no end (the "
+             "parkgate_calls_open_too_long metric counts them past "
+             "open_call_report_seconds)."),
     output: Output = output_option(),
     wide: bool = wide_option(),
 ) -> None:
@@ -99,11 +107,14 @@ def list_calls(
     (or `parkgate approve SESSION TOOL_USE_ID`) decides it."""
     from parkgate.store.results import CallFilters
 
+    statuses = _parse_statuses(status)
+    if open_longer_than is not None:
+        statuses, until = _open_longer_than(open_longer_than, statuses, until)
     filters = CallFilters(
         session_id=session,
         turn_id=turn,
         tool_name=tool,
-        status=_parse_statuses(status),
+        status=statuses,
         decided_by=decided_by,
         since=since,
         until=until,
@@ -136,6 +147,8 @@ def list_calls(
                 ("--since", since.isoformat() if since else None),
                 ("--until", until.isoformat() if until else None),
                 ("--limit", str(limit) if limit != 50 else None),
+                ("--open-longer-than", str(open_longer_than)
+                 if open_longer_than is not None else None),
             ],
             page.next_cursor,
         )
@@ -173,6 +186,26 @@ def _decider_cell(call: Any) -> Cell:
     if call.decided_by or not call.claimed_name:
         return who
     return who, who.replace(" (", "\n(", 1)
+
+
+def _open_longer_than(seconds: float, statuses: Any,
+                      until: datetime | None) -> tuple[Any, datetime]:
+    """The filters of --open-longer-than: the live statuses (those of --status
+    among them) and a creation before now minus `seconds` (or --until)."""
+    from datetime import UTC, timedelta
+
+    from parkgate.calls.records import LIVE_STATUSES
+
+    asked = [statuses] if statuses is not None and not isinstance(statuses, list) \
+        else statuses
+    live = [s for s in LIVE_STATUSES if asked is None or s in asked]
+    if not live:
+        raise CliError("--open-longer-than lists calls that have not ended: "
+                       "--status names only ended ones", 2)
+    cutoff = datetime.now(UTC) - timedelta(seconds=seconds)
+    if until is not None:
+        cutoff = min(cutoff, until if until.tzinfo else until.replace(tzinfo=UTC))
+    return live if len(live) > 1 else live[0], cutoff
 
 
 def _call_json(call: Any) -> dict[str, Any]:

@@ -52,6 +52,13 @@ class ClientReject(StrEnum):
     UNPROVEN = "unproven"
 
 
+#: What the model reads of a released call no client claimed in time.
+UNCLAIMED_TEXT = (
+    "No client claimed this call in time after it was released: it never ran "
+    "and will not run."
+)
+
+
 class ClaimInput(BaseModel):
     """Update `claim`: one client asks to run the released call."""
 

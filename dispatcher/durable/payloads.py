@@ -206,6 +206,9 @@ class ExecPlan(BaseModel):
     heartbeat_timeout_seconds: float
     #: Approval expiry; None = never.
     expiry_seconds: float | None
+    #: A released client call ends `unclaimed` after this (settings.
+    #: client_unclaimed_seconds); None in histories from before: they wait on.
+    unclaimed_seconds: float | None = None
 
 
 class ClassifyInput(BaseModel):

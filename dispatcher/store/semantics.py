@@ -18,10 +18,10 @@ from pydantic import BaseModel
 from parkgate.approvals import identity as identities
 
 TERMINAL = frozenset({"succeeded", "failed", "denied", "expired", "cancelled",
-                      "outcome_unknown"})
+                      "outcome_unknown", "unclaimed"})
 #: Events of a client-executed call that happen at most once.
 _ONCE = ("tool.released", "tool.claimed", "tool.outcome_reported", "tool.lease_expired",
-         "tool.outcome_late")
+         "tool.outcome_late", "tool.unclaimed")
 #: Decisions after which the tool must not run.
 STOPPING = frozenset({"deny", "expired", "cancelled", "timeout"})
 
@@ -149,6 +149,10 @@ def _client_problems(types: Counter[str], call: Mapping[str, Any] | None) -> lis
     status = call.get("status") if call is not None else None
     if status == "outcome_unknown" and not types["tool.lease_expired"]:
         found.append("call row says outcome_unknown but no tool.lease_expired")
+    if types["tool.unclaimed"] and (types["tool.claimed"] or not types["tool.released"]):
+        found.append("tool.unclaimed beside a claim, or without a release")
+    if status == "unclaimed" and not types["tool.unclaimed"]:
+        found.append("call row says unclaimed but no tool.unclaimed")
     if types["tool.released"] and status in ("succeeded", "failed") \
             and not types["tool.outcome_reported"]:
         found.append(f"call row says {status} but its client reported no outcome")

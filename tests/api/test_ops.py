@@ -76,6 +76,17 @@ async def test_metrics_count_calls_and_durations(api: ApiRig) -> None:
     assert re.search(r'^parkgate_calls\{status="parked"\} [1-9]', text, re.M)
     assert re.search(r'^parkgate_calls\{status="succeeded"\} [1-9]', text, re.M)
     assert re.search(r"^parkgate_parked_calls [1-9]", text, re.M)
+    # Calls not ended past open_call_report_seconds (issue 37): the parked one
+    # counts at 0 s, and nothing here is a year old.
+    sampler = api.app.state.sampler
+    assert sampler.open_report_seconds == api.rig.settings.open_call_report_seconds
+    sampler.open_report_seconds = 0
+    text = (await api.http.get("/metrics")).text
+    assert re.search(r"^parkgate_calls_open_too_long [1-9]", text, re.M)
+    sampler.open_report_seconds = 366 * 24 * 3600.0
+    assert re.search(r"^parkgate_calls_open_too_long 0\.0$",
+                     (await api.http.get("/metrics")).text, re.M)
+    sampler.open_report_seconds = api.rig.settings.open_call_report_seconds
     assert re.search(
         r'^parkgate_tool_duration_seconds_count\{status="succeeded",tool="read_file"\} [1-9]',
         text, re.M)

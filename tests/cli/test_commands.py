@@ -123,6 +123,30 @@ def test_calls_on_an_empty_history(cli_env: dict[str, str]) -> None:
     assert "Missing option" in _fails(["deny", "nope"], 2)
 
 
+def test_calls_open_longer_than(cli_env: dict[str, str]) -> None:
+    """Calls that have not ended, created more than N seconds ago (issue 37)."""
+    from parkgate.calls.records import CallStatus, CallUpdate
+
+    _ok(["db", "upgrade"])
+
+    async def store() -> None:
+        settings = Settings()
+        async with await Repository.connect(settings.effective_database_url) as repo:
+            for tool_use_id, status in (("tu_open", CallStatus.PARKED),
+                                        ("tu_done", CallStatus.SUCCEEDED)):
+                await repo.update_call(CallUpdate(
+                    session_id="s-open", tool_use_id=tool_use_id, turn_id="t",
+                    tool_name="write_file", status=status))
+
+    asyncio.run(store())
+    listed = _ok(["calls", "list", "--open-longer-than", "0"])
+    assert "tu_open" in listed and "tu_done" not in listed
+    assert "Tool calls (0)" in _ok(["calls", "list", "--open-longer-than", "3600"])
+    assert "tu_open" in _ok(["calls", "list", "--open-longer-than", "0", "--status", "parked"])
+    assert "have not ended" in _fails(
+        ["calls", "list", "--open-longer-than", "0", "--status", "succeeded"], 2)
+
+
 def test_an_unmigrated_database_is_one_line(cli_env: dict[str, str]) -> None:
     data = Path(cli_env["PARKGATE_DATA_DIR"])
     data.mkdir()

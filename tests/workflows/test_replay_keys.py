@@ -166,6 +166,15 @@ async def test_histories_replay_under_other_keys(
         assert (await late_handle.result()).outcome.late
         exported.append(await _export(late_handle, tmp_path / "late.json"))
 
+        # 4. A release nobody claims ends unclaimed (its timer replays too).
+        handle = await d.start(ToolUseBlock(id="unclaimed", name="deploy", input={"s": 2}),
+                               session, [deploy])
+        rid = await rig.wait_parked(session.session_id, "unclaimed")
+        await d.decide(rid, "allow", decided_by="ann")
+        await temporal_env.sleep(rig.settings.client_unclaimed_seconds + 60)
+        assert (await handle.result()).status == CallStatus.UNCLAIMED
+        exported.append(await _export(handle, tmp_path / "unclaimed.json"))
+
     done = await asyncio.to_thread(
         subprocess.run, [sys.executable, "-c", _REPLAY_UNDER_OTHER_KEYS, *map(str, exported)],
         capture_output=True, text=True, timeout=120, check=False)
