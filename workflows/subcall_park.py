@@ -3,7 +3,7 @@
 Started by ToolCallWorkflow as a child when its composed tool stopped at a
 sub-call that needs approval (ExecuteOutput.parked). Its id is the sub-call's
 own call id, so the API decides it exactly as it decides a call: the proven
-`decide` update (or signal) to `call/{session}/{parent}.{n}`. It stores the
+`decide` update to `call/{session}/{parent}.{n}` (the signal is retired). It stores the
 request (parkgate.create_approval), notifies, then waits on a durable timer
 for a decision or the expiry: whichever the workflow commits first wins, and
 every later caller is told the truth (already decided / no longer waiting:
@@ -22,7 +22,11 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 
-from parkgate.workflows.call_record import STORE_RETRY, STORE_TIMEOUT
+from parkgate.workflows.call_record import (
+    PATCH_DECIDE_SIGNAL_RETIRED,
+    STORE_RETRY,
+    STORE_TIMEOUT,
+)
 
 with workflow.unsafe.imports_passed_through():
     from parkgate.approvals import proof
@@ -175,10 +179,15 @@ class SubCallApprovalWorkflow:
         )
 
     # ------------------------------------------------------------ decisions
-    def _problem(self, inp: DecideInput) -> Rejection | None:
+    def _proof_problem(self, inp: DecideInput) -> Rejection | None:
+        """Why `inp` is not proven: read with the worker's keys, so only in the
+        validator (never replayed; issue 37) and the LEGACY signal branch."""
         text = proof.problem(inp, proof.KIND_DECIDE, workflow.info().workflow_id)
-        if text is not None:
-            return unproven(text)
+        return unproven(text) if text is not None else None
+
+    def _problem(self, inp: DecideInput) -> Rejection | None:
+        """Why `inp` cannot be applied now; pure state (the handler's re-check:
+        an accepted update passed the validator's proof check)."""
         return subcall_approvals.problem(
             self._inp.sub.info, self._status.value, self._decision, inp
         )
@@ -198,7 +207,7 @@ class SubCallApprovalWorkflow:
 
     @decide.validator
     def _validate_decide(self, inp: DecideInput) -> None:
-        problem = self._problem(inp)
+        problem = self._proof_problem(inp) or self._problem(inp)
         if problem is not None:
             won = self._decision.model_dump(mode="json") if self._decision else None
             raise ApplicationError(
@@ -208,12 +217,17 @@ class SubCallApprovalWorkflow:
 
     @workflow.signal(name=SIGNAL_DECIDE)
     async def decide_signal(self, inp: DecideInput) -> None:
-        """Fire-and-forget decision; invalid or unproven ones are logged and ignored."""
-        problem = self._problem(inp)
-        if problem is not None:
-            workflow.logger.warning("decide signal ignored: %s", problem.message)
+        """Retired (PATCH_DECIDE_SIGNAL_RETIRED, as for ToolCallWorkflow): logged
+        and ignored; its proof check would replay with the replaying worker's keys."""
+        if not workflow.patched(PATCH_DECIDE_SIGNAL_RETIRED):
+            # LEGACY: runs that took a decide signal before the patch.
+            problem = self._proof_problem(inp) or self._problem(inp)
+            if problem is not None:
+                workflow.logger.warning("decide signal ignored: %s", problem.message)
+                return
+            self._apply(inp)
             return
-        self._apply(inp)
+        workflow.logger.warning("decide signal ignored: decisions are sent as the decide update")
 
     @workflow.query(name=QUERY_STATUS)
     def status(self, _: StatusRequest) -> CallStatusView:

@@ -5,7 +5,7 @@ sub-calls needs approval the run stops there (activities/subcall_gate.py) and
 the call's workflow starts a SubCallApproval child workflow for it
 (workflows/subcall_park.py), whose id is the sub-call's own call id
 (`call_workflow_id(session, "<parent>.<n>")`). The request is stored and
-decided like any call's: the API sends the proven `decide` update (or signal)
+decided like any call's: the API sends the proven `decide` update
 to that workflow, which accepts the first decision or its expiry, whichever
 it commits first, and tells every later caller the truth. This module holds
 the pure parts both sides share: how a sub-call request is named and

@@ -75,6 +75,8 @@ LEGACY_KEY_READS = {
     ("client_exec.py", "_claim_at_release"): "_claim_checked",
     # histories from before the patch late-outcome-proof-in-activity-v1
     ("late_outcome.py", "run"): "checked_there",
+    # sub-call approvals that took a decide signal before decide-signal-retired-v1
+    ("subcall_park.py", "decide_signal"): "PATCH_DECIDE_SIGNAL_RETIRED",
 }
 #: Methods that mutate a container in place.
 MUTATORS = {"append", "extend", "insert", "add", "update", "setdefault", "pop", "popitem",
