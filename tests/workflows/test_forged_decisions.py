@@ -322,7 +322,8 @@ async def test_forged_decisions_on_a_composed_sub_call_are_refused(
     temporal_env: WorkflowEnvironment, sqlite_repo: Any, tmp_path: Path
 ) -> None:
     """A sub-call's request is decided through its SubCallApproval workflow: a
-    direct Temporal client cannot decide it either; the API still can (signal)."""
+    direct Temporal client cannot decide it either; the API still can (its
+    update, here not awaited: the decide signal is retired, issue 37)."""
     from tests.workflows.test_composed import PARENT_AUTO, TwoWrites, wait_request
 
     async with durable_rig(temporal_env.client, sqlite_repo, tmp_path, policy=PARENT_AUTO,
@@ -341,7 +342,7 @@ async def test_forged_decisions_on_a_composed_sub_call_are_refused(
         assert not (rig.workspace / "first.txt").exists()
 
         sent = await rig.dispatcher.decide(rid, "deny", decided_by="ann", wait=False)
-        assert sent.message == "decision sent (signal)"
+        assert sent.accepted and sent.message == "decision accepted (not awaited)"
         second = await wait_request(sqlite_repo, sid, "tu_fs.2")
         await rig.dispatcher.decide(second, "deny", decided_by="ann")
         outcome = await handle.result()
