@@ -225,6 +225,9 @@ async def pre_tool_use(ctx: HookContext, hook: HookInput) -> dict[str, Any]:
     if resource is None:
         return _fallback(ctx, None)
     if resource.status in (CallStatus.RELEASED, CallStatus.CLAIMED):
+        edit = await _edit_confined(ctx, hook, record, call, resource)
+        if edit is not None:
+            return edit
         return await _claimed(ctx, hook, call, resource, inp, started=started)
     if resource.finished:
         text = resource.result.text if resource.result is not None else resource.status.value
@@ -251,6 +254,30 @@ async def _confined(ctx: HookContext, hook: HookInput,
     if ctx.settings.claude_code_outside_workspace == "deny":
         return _deny(f"{where} (claude_code_outside_workspace: deny)")
     return f"{where}: a person decides"
+
+
+async def _edit_confined(ctx: HookContext, hook: HookInput, record: SessionRecord,
+                         call: ToolUseBlock, resource: CallResource) -> dict[str, Any] | None:
+    """A deny, the call left unclaimed, when an approver's edit (a
+    self-approval rule's, say) points the released input at parkgate's own
+    files. Only a call released unclaimed can carry an edit (a person decided)."""
+    if resource.status != CallStatus.RELEASED:
+        return None
+    try:
+        view = await ctx.service.query(record.session_id, call.id)
+    except Exception:  # Temporal not answering: the claim will say so
+        return None
+    released = view.release.input if view is not None and view.release is not None else None
+    if released is None or input_sha256(released) == input_sha256(hook.tool_input or {}):
+        return None
+    assert hook.tool_name is not None
+    found = await confine_checks.reach(ctx.settings, ctx.repo, ctx.key.project,
+                                       hook.tool_name, released, hook.cwd,
+                                       record.workspace_path)
+    if found.denied is None:
+        return None
+    return _deny(f"in the approved edit, {found.denied}; an agent's tools may not reach "
+                 "it, and the call is not run")
 
 
 def _definitions(ctx: HookContext, record: SessionRecord, tool_name: str,

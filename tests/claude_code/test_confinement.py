@@ -5,6 +5,7 @@ path outside the session's workspace is never allowed by policy alone."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -33,8 +34,8 @@ async def rig(dev_temporal: Client, pg_repo: Repository, tmp_path: Path
     @asynccontextmanager
     async def make(**overrides: Any) -> AsyncIterator[ApiRig]:
         overrides.setdefault("policy", EVERYTHING_AUTO)
-        async with api_rig(dev_temporal, pg_repo, tmp_path, claude_code_wait_seconds=0.5,
-                           **overrides) as api:
+        overrides.setdefault("claude_code_wait_seconds", 0.5)
+        async with api_rig(dev_temporal, pg_repo, tmp_path, **overrides) as api:
             data = api.rig.settings.data_dir
             data.mkdir(parents=True, exist_ok=True)
             for name in ("link-secret", "payload-key", "parkgate.db"):
@@ -123,6 +124,27 @@ async def test_a_remembered_allow_does_not_open_the_outside(rig: Any) -> None:
         assert verdict == "deny" and "waiting for a human approval" in reason, reason
         row = await until(lambda: api.repo.get_call(sid, again["tool_use_id"]))
         assert row.status.value == "parked", row
+
+
+async def test_an_approved_edit_cannot_point_at_parkgates_files(rig: Any) -> None:
+    """The edit is judged like the model's input: released, never claimed or run."""
+    async with rig(policy={"per_tool": {"Read": "prompt"}}, claude_code_wait_seconds=30) as api:
+        (api.workspace / "a.txt").write_text("fine\n")
+        ev = event(api)
+        sid = ev["session_id"]
+        hook = asyncio.create_task(api.http.post("/v1/hooks/claude-code", json=ev))
+        row = await until(lambda: api.repo.get_call(sid, ev["tool_use_id"]))
+        await until(lambda: api.repo.get_approval(row.request_id))
+        secret = str(api.rig.settings.data_dir / "link-secret")
+        r = await api.http.post(
+            f"/v1/sessions/{sid}/turns/{row.turn_id}/confirmations/{row.request_id}",
+            json={"decision": "allow_with_edits", "edited_input": {"file_path": secret}})
+        assert r.status_code == 200, r.text
+        verdict, reason = decision((await hook).json())
+        assert verdict == "deny" and "approved edit" in reason, reason
+        assert "parkgate's data directory" in reason
+        stored = await api.repo.get_call(sid, ev["tool_use_id"])
+        assert stored is not None and stored.status.value == "released", stored
 
 
 async def test_outside_the_workspace_is_denied_when_set(rig: Any) -> None:
