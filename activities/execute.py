@@ -41,7 +41,7 @@ from parkgate.durable.payloads import (
     RecordInput,
     SubCallPark,
 )
-from parkgate.models import TextBlock, ToolErrorClass, ToolResultBlock, input_hash, utcnow
+from parkgate.models import TextBlock, ToolErrorClass, ToolResultBlock, input_hash_forms, utcnow
 from parkgate.pipeline.subcall_runner import SubCallParked
 from parkgate.verdicts import ToolRun
 
@@ -74,8 +74,10 @@ async def _despite_cancellation(work: Awaitable[T]) -> T:
 def hash_mismatch(inp: ExecuteInput) -> bool:
     """True when the input about to run is not exactly what was approved."""
     call = inp.prepared.call
-    actual = input_hash(call.name, call.input)
-    return actual != inp.approved_hash or inp.prepared.input_hash != inp.approved_hash
+    # Either form: a call approved before RFC 8785 (parkgate.jcs) holds the
+    # json.dumps hash, and still runs once approved.
+    return inp.approved_hash not in input_hash_forms(call.name, call.input) \
+        or inp.prepared.input_hash != inp.approved_hash
 
 
 class Lead:

@@ -7,15 +7,13 @@ Nothing in this module does I/O, so workflows may import it freely.
 
 from __future__ import annotations
 
-import hashlib
-import json
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
-from parkgate import _shadowing
+from parkgate import _shadowing, jcs
 
 _shadowing.check()
 
@@ -160,13 +158,24 @@ class ToolDefinition(BaseModel):
         }
 
 
+def _canonical_input(value: dict[str, Any]) -> dict[str, Any]:
+    return jcs.check(value, "input")  # type: ignore[no-any-return]
+
+
+#: A tool input: a JSON object with a canonical form (parkgate.jcs), so its
+#: hashes can be taken. NaN, Infinity or a lone surrogate is refused where the
+#: input enters (a 422 naming the place at the API), never hashed as Python
+#: spells it nor turned into null on its way to the workflow.
+JsonInput = Annotated[dict[str, Any], AfterValidator(_canonical_input)]
+
+
 class ToolUseBlock(BaseModel):
     """A tool call emitted by the model."""
 
     type: Literal["tool_use"] = "tool_use"
     id: str = Field(min_length=1, max_length=200)
     name: str = Field(min_length=1, max_length=200)
-    input: dict[str, Any] = Field(default_factory=dict)
+    input: JsonInput = Field(default_factory=dict)
 
 
 class ToolResultBlock(BaseModel):
@@ -212,9 +221,8 @@ class ToolOutput(BaseModel):
 
 
 def canonical_json(value: Any) -> str:
-    """The one canonical JSON form hashes are taken of (sorted keys, no spaces, UTF-8)."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
-                      default=str)
+    """The one canonical JSON hashes are taken of: RFC 8785 (parkgate.jcs)."""
+    return jcs.canonical_text(value)
 
 
 def input_hash(tool_name: str, tool_input: dict[str, Any]) -> str:
@@ -223,15 +231,36 @@ def input_hash(tool_name: str, tool_input: dict[str, Any]) -> str:
     Approval binds to this hash; the execute step refuses a call whose hash
     differs from the approved one.
     """
-    canonical = canonical_json({"tool": tool_name, "input": tool_input})
-    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+    return jcs.sha256_hex({"tool": tool_name, "input": tool_input})
+
+
+def input_hash_forms(tool_name: str, tool_input: dict[str, Any]) -> tuple[str, ...]:
+    """`input_hash` and the form versions before RFC 8785 computed: an approval,
+    a remembered rule or a call row written by them still matches its input."""
+    doc = {"tool": tool_name, "input": tool_input}
+    legacy = jcs.legacy_sha256_hex(doc)
+    return (jcs.sha256_hex(doc),) + ((legacy,) if legacy is not None else ())
 
 
 def input_sha256(tool_input: dict[str, Any]) -> str:
-    """SHA-256 hex of an input's canonical JSON: what a client-executed call is
-    released with and what its client reports it ran (the input alone, so a
-    client can compute it from the arguments it holds)."""
-    return hashlib.sha256(canonical_json(tool_input).encode("utf-8")).hexdigest()
+    """SHA-256 hex of an input's canonical JSON (RFC 8785): what a client-executed
+    call is released with and what its client reports it ran (the input alone,
+    so a client in any language computes it from the arguments it holds;
+    docs/CLIENT_TOOLS.md has a test vector)."""
+    return jcs.sha256_hex(tool_input)
+
+
+def legacy_input_sha256(tool_input: dict[str, Any]) -> str:
+    """The `input_sha256` of versions before RFC 8785 (Python's json.dumps): what
+    a call released by them carries, so its history replays as written."""
+    legacy = jcs.legacy_sha256_hex(tool_input)
+    return legacy if legacy is not None else jcs.sha256_hex(tool_input)
+
+
+def input_sha256_forms(tool_input: dict[str, Any]) -> tuple[str, ...]:
+    """`input_sha256` and its form before RFC 8785: the hashes a report about
+    this input may carry across an upgrade."""
+    return (input_sha256(tool_input), legacy_input_sha256(tool_input))
 
 
 def tool_timeout(

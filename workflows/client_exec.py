@@ -41,7 +41,12 @@ with workflow.unsafe.imports_passed_through():
         ReleaseView,
     )
     from parkgate.durable.payloads import CallOutcome, RecordInput
-    from parkgate.models import ToolErrorClass, input_sha256
+    from parkgate.models import (
+        ToolErrorClass,
+        input_sha256,
+        input_sha256_forms,
+        legacy_input_sha256,
+    )
     from parkgate.verdicts import PreparedCall
 
 if TYPE_CHECKING:
@@ -54,6 +59,14 @@ _WRITE_TIMEOUT = timedelta(seconds=10)
 _WRITE_RETRY = RetryPolicy(
     initial_interval=timedelta(milliseconds=200), maximum_interval=timedelta(seconds=10)
 )
+#: workflow.patched id: a call released from here on carries its RFC 8785
+#: input_sha256 (parkgate.jcs); a history released before keeps the json.dumps
+#: form it recorded.
+PATCH_JCS_INPUT_SHA256 = "jcs-input-sha256"
+#: workflow.patched id: a report carrying the released input's hash in its other
+#: form (RFC 8785 or json.dumps) is taken, so a call in flight across the upgrade
+#: finishes whichever version its client is; refusals recorded before replay as such.
+PATCH_EITHER_SHA256_FORM = "either-input-sha256-form"
 #: Refused reports (wrong hash) recorded per call; more are refused unrecorded
 #: (the history of one call stays bounded).
 _MAX_RECORDED_REFUSALS = 20
@@ -112,8 +125,9 @@ class ClientExecution:
         # Every write of this path is a committed (regular) activity.
         self._committed_writes = True
         call_input = prepared.call.input
-        release = ReleaseView(input=call_input, input_sha256=input_sha256(call_input),
-                              released_at=workflow.now())
+        sha = input_sha256(call_input) if workflow.patched(PATCH_JCS_INPUT_SHA256) \
+            else legacy_input_sha256(call_input)
+        release = ReleaseView(input=call_input, input_sha256=sha, released_at=workflow.now())
         event = self._event("tool.released", request_id=self._request_id(), data={
             "input_sha256": release.input_sha256, "approval_hash": prepared.input_hash,
         })
@@ -387,7 +401,8 @@ class ClientExecution:
             raise self._rejection(*problem)
         release = self._release
         assert release is not None
-        if self._report is None and inp.input_sha256 != release.input_sha256:
+        if self._report is None and inp.input_sha256 != release.input_sha256 \
+                and not self._other_form_of(inp.input_sha256, release):
             await self._refuse_hash(inp, release)
             raise self._rejection(
                 ClientReject.HASH_MISMATCH,
@@ -407,6 +422,13 @@ class ClientExecution:
         problem = self._outcome_problem(inp)
         if problem is not None:
             raise self._rejection(*problem)
+
+    @staticmethod
+    def _other_form_of(reported: str, release: ReleaseView) -> bool:
+        """The released input's hash in its other form (RFC 8785 or the json.dumps
+        one before it): a client of the other version ran the same input."""
+        return reported in input_sha256_forms(release.input) \
+            and workflow.patched(PATCH_EITHER_SHA256_FORM)
 
     async def _refuse_hash(self, inp: OutcomeInput, release: ReleaseView) -> None:
         """Record a refused report (bounded per call)."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from parkgate.calls.records import CallStatus
-from parkgate.models import ToolUseBlock, input_hash, utcnow
+from parkgate.models import ToolUseBlock, input_hash_forms, utcnow
 from parkgate.settings import Settings
 from parkgate.store.repository import Repository
 from parkgate.store.results import CallFilters, SessionRecord
@@ -29,7 +29,7 @@ async def same_input_call(
     twin = await repo.oldest_with_input(
         CallFilters(session_id=session.session_id, tool_name=call.name,
                     status=CallStatus.PARKED, since=since),
-        input_hash(call.name, call.input),
+        input_hash_forms(call.name, call.input),
     )
     if twin is None or twin == call.id:
         return None

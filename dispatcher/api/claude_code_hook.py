@@ -44,7 +44,7 @@ from parkgate.models import (
     TextBlock,
     ToolDefinition,
     ToolUseBlock,
-    input_hash,
+    input_hash_forms,
     input_sha256,
     utcnow,
 )
@@ -395,7 +395,7 @@ async def _twin(ctx: HookContext, session_id: str, call: ToolUseBlock,
     since = utcnow() - timedelta(seconds=ctx.settings.attach_same_input_window_seconds)
     twin = await ctx.repo.oldest_with_input(
         CallFilters(session_id=session_id, tool_name=call.name, status=status, since=since),
-        input_hash(call.name, call.input))
+        input_hash_forms(call.name, call.input))
     if twin is None or twin == call.id:
         return None
     return twin if await ctx.repo.get_call(session_id, call.id) is None else None

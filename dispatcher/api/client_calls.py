@@ -46,7 +46,7 @@ from parkgate.durable.client_payloads import (
 )
 from parkgate.durable.payloads import call_workflow_id
 from parkgate.durable.plugin import proof_keys_of
-from parkgate.models import Session, ToolDefinition, ToolUseBlock, input_sha256
+from parkgate.models import Session, ToolDefinition, ToolUseBlock, input_sha256_forms
 
 if TYPE_CHECKING:
     from parkgate.api.service import CallService
@@ -116,8 +116,9 @@ async def claimed_for_submitter(service: CallService, resource: CallResource,
     if event is None:
         return await service.with_release(resource)  # someone else's: as a GET shows it
     data = event.data or {}
-    sha = input_sha256(call.input)
-    if data.get("input_sha256") != sha:
+    sha = data.get("input_sha256")
+    # Either form: a worker of the version before RFC 8785 released it.
+    if not isinstance(sha, str) or sha not in input_sha256_forms(call.input):
         # A before-hook rewrote the input: the workflow has the input as released.
         return (await service.with_release(resource)).model_copy(update={"claim_won": True})
     # Released as submitted: the claim's event says all (no status query).
@@ -266,7 +267,7 @@ async def _late(service: CallService, session_id: str, tool_use_id: str,
     row = await service.repo.get_call(session_id, tool_use_id)
     if row is None or row.status != CallStatus.OUTCOME_UNKNOWN:
         raise ApiError(409, ClientReject.ENDED.value, "the call is not outcome_unknown")
-    released = await _released_sha256(service, session_id, tool_use_id)
+    released = await _released_sha256(service, session_id, tool_use_id, inp.input_sha256)
     if released is not None and released != inp.input_sha256:
         raise ApiError(422, ClientReject.HASH_MISMATCH.value,
                        "the reported input_sha256 is not the released input's",
@@ -299,13 +300,18 @@ async def _late(service: CallService, session_id: str, tool_use_id: str,
 
 
 async def _released_sha256(service: CallService, session_id: str,
-                           tool_use_id: str) -> str | None:
-    """The released hash, from the call's (closed) workflow."""
+                           tool_use_id: str, reported: str) -> str | None:
+    """The released hash, from the call's (closed) workflow; `reported` when it
+    is that hash in its other form (RFC 8785 or json.dumps, across an upgrade)."""
     try:
         view = await service.query(session_id, tool_use_id)
     except TEMPORAL_NO_ANSWER:
         return None
-    return view.release.input_sha256 if view is not None and view.release else None
+    if view is None or not view.release:
+        return None
+    if reported in input_sha256_forms(view.release.input):
+        return reported
+    return view.release.input_sha256
 
 
 def _status_of(exc: WorkflowUpdateFailedError) -> str | None:

@@ -105,7 +105,9 @@ class OutcomeInput(BaseModel):
 
     def report_sha256(self) -> str:
         """SHA-256 hex of what `same_report` compares (canonical JSON): recorded
-        with the report, so the API can tell its report from the store alone."""
+        with the report, so the API can tell its report from the store alone.
+        (Text, ASCII keys, a bool and a hex string: the same bytes under RFC
+        8785 as under the json.dumps form before it, so recorded ones still match.)"""
         doc = {"content": [b.model_dump(mode="json") for b in self.content],
                "is_error": self.is_error, "input_sha256": self.input_sha256}
         return hashlib.sha256(canonical_json(doc).encode("utf-8")).hexdigest()

@@ -24,7 +24,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from parkgate.models import input_hash
+from parkgate.models import input_hash, input_hash_forms
 from parkgate.rules.remember_spec import RememberSpec
 from parkgate.rules.shellwords import WrapperShape, parse
 
@@ -78,6 +78,12 @@ def rest_hash(tool_name: str, tool_input: dict[str, Any]) -> str:
     """Hash of every field but the command (what a prefix rule keeps fixed)."""
     rest = {k: v for k, v in tool_input.items() if k != COMMAND_FIELD}
     return input_hash(tool_name, rest)
+
+
+def rest_hash_forms(tool_name: str, tool_input: dict[str, Any]) -> tuple[str, ...]:
+    """`rest_hash` and its form before RFC 8785 (what older rules hold)."""
+    rest = {k: v for k, v in tool_input.items() if k != COMMAND_FIELD}
+    return input_hash_forms(tool_name, rest)
 
 
 def prefix_words(
@@ -185,13 +191,14 @@ def rule_matches(
         return False
     if rule.scope == "workspace" and rule.workspace_path != workspace_path:
         return False
+    # A rule remembered before RFC 8785 (parkgate.jcs) holds the json.dumps form.
     if rule.match == "input":
-        return rule.input_hash == input_hash(tool_name, tool_input)
+        return rule.input_hash in input_hash_forms(tool_name, tool_input)
     command = tool_input.get(COMMAND_FIELD)
     return (
         isinstance(command, str)
         and rule.command_prefix is not None
-        and rule.input_hash == rest_hash(tool_name, tool_input)
+        and rule.input_hash in rest_hash_forms(tool_name, tool_input)
         and prefix_matches(command, rule.command_prefix, wrappers)
     )
 

@@ -261,13 +261,16 @@ class CallStore(EventStore):
         except (ValueError, TypeError, binascii.Error, UnicodeDecodeError) as exc:
             raise InvalidCursorError(f"invalid cursor {cursor[:40]!r}") from exc
 
-    async def oldest_with_input(self, filters: CallFilters, input_hash: str) -> str | None:
+    async def oldest_with_input(self, filters: CallFilters,
+                                input_hash: str | Sequence[str]) -> str | None:
         """The tool_use_id of the oldest call matching `filters` whose input has
-        this hash (tool and canonical input), or None: one indexed one-row read
-        where a page of calls filtered here would cost a whole read."""
+        this hash (tool and canonical input; any of several: its forms before
+        and after RFC 8785), or None: one indexed one-row read where a page of
+        calls filtered here would cost a whole read."""
+        hashes = [input_hash] if isinstance(input_hash, str) else list(input_hash)
         row = await self._first(
             select(CALLS.c.tool_use_id)
-            .where(*self._filter_clauses(filters), CALLS.c.input_hash == input_hash)
+            .where(*self._filter_clauses(filters), CALLS.c.input_hash.in_(hashes))
             .order_by(CALLS.c.created_at, CALLS.c.id)
             .limit(1)
         )
