@@ -108,11 +108,12 @@ def _has_surrogate(text: str) -> bool:
     return False
 
 
-def problem(value: Any, path: str = "$") -> NotCanonicalError | None:
+def problem(value: Any, path: str = "$", *, text: bool = True) -> NotCanonicalError | None:
     """The first place `value` has no canonical JSON (NaN, Infinity, a lone
-    surrogate, a non-string key, a value that is not JSON), or None."""
+    surrogate, a non-string key, a value that is not JSON), or None. `text=False`
+    leaves lone surrogates to the caller (the API names them in its own words)."""
     if isinstance(value, str):
-        if _has_surrogate(value):
+        if text and _has_surrogate(value):
             return NotCanonicalError(path, "a string holds a lone surrogate (not Unicode text)")
         return None
     if value is None or isinstance(value, bool | int):
@@ -127,25 +128,26 @@ def problem(value: Any, path: str = "$") -> NotCanonicalError | None:
         for key, item in value.items():
             if not isinstance(key, str):
                 return NotCanonicalError(path, f"an object key is not a string ({key!r})")
-            if _has_surrogate(key):
+            if text and _has_surrogate(key):
                 return NotCanonicalError(path, "an object key holds a lone surrogate")
-            found = problem(item, f"{path}.{key}" if key.isidentifier() else f"{path}[{key!r}]")
+            found = problem(item, f"{path}.{key}" if key.isidentifier() else f"{path}[{key!r}]",
+                            text=text)
             if found is not None:
                 return found
         return None
     if isinstance(value, list | tuple):
         for index, item in enumerate(value):
-            found = problem(item, f"{path}[{index}]")
+            found = problem(item, f"{path}[{index}]", text=text)
             if found is not None:
                 return found
         return None
     return NotCanonicalError(path, f"a {type(value).__name__} is not a JSON value")
 
 
-def check(value: Any, path: str = "$") -> Any:
+def check(value: Any, path: str = "$", *, text: bool = True) -> Any:
     """`value` itself when it has a canonical JSON; NotCanonicalError naming the
     first problem otherwise (a pydantic validator: the error is a ValueError)."""
-    found = problem(value, path)
+    found = problem(value, path, text=text)
     if found is not None:
         raise found
     return value

@@ -159,13 +159,14 @@ class ToolDefinition(BaseModel):
 
 
 def _canonical_input(value: dict[str, Any]) -> dict[str, Any]:
-    return jcs.check(value, "input")  # type: ignore[no-any-return]
+    # Lone surrogates are left to the API's own check (422 invalid_text).
+    return jcs.check(value, "input", text=False)  # type: ignore[no-any-return]
 
 
 #: A tool input: a JSON object with a canonical form (parkgate.jcs), so its
-#: hashes can be taken. NaN, Infinity or a lone surrogate is refused where the
-#: input enters (a 422 naming the place at the API), never hashed as Python
-#: spells it nor turned into null on its way to the workflow.
+#: hashes can be taken. NaN, Infinity or a value that is not JSON is refused
+#: where the input enters (a 422 naming the place at the API), never hashed as
+#: Python spells it nor turned into null on its way to the workflow.
 JsonInput = Annotated[dict[str, Any], AfterValidator(_canonical_input)]
 
 

@@ -7,13 +7,14 @@ import logging
 import random
 import time
 import uuid
-from collections.abc import Callable, Generator, Iterable
+from collections.abc import Callable, Generator, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 import httpx
 
-from parkgate.agent_client.errors import UnavailableError, error_from
+from parkgate import jcs
+from parkgate.agent_client.errors import InvalidInputError, UnavailableError, error_from
 from parkgate.api.schemas import EventOut
 from parkgate.models import Session, ToolUseBlock
 
@@ -235,7 +236,25 @@ def request_flow(retry: Retry, send: Send) -> Flow[httpx.Response]:
 
 def as_block(tool_use: ToolUseBlock | dict[str, Any]) -> ToolUseBlock:
     """Accept the model's block as parsed JSON or as the model class."""
-    return tool_use if isinstance(tool_use, ToolUseBlock) else ToolUseBlock.model_validate(tool_use)
+    if isinstance(tool_use, ToolUseBlock):
+        return tool_use
+    if isinstance(tool_use, dict):
+        checked_input(tool_use.get("input"))
+    return ToolUseBlock.model_validate(tool_use)
+
+
+def checked_input(tool_input: Any) -> Any:
+    """`tool_input` when it has a canonical JSON (parkgate.jcs, what its
+    input_sha256 is taken of); InvalidInputError naming the place otherwise."""
+    found = jcs.problem(tool_input, "input")
+    if found is not None:
+        raise InvalidInputError(found.path, found.problem)
+    return tool_input
+
+
+def tool_use_block(tool_use_id: str, name: str, tool_input: Mapping[str, Any]) -> ToolUseBlock:
+    """The block of a gated call, its input checked first (InvalidInputError)."""
+    return ToolUseBlock(id=tool_use_id, name=name, input=checked_input(dict(tool_input)))
 
 
 def session_ids(session: Session | str, turn_id: str | None) -> tuple[str, str]:

@@ -13,7 +13,7 @@ from enum import Enum
 from typing import Any, Literal
 
 import httpx
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, model_validator
 
 from parkgate.agent_client import _common as c
 from parkgate.agent_client._common import Execute, Flow, Sleep, Use
@@ -40,6 +40,7 @@ from parkgate.models import (
     ToolErrorClass,
     ToolResultBlock,
     ToolUseBlock,
+    input_sha256_forms,
 )
 
 #: Statuses (by value) in which the client's next move is to claim the call.
@@ -139,6 +140,16 @@ class Claim(BaseModel):
     input: dict[str, Any]
     input_sha256: str
     lease_expires_at: datetime | None = None
+
+    @model_validator(mode="after")
+    def _hash_matches(self) -> Claim:
+        """Run only the input the server released: it must hash to the released
+        input_sha256 (RFC 8785, parkgate.jcs; or the json.dumps form of a call
+        released before it), else the claim is refused here (a ValueError)."""
+        if self.input_sha256 not in input_sha256_forms(self.input):
+            raise ValueError("the claimed input does not hash to its input_sha256 "
+                             f"{self.input_sha256}: not running it")
+        return self
 
 
 def claim_won(resource: CallResource) -> Claim | None:

@@ -50,6 +50,17 @@ class UnavailableError(ParkgateError):
     """503 (or 429) still answered after every retry."""
 
 
+class InvalidInputError(ValueError):
+    """A tool input with no canonical JSON (NaN, Infinity, a lone surrogate),
+    refused before it is sent: JSON has no NaN, its `input_sha256` cannot be
+    computed, and the server would answer 422. `path` says where (`input.a[1]`)."""
+
+    def __init__(self, path: str, problem: str) -> None:
+        super().__init__(f"{path}: {problem}")
+        self.path = path
+        self.problem = problem
+
+
 class CallNotFinishedError(Exception):
     """`dispatch(..., timeout=...)` gave up waiting; the call keeps going server-side.
 

@@ -17,7 +17,7 @@ from parkgate.agent_client import _common as c
 from parkgate.agent_client import _gate_common as g
 from parkgate.agent_client.aio import AsyncParkgateClient
 from parkgate.api.schemas import CallResource
-from parkgate.models import SideEffects, ToolResultBlock, ToolUseBlock
+from parkgate.models import SideEffects, ToolResultBlock
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -80,8 +80,7 @@ class AsyncToolGate(g.GateBase):
         """
         g.require_tool(self.tools, name)
         await self.register()
-        block = ToolUseBlock(id=tool_use_id or g.new_tool_use_id(), name=name,
-                             input=dict(tool_input))
+        block = c.tool_use_block(tool_use_id or g.new_tool_use_id(), name, tool_input)
         # deadline: time.monotonic(), as the client's own waits
         return await self._drive(g.call_flow(
             self.session_id, block, turn_id or self.turn_id, c.deadline_after(wait),
@@ -96,7 +95,7 @@ class AsyncToolGate(g.GateBase):
         that ask "does this need approval?" before they run a tool."""
         g.require_tool(self.tools, name)
         await self.register()
-        block = ToolUseBlock(id=tool_use_id, name=name, input=dict(tool_input))
+        block = c.tool_use_block(tool_use_id, name, tool_input)
         resource = await self.client.submit(block, self.session_id,
                                             turn_id=turn_id or self.turn_id)
         return await self._drive(g.classified_flow(self.session_id, resource))

@@ -13,7 +13,7 @@ from parkgate.agent_client import _common as c
 from parkgate.agent_client import _gate_common as g
 from parkgate.agent_client.sync import ParkgateClient
 from parkgate.api.schemas import CallResource
-from parkgate.models import SideEffects, ToolResultBlock, ToolUseBlock
+from parkgate.models import SideEffects, ToolResultBlock
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -62,8 +62,7 @@ class ToolGate(g.GateBase):
     ) -> ToolResultBlock:
         g.require_tool(self.tools, name)
         self.register()
-        block = ToolUseBlock(id=tool_use_id or g.new_tool_use_id(), name=name,
-                             input=dict(tool_input))
+        block = c.tool_use_block(tool_use_id or g.new_tool_use_id(), name, tool_input)
         return self._drive(g.call_flow(self.session_id, block, turn_id or self.turn_id,
                                        c.deadline_after(wait), lease_seconds or self.lease_seconds),
                            execute)
@@ -75,7 +74,7 @@ class ToolGate(g.GateBase):
         """Submit (or attach to) a call without running it; see AsyncToolGate.submit."""
         g.require_tool(self.tools, name)
         self.register()
-        block = ToolUseBlock(id=tool_use_id, name=name, input=dict(tool_input))
+        block = c.tool_use_block(tool_use_id, name, tool_input)
         return self._drive(g.classified_flow(self.session_id, self.client.submit(
             block, self.session_id, turn_id=turn_id or self.turn_id)))
 

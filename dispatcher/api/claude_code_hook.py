@@ -40,6 +40,7 @@ from parkgate.clients.client_tools import ClientToolSpec, stricter
 from parkgate.durable.client import IdempotencyConflictError
 from parkgate.durable.client_payloads import ClaimInput, OutcomeInput
 from parkgate.models import (
+    JsonInput,
     SideEffects,
     TextBlock,
     ToolDefinition,
@@ -74,7 +75,7 @@ class HookInput(BaseModel):
     session_id: str = Field(pattern=ID_RE)
     cwd: str = ""
     tool_name: str | None = None
-    tool_input: dict[str, Any] | None = None
+    tool_input: JsonInput | None = None
     tool_use_id: str | None = Field(default=None, pattern=ID_RE)
     tool_response: Any = None
     error: str | None = None

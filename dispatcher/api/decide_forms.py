@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from parkgate import jcs
 from parkgate.schema import depth_error
 
 
@@ -19,6 +20,9 @@ def parse_edits(raw: str, max_depth: int) -> dict[str, Any] | str:
         return f"The edited arguments are not valid JSON: {exc}"
     if not isinstance(parsed, dict):
         return "The edited arguments must be a JSON object."
+    found = jcs.problem(parsed, "arguments", text=False)
+    if found is not None:  # json.loads takes NaN and Infinity; JSON has neither
+        return f"The edited arguments are not valid JSON: {found}"
     if depth_error(parsed, max_depth) is not None:
         return f"The edited arguments nest deeper than {max_depth} levels."
     return parsed

@@ -30,6 +30,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.types import Receive, Scope, Send
 
+from parkgate import jcs
 from parkgate.api import tool_classes
 from parkgate.api.approval_links import link_for_principal, submitter_of
 from parkgate.api.attach import same_input_call
@@ -186,7 +187,11 @@ class McpGateway:
             if not _ID_RE.match(value):
                 return _error(f"_meta.{label} may contain only letters, digits and _ . : - "
                               "(1-200 characters)")
-        block = ToolUseBlock(id=tool_use_id, name=params.name, input=dict(params.arguments or {}))
+        arguments = dict(params.arguments or {})
+        found = jcs.problem(arguments, "arguments", text=False)
+        if found is not None:  # NaN or Infinity: no JSON, no input_sha256
+            return _error(str(found))
+        block = ToolUseBlock(id=tool_use_id, name=params.name, input=arguments)
         session = caller.session.for_turn(turn_id)
         if not meta.get(META_TOOL_USE_ID):
             # A model retrying gets a fresh id: attach to its still-parked twin.

@@ -11,7 +11,7 @@ from parkgate.api.approval_links import named_approvers, quorum_of
 from parkgate.approvals.decisions import DecisionMade, DecisionRecord
 from parkgate.calls.records import ApprovalRecord, CallStatus
 from parkgate.clients.client_tools import MAX_CLIENT_TOOLS, ClientToolSpec
-from parkgate.models import ContentBlock, TextBlock, ToolResultBlock, ToolUseBlock
+from parkgate.models import ContentBlock, JsonInput, TextBlock, ToolResultBlock, ToolUseBlock
 from parkgate.rules.remember_spec import MAX_TTL_SECONDS, MIN_TTL_SECONDS
 from parkgate.rules.remembered import RememberedFields
 from parkgate.store.results import CallRecord
@@ -204,7 +204,7 @@ class ConfirmationIn(BaseModel):
     decision: Literal["allow", "deny", "allow_with_edits"]
     reason: str | None = Field(default=None, max_length=4000)
     decided_by: str | None = Field(default=None, max_length=200)
-    edited_input: dict[str, Any] | None = None
+    edited_input: JsonInput | None = None
     #: Allow the same call again (allow decisions only; not for quorum requests).
     remember: RememberIn | None = None
 

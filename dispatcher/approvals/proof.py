@@ -39,10 +39,17 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, Field
 
+from parkgate import jcs
+
 #: The field of a proven message that holds its proof (excluded from the MAC).
 PROOF_FIELD = "proof"
-#: Version of the canonical encoding (part of what is signed).
-ENCODING_VERSION = 1
+#: Version of the canonical encoding (part of what is signed): 2 is RFC 8785
+#: (parkgate.jcs, the one canonical JSON). Proofs are made in it.
+ENCODING_VERSION = 2
+#: Versions a proof is checked in, newest first: 1 (json.dumps, ASCII escapes)
+#: is what an API of an earlier release signs and what recorded histories hold,
+#: so those messages stay proven (and histories replay) after the upgrade.
+CHECKED_VERSIONS = (2, 1)
 
 #: Message kinds (what a proof is for: a decide proof is no cancel proof).
 KIND_DECIDE = "decide"
@@ -78,20 +85,23 @@ def derive_key(secret: bytes, key_id: str) -> bytes:
     return hmac.new(prk, info + b"\x01", hashlib.sha256).digest()
 
 
-def canonical(kind: str, workflow_id: str, message: BaseModel) -> bytes:
+def canonical(
+    kind: str, workflow_id: str, message: BaseModel, version: int = ENCODING_VERSION
+) -> bytes:
     """The bytes a proof covers: kind, workflow id and every field but the proof.
 
     Fields at their default are left out, so a sender one field newer than
     the worker (a new optional field left unset) proves the same bytes; any
-    field set to another value changes them.
+    field set to another value changes them. `version` 1 is the encoding of
+    earlier releases (checked, never made).
     """
     # Through pydantic's own JSON, as the message travels: what the worker
     # parses back (NaN as null, say) encodes to the same bytes.
     fields = json.loads(message.model_dump_json(exclude={PROOF_FIELD}, exclude_defaults=True))
-    doc = {"v": ENCODING_VERSION, "kind": kind, "workflow_id": workflow_id, "message": fields}
-    return json.dumps(
-        doc, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False
-    ).encode("ascii")
+    doc = {"v": version, "kind": kind, "workflow_id": workflow_id, "message": fields}
+    if version == 1:
+        return jcs.legacy_text(doc, ascii_only=True).encode("ascii")
+    return jcs.canonical_bytes(doc)
 
 
 def _mac(key: bytes, data: bytes) -> str:
@@ -142,10 +152,11 @@ def _check(
     candidates = keys.get(proof.key_id)
     if not candidates:
         return f"its proof names an unknown key id {proof.key_id!r}"
-    data = canonical(kind, workflow_id, message)
-    for key in candidates:
-        if hmac.compare_digest(_mac(key, data), proof.mac):
-            return None
+    for version in CHECKED_VERSIONS:
+        data = canonical(kind, workflow_id, message, version)
+        for key in candidates:
+            if hmac.compare_digest(_mac(key, data), proof.mac):
+                return None
     return "its proof does not match its fields (forged or altered)"
 
 

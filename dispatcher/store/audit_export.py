@@ -1,7 +1,10 @@
 """Export calls for audit: JSON Lines (one call per line, with its events) or CSV.
 
 CSV has one row per call; structured columns (input, result, full_output)
-hold compact JSON, and `event_count` replaces the nested events.
+hold canonical JSON (RFC 8785, parkgate.jcs), and `event_count` replaces the
+nested events. JSON Lines keep each number as it is stored (`1.0` stays `1.0`):
+an event hashed before RFC 8785 hashed Python's spelling of its numbers, and
+`parkgate audit verify-export` recomputes either form from the file.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ import json
 from collections.abc import Callable
 from typing import IO, TYPE_CHECKING, Any, Literal
 
+from parkgate import jcs
 from parkgate.store.results import CallFilters
 from parkgate.store.statements import CALLS
 
@@ -32,7 +36,7 @@ def _csv_cell(value: Any) -> Any:
     if value is None:
         return ""
     if isinstance(value, dict | list):
-        return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        return jcs.canonical_text(value)
     return value
 
 

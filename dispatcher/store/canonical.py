@@ -5,19 +5,22 @@ what is hashed is exactly what the database gives back on both backends
 (PostgreSQL JSONB rejects NUL characters and re-prints huge floats as exact
 integers; SQLite keeps text as is). The hash of an event is then
 SHA-256(prev_hash || canonical JSON of its stored fields), re-computable from
-the row alone.
+the row alone. Canonical JSON is RFC 8785 (parkgate.jcs) for events written
+since issue 37; events written before hashed Python's json.dumps form, and
+`event_hash_matches` accepts either, so old chains and exports still verify.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 import re
+from collections.abc import Mapping
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
+from parkgate import jcs
 from parkgate.store.types import as_utc
 
 REDACTED = "[REDACTED]"
@@ -66,8 +69,8 @@ def redact(value: Any) -> Any:
 
 
 def canonical_json(value: Any) -> str:
-    """Deterministic JSON text: sorted keys, no spaces, UTF-8."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    """Deterministic JSON text: RFC 8785 (parkgate.jcs, the one canonical JSON)."""
+    return jcs.canonical_text(value)
 
 
 def timestamp_text(value: datetime) -> str:
@@ -96,16 +99,45 @@ HASHED_FIELDS: tuple[str, ...] = (
 )
 
 
-def event_hash(prev_hash: str, fields: dict[str, Any]) -> str:
-    """SHA-256 over the previous hash and the canonical JSON of the event's fields."""
+def _hashed(fields: Mapping[str, Any]) -> dict[str, Any]:
     payload = {}
     for name in HASHED_FIELDS:
         value = fields.get(name)
         if isinstance(value, datetime):
             value = timestamp_text(value)
         payload[name] = value
+    return payload
+
+
+def _digest(prev_hash: str, text: str) -> str:
     digest = hashlib.sha256()
     digest.update(prev_hash.encode("ascii"))
     digest.update(b"\n")
-    digest.update(canonical_json(payload).encode("utf-8"))
+    digest.update(text.encode("utf-8"))
     return digest.hexdigest()
+
+
+def event_hash(prev_hash: str, fields: Mapping[str, Any]) -> str:
+    """SHA-256 over the previous hash and the canonical JSON of the event's fields."""
+    return _digest(prev_hash, canonical_json(_hashed(fields)))
+
+
+def legacy_event_hash(prev_hash: str, fields: Mapping[str, Any]) -> str | None:
+    """The hash an event written before RFC 8785 got (json.dumps form); None when
+    the fields have no such form."""
+    try:
+        return _digest(prev_hash, jcs.legacy_text(_hashed(fields)))
+    except (TypeError, ValueError, RecursionError):
+        return None
+
+
+def event_hash_matches(stored_hash: str, prev_hash: str, fields: Mapping[str, Any]) -> bool:
+    """True when `stored_hash` is the event's hash in either form: RFC 8785 (written
+    since issue 37) or json.dumps (written before; each event is hashed whole in
+    one form, so either form still proves its fields unchanged)."""
+    try:
+        if event_hash(prev_hash, fields) == stored_hash:
+            return True
+    except jcs.NotCanonicalError:
+        pass
+    return legacy_event_hash(prev_hash, fields) == stored_hash

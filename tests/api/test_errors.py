@@ -172,3 +172,22 @@ async def test_lone_surrogates_in_tool_input_are_422(api: ApiRig) -> None:
     err = _is_error_shape(r, 422, "invalid_text")
     assert err["details"][0]["loc"] == ["body", "input", "command"]
     assert (await api.http.get(f"/v1/sessions/{sid}/tool-calls/toolu_s")).status_code == 404
+
+
+@pytest.mark.parametrize("literal", ["NaN", "Infinity", "-Infinity"])
+async def test_non_finite_numbers_in_tool_input_are_422(api: ApiRig, literal: str) -> None:
+    """JSON has no NaN (Python's parser takes it): refused naming the place,
+    never hashed in Python's spelling nor turned into null for the workflow."""
+    sid = await api.register()
+    url = f"/v1/sessions/{sid}/turns/t1/tool-calls"
+    raw = f'{{"id": "toolu_n", "name": "read_file", "input": {{"path": "a", "w": [1, {literal}]}}}}'
+    r = await api.http.post(url, content=raw.encode(),
+                            headers={"content-type": "application/json"})
+    err = _is_error_shape(r, 422, "invalid_request")
+    assert f"input.w[1]: {literal} is not a JSON number" in err["message"]
+    assert err["details"][0]["loc"] == ["body", "input"]
+    assert (await api.http.get(f"/v1/sessions/{sid}/tool-calls/toolu_n")).status_code == 404
+    batch = f'{{"calls": [{{"id": "toolu_b", "name": "read_file", "input": {{"x": {literal}}}}}]}}'
+    r = await api.http.post(f"{url}:batch", content=batch.encode(),
+                            headers={"content-type": "application/json"})
+    assert f"input.x: {literal} is not a JSON number" in _is_error_shape(r, 422)["message"]

@@ -89,3 +89,34 @@ def test_a_message_without_a_proof_field_cannot_be_proven() -> None:
 
     with pytest.raises(TypeError, match="no 'proof' field"):
         proof.prove(Bare(), proof.KIND_CLAIM, WF, KEYS)
+
+
+#: A decide message as an API of the release before RFC 8785 proved it (encoding
+#: v1, json.dumps with ASCII escapes; key: 32 bytes of "k"), made with that
+#: release's code: non-ASCII fields spell differently in v2.
+OLD_MESSAGE = {"request_id": "req-1", "decision": "allow", "decided_by": "Zoë", "via": "api",
+               "reason": "ok ☕ 😀"}
+OLD_MAC = "27bb1e2a53da8cf8330a6c4e72a153774f6e20624001901951f23ee7d0628a65"
+
+
+def test_a_proof_made_before_rfc8785_still_verifies() -> None:
+    keys = ProofKeys.from_secrets({"k1": b"k" * 32}, "k1")
+    old = decision(**OLD_MESSAGE).model_copy(update={"proof": Proof(key_id="k1", mac=OLD_MAC)})
+    assert keys.check(proof.KIND_DECIDE, WF, old) is None
+    altered = old.model_copy(update={"reason": "ok"})
+    assert "does not match" in (keys.check(proof.KIND_DECIDE, WF, altered) or "")
+    # New proofs cover the RFC 8785 bytes (v2), not the old ones.
+    fresh = proof.prove(decision(**OLD_MESSAGE), proof.KIND_DECIDE, WF, keys)
+    assert fresh.proof is not None and fresh.proof.mac != OLD_MAC
+    assert keys.check(proof.KIND_DECIDE, WF, fresh) is None
+
+
+def test_proofs_cover_the_canonical_json() -> None:
+    from parkgate import jcs
+
+    msg = decision(reason="ok ☕")
+    data = proof.canonical(proof.KIND_DECIDE, WF, msg)
+    assert data == jcs.canonical_bytes(
+        {"v": 2, "kind": "decide", "workflow_id": WF,
+         "message": {"request_id": "req-1", "decision": "allow", "decided_by": "alice",
+                     "via": "api", "reason": "ok ☕"}})
