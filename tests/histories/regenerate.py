@@ -4,7 +4,7 @@
 Runs every path of the durable call (auto, approved, denied, expired,
 cancelled, edited, turn, quorum, reminders, grouped, composed_sub_calls and
 its sub_call_approval child, client_released,
-client_lease, client_late, client_claimed_at_release) on the time-skipping test server with a worker from
+client_lease, client_late, client_claimed_at_release, client_float) on the time-skipping test server with a worker from
 the production recipe and a throwaway migrated SQLite store, then saves each
 workflow's history as JSON next to this file. Machine-specific paths (the
 temporary workspace) are replaced by WORKSPACE_PLACEHOLDER inside payloads.
@@ -289,7 +289,10 @@ async def generate(env: WorkflowEnvironment, store: Repository, tmp: Path) -> No
         await save("sub_call_approval", child, rig)
 
 
-CLIENT_PATHS = {"client_released", "client_lease", "client_late", "client_claimed_at_release"}
+CLIENT_PATHS = {"client_released", "client_lease", "client_late", "client_claimed_at_release",
+                "client_float"}
+#: An input whose RFC 8785 and json.dumps forms differ (floats, an astral key).
+FLOAT_INPUT = {"service": "api", "ratio": 0.1, "one": 1.0, "big": 1e21, "ﬁ": "x", "😀": "y"}
 
 
 async def client_paths(env: WorkflowEnvironment, store: Repository, tmp: Path) -> None:
@@ -311,7 +314,7 @@ async def client_paths(env: WorkflowEnvironment, store: Repository, tmp: Path) -
     )
     from parkgate.durable.payloads import call_workflow_id
     from parkgate.durable.plugin import proof_keys_of
-    from parkgate.models import TextBlock, input_sha256
+    from parkgate.models import TextBlock, input_sha256, legacy_input_sha256
     from parkgate.calls.records import CallRef, CallStatus
 
     client_tmp = tmp / "client"
@@ -324,9 +327,9 @@ async def client_paths(env: WorkflowEnvironment, store: Repository, tmp: Path) -
         d = rig.dispatcher
         session = rig.session("s-replay-client")
 
-        async def released(tool_use_id: str) -> Any:
+        async def released(tool_use_id: str, inp: dict[str, Any] | None = None) -> Any:
             handle = await d.start(ToolUseBlock(id=tool_use_id, name="deploy",
-                                                input={"service": tool_use_id}),
+                                                input=inp or {"service": tool_use_id}),
                                    session, [deploy])
             rid = await rig.wait_parked(session.session_id, tool_use_id)
             await d.decide(rid, "allow", decided_by="alice", via="link")
@@ -386,6 +389,19 @@ async def client_paths(env: WorkflowEnvironment, store: Repository, tmp: Path) -
         await handle.execute_update(UPDATE_OUTCOME, report, result_type=OutcomeResult)
         await handle.result()
         await save(tid, handle, rig)
+
+        # Issue 37: released with the RFC 8785 input_sha256 (patch jcs-input-sha256);
+        # a client of the release before reports the json.dumps form of the same
+        # input, which is taken (patch either-input-sha256-form).
+        handle, wid, won = await released("client_float", FLOAT_INPUT)
+        assert won.input_sha256 == input_sha256(FLOAT_INPUT)
+        report = proof.prove(OutcomeInput(content=[TextBlock(text="done")],
+                                          input_sha256=legacy_input_sha256(FLOAT_INPUT),
+                                          reported_by="key:k1"),
+                             proof.KIND_OUTCOME, wid, keys)
+        await handle.execute_update(UPDATE_OUTCOME, report, result_type=OutcomeResult)
+        await handle.result()
+        await save("client_float", handle, rig)
 
 
 async def main() -> None:

@@ -24,6 +24,10 @@ PATHS = [
     "client_released", "client_lease", "client_late",
     # issue 27: the submitter's claim taken in the release's own write
     "client_claimed_at_release",
+    # issue 37: an input with floats released with its RFC 8785 input_sha256, the
+    # report in the json.dumps form taken (patches jcs-input-sha256,
+    # either-input-sha256-form)
+    "client_float",
     # issue 28: forged decide signals (plaintext, sealed without proof) ignored,
     # then a proven one decides (patch proven-decisions-v1)
     "proven_signal",
@@ -45,6 +49,11 @@ LEGACY: list[str] = [
     # before "turn-child-no-rerun" (issue 28): children started with the
     # default id reuse policy
     "turn",
+    # before "jcs-input-sha256" (issue 37): a client-executed call whose input
+    # has floats (0.1, 1.0, 1e21) and keys UTF-16 orders otherwise, released
+    # with the json.dumps input_sha256 and reported with it (recorded with the
+    # release before RFC 8785)
+    "client_float_pre_jcs",
 ]
 
 
