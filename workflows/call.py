@@ -32,7 +32,7 @@ from parkgate.workflows.call_exec import Execution
 from parkgate.workflows.call_notices import Notices
 from parkgate.workflows.call_park import Parking
 from parkgate.workflows.call_record import CLASSIFY_RETRY
-from parkgate.workflows.client_exec import ClientExecution
+from parkgate.workflows.client_exec import PATCH_JCS_INPUT_SHA256, ClientExecution
 
 with workflow.unsafe.imports_passed_through():
     from parkgate.calls.records import CallStatus
@@ -126,6 +126,10 @@ class ToolCallWorkflow(Decisions, Parking, Notices, Execution, ClientExecution):
         return outcome
 
     async def _run(self, inp: CallInput) -> CallOutcome:
+        # In the first activation, never after a local activity (docs/DURABLE.md);
+        # only calls started with a client tool can be released.
+        self._jcs_input_sha256 = inp.client_tool is not None \
+            and workflow.patched(PATCH_JCS_INPUT_SHA256)
         # An auto-approved read runs inside classify (one local activity, one
         # history write); anything else comes back as a verdict to act on.
         classify_input = ClassifyInput(call=inp.call, session=inp.session, ref=self._ref(),

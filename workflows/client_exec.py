@@ -59,9 +59,9 @@ _WRITE_TIMEOUT = timedelta(seconds=10)
 _WRITE_RETRY = RetryPolicy(
     initial_interval=timedelta(milliseconds=200), maximum_interval=timedelta(seconds=10)
 )
-#: workflow.patched id: a call released from here on carries its RFC 8785
-#: input_sha256 (parkgate.jcs); a history released before keeps the json.dumps
-#: form it recorded.
+#: workflow.patched id: a call started from here on is released with its RFC 8785
+#: input_sha256 (parkgate.jcs); one started before keeps the json.dumps form.
+#: Asked at the start of a call with a client tool (ToolCallWorkflow._run).
 PATCH_JCS_INPUT_SHA256 = "jcs-input-sha256"
 #: workflow.patched id: a report carrying the released input's hash in its other
 #: form (RFC 8785 or json.dumps) is taken, so a call in flight across the upgrade
@@ -98,6 +98,8 @@ class ClientExecution:
 
     def _init_client(self) -> None:
         self._release: ReleaseView | None = None
+        #: PATCH_JCS_INPUT_SHA256, asked at the start of a client tool's call.
+        self._jcs_input_sha256 = False
         #: The release's store write has committed (claims accepted while it was
         #: in flight wait for it: the store may show the release first).
         self._release_stored = False
@@ -125,7 +127,7 @@ class ClientExecution:
         # Every write of this path is a committed (regular) activity.
         self._committed_writes = True
         call_input = prepared.call.input
-        sha = input_sha256(call_input) if workflow.patched(PATCH_JCS_INPUT_SHA256) \
+        sha = input_sha256(call_input) if self._jcs_input_sha256 \
             else legacy_input_sha256(call_input)
         release = ReleaseView(input=call_input, input_sha256=sha, released_at=workflow.now())
         event = self._event("tool.released", request_id=self._request_id(), data={
