@@ -191,3 +191,9 @@ async def test_non_finite_numbers_in_tool_input_are_422(api: ApiRig, literal: st
     r = await api.http.post(f"{url}:batch", content=batch.encode(),
                             headers={"content-type": "application/json"})
     assert f"input.x: {literal} is not a JSON number" in _is_error_shape(r, 422)["message"]
+    edits = f'{{"decision": "allow_with_edits", "edited_input": {{"x": {literal}}}}}'
+    r = await api.http.post(f"/v1/sessions/{sid}/turns/t1/confirmations/any",
+                            content=edits.encode(), headers={"content-type": "application/json"})
+    err = _is_error_shape(r, 422, "invalid_request")
+    assert f"{literal} is not a JSON number" in err["message"]
+    assert err["details"][0]["loc"] == ["body", "edited_input"]
