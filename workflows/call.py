@@ -94,6 +94,8 @@ class ToolCallWorkflow(Decisions, Parking, Notices, Execution, ClientExecution):
         self._verdict = None
         #: PATCH_PROVEN_DECISIONS, once asked.
         self._proven_signals = None
+        #: PATCH_DECIDE_SIGNAL_RETIRED, once asked.
+        self._retired_signals = None
         self._init_client()
 
     # ------------------------------------------------------------------ run

@@ -18,7 +18,6 @@ from parkgate.workflows.call_record import (
     LOCAL_RETRY,
     LOCAL_TIMEOUT,
     PATCH_COMMITTED_WRITES,
-    PATCH_DECIDE_SIGNAL_RETIRED,
     CallRecording,
 )
 
@@ -141,7 +140,7 @@ class Decisions(CallRecording):
         patch replay the old branch: invalid or unproven decisions ignored,
         checked with the keys they ran under (LEGACY).
         """
-        if not workflow.patched(PATCH_DECIDE_SIGNAL_RETIRED):
+        if not self._decide_signals_retired():
             await self._decide_signal_legacy(inp)
             return
         workflow.logger.warning("decide signal ignored: decisions are sent as the decide update")

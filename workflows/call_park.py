@@ -78,6 +78,7 @@ class Parking(CallRecording):
         # Asked right after a regular activity's result (never after a local
         # one: docs/DURABLE.md), so a replay sees the marker in the same task.
         self._proofs_on_signals()
+        self._decide_signals_retired()
         # A cancel that arrived while the request was stored ends the call now
         # (through run()'s cancellation path, which records `cancelled`).
         self._raise_if_cancelled()

@@ -81,9 +81,9 @@ PATCH_PROVEN_DECISIONS = "proven-decisions-v1"
 #: workflow.patched id: the `decide` signal is ignored (issue 37). Its proof
 #: could only be checked in the signal handler, which replays, so a worker
 #: with other keys would replay another path; decisions come as the `decide`
-#: update, whose validator checks the proof and never replays. Asked in the
-#: signal handler (the activation that holds the signal), so only histories
-#: that received one carry the marker.
+#: update, whose validator checks the proof and never replays. Asked right
+#: after the approval request is stored (beside PATCH_PROVEN_DECISIONS), or at
+#: a decide signal that comes before.
 PATCH_DECIDE_SIGNAL_RETIRED = "decide-signal-retired-v1"
 
 
@@ -121,12 +121,22 @@ class CallRecording:
     _cancel_requested: bool
     _verdict: str | None
     _proven_signals: bool | None
+    _retired_signals: bool | None
 
     def _uses_committed_writes(self) -> bool:
         """PATCH_COMMITTED_WRITES, asked once, at the first write after parking."""
         if self._committed_writes is None:
             self._committed_writes = workflow.patched(PATCH_COMMITTED_WRITES)
         return self._committed_writes
+
+    def _decide_signals_retired(self) -> bool:
+        """PATCH_DECIDE_SIGNAL_RETIRED, asked once: right after the approval
+        request is stored, or at a decide signal before that. (Asked at the
+        first signal alone, a replayer that decodes a payload the worker
+        refused would ask it in another task than the one holding the marker.)"""
+        if self._retired_signals is None:
+            self._retired_signals = workflow.patched(PATCH_DECIDE_SIGNAL_RETIRED)
+        return self._retired_signals
 
     def _proofs_on_signals(self) -> bool:
         """PATCH_PROVEN_DECISIONS, asked once: decide signals must be proven."""

@@ -70,10 +70,18 @@ class SubCallApprovalWorkflow:
         self._status = CallStatus.QUEUED
         self._approval: ApprovalRecord | None = None
         self._decision: DecisionRecord | None = None
+        #: PATCH_DECIDE_SIGNAL_RETIRED, asked in the first activation (run).
+        self._retired_signals: bool | None = None
+
+    def _decide_signals_retired(self) -> bool:
+        if self._retired_signals is None:
+            self._retired_signals = workflow.patched(PATCH_DECIDE_SIGNAL_RETIRED)
+        return self._retired_signals
 
     @workflow.run
     async def run(self, inp: SubCallApprovalInput) -> SubCallDecided:
         sub, info = inp.sub, inp.sub.info
+        self._decide_signals_retired()
         now = workflow.now()
         expires_at = now + timedelta(seconds=inp.expiry_seconds) if inp.expiry_seconds else None
         wf = workflow.info()
@@ -219,7 +227,7 @@ class SubCallApprovalWorkflow:
     async def decide_signal(self, inp: DecideInput) -> None:
         """Retired (PATCH_DECIDE_SIGNAL_RETIRED, as for ToolCallWorkflow): logged
         and ignored; its proof check would replay with the replaying worker's keys."""
-        if not workflow.patched(PATCH_DECIDE_SIGNAL_RETIRED):
+        if not self._decide_signals_retired():
             # LEGACY: runs that took a decide signal before the patch.
             problem = self._proof_problem(inp) or self._problem(inp)
             if problem is not None:

@@ -4,7 +4,8 @@
 Runs every path of the durable call (auto, approved, denied, expired,
 cancelled, edited, turn, quorum, reminders, grouped, composed_sub_calls and
 its sub_call_approval child, client_released,
-client_lease, client_late, client_claimed_at_release, client_float) on the time-skipping test server with a worker from
+client_lease, client_late_checked, client_claimed_at_release, client_float,
+client_unclaimed, signal_retired) on the time-skipping test server with a worker from
 the production recipe and a throwaway migrated SQLite store, then saves each
 workflow's history as JSON next to this file. Machine-specific paths (the
 temporary workspace) are replaced by WORKSPACE_PLACEHOLDER inside payloads.
@@ -29,7 +30,8 @@ from typing import Any
 from temporalio.client import WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
-from parkgate.durable.payloads import call_workflow_id
+from parkgate.approvals.decisions import DecideInput
+from parkgate.durable.payloads import SIGNAL_DECIDE, call_workflow_id
 from parkgate.models import ToolUseBlock
 from parkgate.store import Repository
 from parkgate.store.migrate import upgrade_async
@@ -134,18 +136,21 @@ async def generate(env: WorkflowEnvironment, store: Repository, tmp: Path) -> No
         await handle.result()
         await save("edited", handle, rig)
 
-        # Decided by a proven `decide` signal after two forged ones (issue 28):
-        # a plaintext one the worker's codec drops, a sealed one without a proof
-        # the handler ignores (patch proven-decisions-v1). A replayer reads the
-        # plaintext one and must ignore it too.
-        handle, rid = await parked("proven_signal", "write_file", {"path": "p.txt", "content": "p"})
+        # Issue 37 (patch decide-signal-retired-v1): a forged plaintext signal,
+        # a sealed one without a proof and a proven one are all ignored; the
+        # decide update decides. ("proven_signal.json", kept, is the branch
+        # before the patch: the proven signal decided.)
+        handle, rid = await parked("signal_retired", "write_file",
+                                   {"path": "p.txt", "content": "p"})
         forger = Forger.on(env.client.service_client, env.client.namespace)
-        wf = call_workflow_id(session.session_id, "proven_signal")
+        wf = call_workflow_id(session.session_id, "signal_retired")
         for shape, inp in forger.shapes(wf, rid, "allow")[:3:2]:  # plain, sealed
             await forger.signal(wf, shape, inp)
-        await d.decide(rid, "allow", decided_by="ann", via="api", wait=False)
+        await handle.signal(SIGNAL_DECIDE, d.proven(
+            DecideInput(request_id=rid, decision="deny", decided_by="sig"), wf))
+        await d.decide(rid, "allow", decided_by="ann", via="api")
         await handle.result()
-        await save("proven_signal", handle, rig)
+        await save("signal_retired", handle, rig)
 
         calls = [
             ToolUseBlock(id="turn-a", name="read_file", input={"path": "README.md"}),
@@ -289,8 +294,8 @@ async def generate(env: WorkflowEnvironment, store: Repository, tmp: Path) -> No
         await save("sub_call_approval", child, rig)
 
 
-CLIENT_PATHS = {"client_released", "client_lease", "client_late", "client_claimed_at_release",
-                "client_float"}
+CLIENT_PATHS = {"client_released", "client_lease", "client_late_checked",
+                "client_claimed_at_release", "client_float", "client_unclaimed"}
 #: An input whose RFC 8785 and json.dumps forms differ (floats, an astral key).
 FLOAT_INPUT = {"service": "api", "ratio": 0.1, "one": 1.0, "big": 1e21, "ﬁ": "x", "😀": "y"}
 
@@ -368,7 +373,8 @@ async def client_paths(env: WorkflowEnvironment, store: Repository, tmp: Path) -
             id=late_id, task_queue=rig.settings.temporal_task_queue,
             result_type=LateOutcomeResult)
         await late_handle.result()
-        await save("client_late", late_handle, rig)
+        # "client_late.json" (kept) predates late-outcome-proof-in-activity-v1.
+        await save("client_late_checked", late_handle, rig)
 
         # Issue 27: policy releases a read at once and the submitter's claim
         # (CallInput.claim) is taken in the release's own write; then the outcome.
@@ -402,6 +408,16 @@ async def client_paths(env: WorkflowEnvironment, store: Repository, tmp: Path) -
         await handle.execute_update(UPDATE_OUTCOME, report, result_type=OutcomeResult)
         await handle.result()
         await save("client_float", handle, rig)
+
+        # Issue 37: released, and no client claims it in time: unclaimed.
+        tid = "client_unclaimed"
+        handle = await d.start(ToolUseBlock(id=tid, name="deploy", input={"service": tid}),
+                               session, [deploy])
+        rid = await rig.wait_parked(session.session_id, tid)
+        await d.decide(rid, "allow", decided_by="alice", via="link")
+        await env.sleep(rig.settings.client_unclaimed_seconds + 60)
+        assert (await handle.result()).status == CallStatus.UNCLAIMED
+        await save(tid, handle, rig)
 
 
 async def main() -> None:

@@ -70,13 +70,13 @@ KEY_READERS = {"problem", "installed_ids"}
 #: function) -> the name the guarding `if` tests: only new runs skip those branches.
 LEGACY_KEY_READS = {
     # histories from before the patch decide-signal-retired-v1
-    ("call_decide.py", "decide_signal"): "PATCH_DECIDE_SIGNAL_RETIRED",
+    ("call_decide.py", "decide_signal"): "_decide_signals_retired",
     # histories whose classify result has no claim_checked
     ("client_exec.py", "_claim_at_release"): "_claim_checked",
     # histories from before the patch late-outcome-proof-in-activity-v1
     ("late_outcome.py", "run"): "checked_there",
     # sub-call approvals that took a decide signal before decide-signal-retired-v1
-    ("subcall_park.py", "decide_signal"): "PATCH_DECIDE_SIGNAL_RETIRED",
+    ("subcall_park.py", "decide_signal"): "_decide_signals_retired",
 }
 #: Methods that mutate a container in place.
 MUTATORS = {"append", "extend", "insert", "add", "update", "setdefault", "pop", "popitem",

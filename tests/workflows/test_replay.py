@@ -21,16 +21,17 @@ PATHS = [
     # sessions with a worker group: workspace activities on `<queue>.<group>`
     "grouped", "grouped_auto",
     # client-executed calls: released, claimed, reported / lease ended (issue 24)
-    "client_released", "client_lease", "client_late",
+    "client_released", "client_lease",
     # issue 27: the submitter's claim taken in the release's own write
     "client_claimed_at_release",
     # issue 37: an input with floats released with its RFC 8785 input_sha256, the
     # report in the json.dumps form taken (patches jcs-input-sha256,
     # either-input-sha256-form)
     "client_float",
-    # issue 28: forged decide signals (plaintext, sealed without proof) ignored,
-    # then a proven one decides (patch proven-decisions-v1)
-    "proven_signal",
+    # issue 37: every decide signal ignored, proven or not (patch
+    # decide-signal-retired-v1); a late report's proof checked by its activity
+    # (late-outcome-proof-in-activity-v1); a release nobody claims ends unclaimed
+    "signal_retired", "client_late_checked", "client_unclaimed",
     # issue 37: a composed tool's run parked at sub-calls (patch sub-call-parks),
     # and the SubCallApproval child that waited for the first one
     "composed_sub_calls", "sub_call_approval",
@@ -54,6 +55,12 @@ LEGACY: list[str] = [
     # with the json.dumps input_sha256 and reported with it (recorded with the
     # release before RFC 8785)
     "client_float_pre_jcs",
+    # before "decide-signal-retired-v1" (issue 37): forged decide signals
+    # ignored, then a proven one decides (patch proven-decisions-v1, issue 28)
+    "proven_signal",
+    # before "late-outcome-proof-in-activity-v1" (issue 37): the workflow
+    # checked the late report's proof itself
+    "client_late",
 ]
 
 
