@@ -76,9 +76,8 @@ class Settings(HostPaths, BaseSettings):
     #: A released client call no client claims within this ends `unclaimed`
     #: (it never runs; issue 37): every wait has an end.
     client_unclaimed_seconds: float = Field(default=6 * 3600.0, gt=0)
-    #: Calls open longer than this are counted by the `parkgate_calls_open_too_long`
-    #: metric, logged by the API's periodic report and listed by
-    #: `parkgate calls list --open-longer-than`'s default.
+    #: Calls not ended after this are counted by the `parkgate_calls_open_too_long`
+    #: metric (`parkgate calls list --open-longer-than SECONDS` lists them).
     open_call_report_seconds: float = Field(default=24 * 3600.0, gt=0)
     #: A call with a fresh tool_use_id but the same tool and canonical input in
     #: the same session attaches to the still-parked call (clients, e.g. a model
