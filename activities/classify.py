@@ -25,15 +25,19 @@ from parkgate.durable.payloads import (
     RevalidateOutput,
     with_prepared,
 )
-from parkgate.models import Session, utcnow
+from parkgate.models import Session, ToolErrorClass, utcnow
+from parkgate.pipeline import deny_result
 from parkgate.rules.remembered import RULE_PREFIX, matching_rule, rest_hash
 from parkgate.rules.shellwords import WrapperShape
 from parkgate.store.errors import is_unreachable
 from parkgate.verdicts import Deny, Execute, NeedsApproval, PreparedCall, Verdict
 
 #: Attempts a classification that fails for any reason but a store outage gets
-#: (the workflow's retry policy has no cap: `parkgate.workflows.call_record.CLASSIFY_RETRY`).
+#: (the workflow's retry policy has no cap: `parkgate.workflows.call_record.CLASSIFY_RETRY`);
+#: the last one answers a Deny, so the call ends with an error outcome.
 CLASSIFY_ATTEMPTS = 5
+#: What the model is told then.
+UNCLASSIFIABLE = "The call could not be classified; it did not run."
 #: ApplicationError type of a classification the store did not answer: retried
 #: until it does, so a history outage delays a call, never fails it.
 STORE_UNREACHABLE = "StoreUnreachable"
@@ -106,16 +110,21 @@ class ClassifyActivities:
     @activity.defn(name=ACT_CLASSIFY)
     async def classify(self, inp: ClassifyInput) -> ClassifyOutput:
         """Classify (and maybe run) one call. The workflow retries this without a
-        cap; a failure the store's outage did not cause ends retrying after
-        CLASSIFY_ATTEMPTS attempts (non-retryable), as a capped policy did."""
+        cap; a failure the store's outage did not cause is retried until the
+        CLASSIFY_ATTEMPTS-th attempt, which answers a Deny instead of raising: a
+        local activity's final failure reaches the workflow as an ApplicationError
+        it does not catch, and would fail the workflow with no outcome."""
         try:
             return await self._classify(inp)
         except Exception as exc:
             if isinstance(exc, ApplicationError) and exc.type == STORE_UNREACHABLE:
                 raise
             if activity.in_activity() and activity.info().attempt >= CLASSIFY_ATTEMPTS:
-                raise ApplicationError(f"{type(exc).__name__}: {exc}", type=type(exc).__name__,
-                                       non_retryable=True) from exc
+                activity.logger.exception("classify failed for good; the call is denied")
+                return ClassifyOutput(
+                    verdict=deny_result(inp.call.id, ToolErrorClass.EXECUTION_ERROR,
+                                        UNCLASSIFIABLE, rule="classify"),
+                    plan=plan_for(None, self.deps.settings))
             raise
 
     async def _classify(self, inp: ClassifyInput) -> ClassifyOutput:
