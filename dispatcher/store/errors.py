@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sqlite3
+
 from sqlalchemy import exc as sa_exc
 
 
@@ -91,11 +93,18 @@ def unavailable(where: str, exc: BaseException) -> DatabaseUnavailableError:
     return DatabaseUnavailableError(f"cannot connect to the database {where}: {reason}")
 
 
+#: SQLite errors that say the file cannot be used now, not that a statement is wrong.
+_SQLITE_UNREACHABLE = ("locked", "busy", "unable to open", "disk i/o", "readonly")
+
+
 def is_unreachable(exc: BaseException) -> bool:
     """True when `exc` says the database did not answer (down, restarting, no
     connection in time), not that a statement is wrong: callers that must
     outlast an outage retry these, and only these, without a cap."""
     if isinstance(exc, sa_exc.DBAPIError) and exc.connection_invalidated:
         return True
+    if isinstance(exc, sa_exc.OperationalError) and isinstance(exc.orig, sqlite3.Error):
+        # SQLite says "no such table" as it says "database is locked".
+        return any(word in str(exc.orig).lower() for word in _SQLITE_UNREACHABLE)
     return isinstance(exc, (sa_exc.OperationalError, sa_exc.InterfaceError,
                             sa_exc.TimeoutError, OSError, TimeoutError))

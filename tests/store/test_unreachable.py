@@ -3,6 +3,8 @@ callers that must outlast an outage (classify) retry the first without a cap."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
@@ -37,3 +39,9 @@ async def test_no_server_and_a_terminated_connection_are_unreachable(pg_url: str
 async def test_a_wrong_statement_is_not(pg_url: str, statement: str) -> None:
     exc = await _error(pg_url, statement)
     assert not is_unreachable(exc), repr(exc)
+
+
+async def test_sqlite_tells_a_file_it_cannot_open_from_a_missing_table(tmp_path: Path) -> None:
+    assert is_unreachable(await _error(f"sqlite+aiosqlite:///{tmp_path}"))  # a directory
+    missing = await _error(f"sqlite+aiosqlite:///{tmp_path / 'h.db'}", "SELECT * FROM nope")
+    assert not is_unreachable(missing), repr(missing)
