@@ -47,9 +47,9 @@ LOCAL_TIMEOUT = timedelta(seconds=30)
 #: revalidate is pure: a few attempts, then the call ends with an error.
 LOCAL_RETRY = RetryPolicy(maximum_attempts=5, initial_interval=timedelta(milliseconds=200))
 #: classify reads the store (remembered rules): no cap, so a store outage delays
-#: the call until the store answers (or the call is cancelled). The activity
-#: makes any other failure non-retryable at its 5th attempt (`CLASSIFY_ATTEMPTS`),
-#: as LOCAL_RETRY did. A retry policy is no command of its own (a local
+#: the call until the store answers (or the call is cancelled). Any other
+#: failure is retried until the activity's 5th attempt (`CLASSIFY_ATTEMPTS`),
+#: which answers a Deny. A retry policy is no command of its own (a local
 #: activity's lives in the worker; a scheduled one's is an attribute replay
 #: does not compare), so recorded histories replay unchanged.
 CLASSIFY_RETRY = RetryPolicy(
