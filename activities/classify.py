@@ -128,8 +128,10 @@ class ClassifyActivities:
             raise
 
     async def _classify(self, inp: ClassifyInput) -> ClassifyOutput:
+        key_name, project = await self._caller(inp)
         verdict = await self.deps.pipeline.classify(inp.call, inp.session,
-                                                    client_tool=inp.client_tool)
+                                                    client_tool=inp.client_tool,
+                                                    key_name=key_name, project=project)
         if isinstance(verdict, NeedsApproval):
             try:
                 verdict = await remembered_verdict(self.deps.store, verdict, inp.session,
@@ -154,6 +156,26 @@ class ClassifyActivities:
         if runs and isinstance(verdict, Execute) and self._runs_here(out.plan):
             out.executed = await self.runner.run_local(self._run_input(inp, verdict))
         return out
+
+    async def _caller(self, inp: ClassifyInput) -> tuple[str | None, str | None]:
+        """The submitting key's name and the session's project, read only when
+        Cedar policies are loaded (they are the request's principal)."""
+        if getattr(self.deps.pipeline, "cedar", None) is None:
+            return None, None
+        store = self.deps.store
+        get_submitter = getattr(store, "get_submitter", None)
+        get_session = getattr(store, "get_session", None)
+        try:
+            submitter = None if get_submitter is None else await get_submitter(
+                inp.session.session_id, inp.call.id)
+            row = None if get_session is None else await get_session(inp.session.session_id)
+        except Exception as exc:
+            if not is_unreachable(exc):
+                raise
+            raise ApplicationError(f"the store did not answer: {type(exc).__name__}",
+                                   type=STORE_UNREACHABLE) from exc
+        return (None if submitter is None else submitter.key_name,
+                None if row is None else row.project)
 
     @staticmethod
     def _run_input(inp: ClassifyInput, verdict: Execute) -> ExecuteInput:

@@ -68,6 +68,9 @@ class Settings(HostPaths, BaseSettings):
     project_workspace_roots: dict[str, list[Path]] = Field(default_factory=dict)
     #: Confirmation policy in the spec's YAML shape (the `tool_confirmation` mapping).
     tool_confirmation: dict[str, Any] = Field(default_factory=dict)
+    #: Cedar policy files decided beside `tool_confirmation`, strictest wins
+    #: (docs/POLICY.md; `PARKGATE_POLICY_FILES` is JSON, e.g. ["prod.cedar"]).
+    policy_files: list[Path] = Field(default_factory=list)
     session_concurrency: int = Field(default=4, ge=1, le=64)
     #: Client tools (issue 24): the lease a claim gets by default, and the most
     #: a claim may ask for (`lease_seconds`).

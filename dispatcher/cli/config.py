@@ -310,6 +310,9 @@ def check(
         more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
         raise ConfigError(f"invalid configuration ({config_source()}): {problems[0]}{more}")
     policy = load_policy(settings)
+    from parkgate.cli.policy import require_valid_policies
+
+    require_valid_policies(settings)
     registry = load_registry()
     console.print(f"configuration OK (source: {config_source()})")
     console.print(sandbox_line(settings))

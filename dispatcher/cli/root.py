@@ -169,6 +169,7 @@ _MODULES = (
     "audit",
     "tools",
     "config",
+    "policy",
     "claude_code",
     "hook",
 )

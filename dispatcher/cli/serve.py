@@ -17,6 +17,7 @@ from rich.table import Table
 from rich.text import Text
 
 from parkgate.cli.common import CliError, console, err_console, load_settings, run
+from parkgate.cli.policy import require_valid_policies
 
 
 def register(app: typer.Typer) -> None:
@@ -70,6 +71,7 @@ def serve(
     if log_level not in ("critical", "error", "warning", "info", "debug", "trace"):
         raise typer.BadParameter(f"unknown log level {log_level!r}", param_hint="--log-level")
     settings = load_settings()
+    require_valid_policies(settings)
     stack = EmbeddedStack(
         settings,
         api_app,

@@ -9,6 +9,7 @@ from __future__ import annotations
 import typer
 
 from parkgate.cli.common import CliError, err_console, load_settings, run
+from parkgate.cli.policy import require_valid_policies
 
 
 def register(app: typer.Typer) -> None:
@@ -27,6 +28,7 @@ def worker(
 
     limit_arenas()  # before the worker's threads start: memory, see the module
     settings = load_settings()
+    require_valid_policies(settings)
 
     def announce() -> None:
         queues = served_queues(

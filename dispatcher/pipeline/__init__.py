@@ -25,6 +25,7 @@ from parkgate.pipeline.execution import GENERIC_FAILURE, Executor
 from parkgate.pipeline.subcall_runner import Approver, Emit, SubCallRunner
 from parkgate.registry import ToolRegistry
 from parkgate.rules.budget import Budget
+from parkgate.rules.cedar import CedarPolicies
 from parkgate.rules.policy import ConfirmationPolicy
 from parkgate.truncation import Limits
 from parkgate.verdicts import PreparedCall, ToolRun, Verdict
@@ -46,7 +47,7 @@ __all__ = [
 
 
 class Pipeline(Executor):
-    """Registry + policy + hooks + budget + limits: the dispatcher's decision and run logic."""
+    """Registry, policy (YAML and Cedar), hooks, budget, limits: decision and run logic."""
 
     def __init__(
         self,
@@ -56,12 +57,15 @@ class Pipeline(Executor):
         hooks: Iterable[Any] = (),
         budget: Budget | None = None,
         limits: Limits | None = None,
+        cedar: CedarPolicies | None = None,
     ) -> None:
         self.registry = registry
         self.policy = policy or ConfirmationPolicy()
         self.hooks: Sequence[Any] = tuple(hooks)
         self.budget = budget
         self.limits = limits or Limits()
+        #: Cedar policies decided beside `policy` (parkgate.rules.cedar), if any.
+        self.cedar = cedar
 
 
 # ---------------------------------------------------------------- wrappers

@@ -12,10 +12,13 @@ import logging
 import os
 import uuid
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from typing import Any
 
+from parkgate.approvals.access import DEFAULT_PROJECT
 from parkgate.calls.events import EventType, ToolEvent
 from parkgate.clients.claude_code import file_preview
+from parkgate.clients.confinement import inside, tool_paths
 from parkgate.errors import ToolError
 from parkgate.models import (
     Session,
@@ -29,8 +32,16 @@ from parkgate.models import (
 )
 from parkgate.registry import ToolRegistry
 from parkgate.rules.budget import Budget
+from parkgate.rules.cedar import RULE_PREFIX as CEDAR_PREFIX
+from parkgate.rules.cedar import UNKNOWN_KEY, CedarPolicies, CedarRequest
 from parkgate.rules.hooks import HookHalt, hook_name, maybe_await
-from parkgate.rules.policy import ConfirmationPolicy
+from parkgate.rules.policy import (
+    COMMAND_FIELDS,
+    ConfirmationPolicy,
+    PolicyDecision,
+    strictness,
+)
+from parkgate.rules.shellwords import parse
 from parkgate.sandbox.paths import file_tool_limits
 from parkgate.schema import validate_input
 from parkgate.truncation import Limits
@@ -47,6 +58,10 @@ from parkgate.workspaces.diffing import ImpactPreview, generic_preview, summariz
 from parkgate.workspaces.files import WorkspaceFileAPI, resolve_root
 
 log = logging.getLogger("parkgate.pipeline")
+
+#: The turn id of Claude Code's hook sessions (parkgate.api.claude_code_hook.TURN_ID):
+#: their client tools are Claude Code's (`agent` in a Cedar request).
+CLAUDE_CODE_TURN = "claude-code"
 
 
 def deny_result(
@@ -104,6 +119,7 @@ class Classifier:
     hooks: Sequence[Any]
     budget: Budget | None
     limits: Limits
+    cedar: CedarPolicies | None
 
     async def classify(
         self,
@@ -112,11 +128,15 @@ class Classifier:
         *,
         parent_tool_use_id: str | None = None,
         client_tool: ToolDefinition | None = None,
+        key_name: str | None = None,
+        project: str | None = None,
     ) -> Verdict:
         """Decide what happens to ``call``: Execute | Deny | NeedsApproval. No side effects.
 
         `client_tool`: the session's declaration of a tool its client runs
         (`parkgate.clients.client_tools`); it stands in for the registry's entry.
+        `key_name`, `project`: who submitted it, for Cedar policies (the
+        activity reads them from the store; None: unknown / the default project).
         """
         definition = client_tool or self.registry.get(call.name)
         if definition is None or not self.registry.visible_to(definition, session):
@@ -184,6 +204,9 @@ class Classifier:
                     definition=definition,
                 )
         decision = self.policy.decide(definition, call.input, session, relative_paths=relpaths)
+        if self.cedar is not None:
+            decision = self._with_cedar(decision, call, session, definition, relpaths,
+                                        key_name, project)
         if definition.human_decides and decision.mode != "deny" and (
                 decision.mode in ("auto", "prompt_once") or decision.self_approval):
             # Policy alone never lets it through (parkgate.clients.confinement).
@@ -199,11 +222,14 @@ class Classifier:
             parent_tool_use_id=parent_tool_use_id,
         )
         if decision.mode == "deny":
+            refused = (f"Permission denied: Cedar policy {decision.rule} refuses tool "
+                       f"'{call.name}' here" if decision.rule.startswith(CEDAR_PREFIX) else
+                       f"Permission denied: tool '{call.name}' is disabled by policy "
+                       f"(rule: {decision.rule})")
             return deny_result(
                 call.id,
                 ToolErrorClass.PERMISSION_DENIED,
-                f"Permission denied: tool '{call.name}' is disabled by policy "
-                f"(rule: {decision.rule})",
+                refused,
                 rule=decision.rule,
                 definition=definition,
             )
@@ -236,6 +262,54 @@ class Classifier:
             client_executed=definition.client_executed,
         )
         return NeedsApproval(prepared=prepared, info=info)
+
+    def _with_cedar(
+        self, decision: PolicyDecision, call: ToolUseBlock, session: Session,
+        definition: ToolDefinition, relpaths: dict[str, str],
+        key_name: str | None, project: str | None,
+    ) -> PolicyDecision:
+        """The YAML decision combined with the Cedar policies': strictest wins
+        (a YAML decision first among equals); no matching permit leaves it as is."""
+        assert self.cedar is not None
+        request = self.cedar_request(call, session, definition, relpaths, key_name, project)
+        cedar = self.cedar.decide(request)
+        if cedar is None:
+            return decision
+        return max((decision, cedar), key=strictness)
+
+    def cedar_request(
+        self, call: ToolUseBlock, session: Session, definition: ToolDefinition,
+        relpaths: dict[str, str], key_name: str | None, project: str | None,
+    ) -> CedarRequest:
+        """What Cedar policies see of a call (docs/POLICY.md, the request model).
+
+        `programs` are read by the same tokenizer and wrappers as the YAML shell
+        rules, every command of every reading (nested ones too), by basename.
+        """
+        wrappers = self.policy.wrappers()
+        programs = {
+            command.name
+            for field, value in call.input.items()
+            if field in COMMAND_FIELDS and isinstance(value, str)
+            for command in parse(value, wrappers).commands
+        }
+        root = resolve_root(session.workspace_path)
+        if definition.client_executed:
+            paths, _ = tool_paths(call.name, call.input, root, os.path.expanduser("~"))
+        else:
+            paths = [os.path.realpath(os.path.join(root, rel)) for rel in relpaths.values()]
+        if definition.client_executed:
+            agent = CLAUDE_CODE_TURN if session.turn_id == CLAUDE_CODE_TURN else "client"
+        else:
+            agent = "api"
+        return CedarRequest(
+            key_name=key_name or UNKNOWN_KEY, project=project or DEFAULT_PROJECT,
+            tool=definition, agent=agent, tool_input=call.input,
+            programs=frozenset(programs), paths=frozenset(paths),
+            inside_workspace=all(inside(p, root) for p in paths),
+            session=session.session_id, workspace=session.workspace_path,
+            hour=datetime.now(UTC).hour,
+        )
 
     def _check_input(
         self, call: ToolUseBlock, session: Session, definition: ToolDefinition

@@ -115,9 +115,11 @@ def build_registry(extra_tools: Iterable[ToolFactory] = ()) -> ToolRegistry:
 
 
 def build_pipeline(settings: Settings, *, extra_tools: Iterable[ToolFactory] = ()) -> Pipeline:
-    """The pipeline from settings: built-in and composed tools, confirmation policy, limits."""
+    """The pipeline from settings: built-in and composed tools, confirmation policy
+    (YAML and Cedar), limits. A Cedar policy that does not check raises CedarError."""
     from parkgate.pipeline import Pipeline
     from parkgate.rules.policy import ConfirmationPolicy
+    from parkgate.runtime.cedar_policy import load_cedar
     from parkgate.truncation import Limits
 
     registry = build_registry(extra_tools)
@@ -142,7 +144,7 @@ def build_pipeline(settings: Settings, *, extra_tools: Iterable[ToolFactory] = (
         tool_exposed_paths={tool: tuple(str(p) for p in paths)
                             for tool, paths in settings.tool_exposed_paths.items()},
     )
-    return Pipeline(registry, policy, limits=limits)
+    return Pipeline(registry, policy, limits=limits, cedar=load_cedar(settings, registry))
 
 
 async def build_deps(settings: Settings, *, store: HistoryStore | None = None) -> Deps:
