@@ -268,14 +268,19 @@ class Classifier:
         definition: ToolDefinition, relpaths: dict[str, str],
         key_name: str | None, project: str | None,
     ) -> PolicyDecision:
-        """The YAML decision combined with the Cedar policies': strictest wins
-        (a YAML decision first among equals); no matching permit leaves it as is."""
+        """The YAML decision combined with the Cedar policies': strictest wins;
+        between equals the YAML decision stands and the rule names both. No
+        matching policy leaves the YAML decision as it is."""
         assert self.cedar is not None
         request = self.cedar_request(call, session, definition, relpaths, key_name, project)
         cedar = self.cedar.decide(request)
         if cedar is None:
             return decision
-        return max((decision, cedar), key=strictness)
+        if strictness(cedar) > strictness(decision):
+            return cedar
+        if strictness(cedar) == strictness(decision):
+            return decision.model_copy(update={"rule": f"{decision.rule}, {cedar.rule}"})
+        return decision
 
     def cedar_request(
         self, call: ToolUseBlock, session: Session, definition: ToolDefinition,
