@@ -257,3 +257,20 @@ def test_schema_errors_name_file_and_line(tmp_path: Path) -> None:
     assert any(p.startswith(f"{path}:15: [type] ") and "Long" in p for p in problems)
     schema = policy_schema(registry)
     assert '"command"?: String' in schema and "entity Agent in [Project];" in schema
+
+
+def test_the_docs_examples_check(tmp_path: Path) -> None:
+    """Every ```cedar block of docs/POLICY.md loads and checks against the schema."""
+    import re
+
+    doc = (Path(__file__).parents[2] / "docs" / "POLICY.md").read_text()
+    blocks = re.findall(r"```cedar\n(.*?)```", doc, re.S)
+    assert len(blocks) >= 3
+    paths = []
+    for index, block in enumerate(blocks):
+        path = tmp_path / f"example{index}.cedar"
+        path.write_text(block)
+        paths.append(path)
+    groups = {"oncall": ["alice", "bob", "carol"]}
+    policies = CedarPolicies.load(paths, approvers=APPROVERS, groups=groups)
+    assert check_policies(policies, build_registry(), Settings()) == []
