@@ -38,6 +38,8 @@ WORKFLOW_DIR = Path(parkgate.workflows.__file__).parent
 MODULES = sorted(p for p in WORKFLOW_DIR.glob("*.py"))
 
 #: Modules a workflow module may import (exactly, or the prefixes ending in ".").
+#: parkgate's own are held to their own rule below (imported_modules: no
+#: process-global state that changes, the keys read only where no replay runs).
 ALLOWED_IMPORTS = (
     "__future__", "asyncio", "collections.abc", "datetime", "posixpath", "typing",
     "temporalio", "temporalio.common", "temporalio.exceptions", "temporalio.workflow",
