@@ -82,6 +82,9 @@ class Settings(HostPaths, BaseSettings):
     #: Calls not ended after this are counted by the `parkgate_calls_open_too_long`
     #: metric (`parkgate calls list --open-longer-than SECONDS` lists them).
     open_call_report_seconds: float = Field(default=24 * 3600.0, gt=0)
+    #: A claim is a reservation until its holder starts it: unstarted this long,
+    #: the call is released again (its holder died before it could run it).
+    client_reserve_seconds: float = Field(default=30.0, gt=0)
     #: A call with a fresh tool_use_id but the same tool and canonical input in
     #: the same session attaches to the still-parked call (clients, e.g. a model
     #: retrying through MCP, that cannot resend the id) within this window.

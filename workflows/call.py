@@ -32,7 +32,11 @@ from parkgate.workflows.call_exec import Execution
 from parkgate.workflows.call_notices import Notices
 from parkgate.workflows.call_park import Parking
 from parkgate.workflows.call_record import CLASSIFY_RETRY
-from parkgate.workflows.client_exec import PATCH_JCS_INPUT_SHA256, ClientExecution
+from parkgate.workflows.client_exec import (
+    PATCH_CLAIM_RESERVATION,
+    PATCH_JCS_INPUT_SHA256,
+    ClientExecution,
+)
 
 with workflow.unsafe.imports_passed_through():
     from parkgate.calls.records import CallStatus
@@ -110,7 +114,9 @@ class ToolCallWorkflow(Decisions, Parking, Notices, Execution, ClientExecution):
             # result, although the activity ran the tool and stored its
             # outcome. A stored outcome stands (`unless_finished`, a field of
             # the record activity's input: the commands are unchanged).
-            ran = self._status in (CallStatus.RUNNING, CallStatus.CLAIMED)
+            # An unstarted reservation never ran (its holder had not begun).
+            ran = self._status in (CallStatus.RUNNING, CallStatus.CLAIMED) \
+                and (self._claim is None or self._claim.started)
             if self._info is not None and self._uses_committed_writes():
                 self._cancelled_while_parked()
             text = f"The call was cancelled {'while running' if ran else 'before it ran'}."
@@ -132,6 +138,8 @@ class ToolCallWorkflow(Decisions, Parking, Notices, Execution, ClientExecution):
         # only calls started with a client tool can be released.
         self._jcs_input_sha256 = inp.client_tool is not None \
             and workflow.patched(PATCH_JCS_INPUT_SHA256)
+        self._reserving = inp.client_tool is not None \
+            and workflow.patched(PATCH_CLAIM_RESERVATION)
         # An auto-approved read runs inside classify (one local activity, one
         # history write); anything else comes back as a verdict to act on.
         classify_input = ClassifyInput(call=inp.call, session=inp.session, ref=self._ref(),

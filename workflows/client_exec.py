@@ -28,9 +28,11 @@ with workflow.unsafe.imports_passed_through():
     from parkgate.durable import activity_defs as acts
     from parkgate.durable.client_payloads import (
         CLIENT_REJECTED_ERROR_TYPE,
+        KIND_START,
         UNCLAIMED_TEXT,
         UPDATE_CLAIM,
         UPDATE_OUTCOME,
+        UPDATE_START,
         ClaimInput,
         ClaimRecord,
         ClaimResult,
@@ -39,6 +41,7 @@ with workflow.unsafe.imports_passed_through():
         OutcomeInput,
         OutcomeResult,
         ReleaseView,
+        StartInput,
     )
     from parkgate.durable.payloads import CallOutcome, RecordInput
     from parkgate.models import (
@@ -70,6 +73,9 @@ PATCH_EITHER_SHA256_FORM = "either-input-sha256-form"
 #: Refused reports (wrong hash) recorded per call; more are refused unrecorded
 #: (the history of one call stays bounded).
 _MAX_RECORDED_REFUSALS = 20
+
+#: A claim is a reservation its holder starts before it runs the tool.
+PATCH_CLAIM_RESERVATION = "claim-reservation"
 
 OUTCOME_UNKNOWN_TEXT = (
     "The client claimed this call but reported no outcome before its lease ended; "
@@ -115,6 +121,16 @@ class ClientExecution:
         #: ExecPlan.unclaimed_seconds: how long a release waits for its claim
         #: (None, in histories from before: it waits on).
         self._unclaimed_seconds: float | None = None
+        #: PATCH_CLAIM_RESERVATION, asked at the start of a client tool's call.
+        self._reserving = False
+        #: Claims recorded (reservations taken, taken over or after a lapse):
+        #: the seq of the next tool.claimed event.
+        self._claims = 0
+        self._lapses = 0
+        #: A lapse's store write in flight: a new claim writes after it.
+        self._lapsing = False
+        #: The started claim's store write has committed.
+        self._start_stored = False
 
     def _is_client_call(self, prepared: PreparedCall) -> bool:
         """A call its client runs (only calls started with a client tool, which no
@@ -148,9 +164,15 @@ class ClientExecution:
             )
             self._release_stored = True
             self._status = CallStatus.RELEASED
-        if not await self._claimed_in_time(release):
-            return await self._unclaimed(release)
-        claim = self._claim
+        claim: ClaimRecord | None
+        if self._reserving:
+            claim = await self._started_claim(release)
+            if claim is None:
+                return await self._unclaimed(release)
+        else:
+            if not await self._claimed_in_time(release):
+                return await self._unclaimed(release)
+            claim = self._claim
         assert claim is not None
         left = claim.lease_expires_at - workflow.now()
         try:
@@ -165,6 +187,77 @@ class ClientExecution:
         report = self._report
         assert report is not None
         return await self._store_outcome(report, claim)
+
+    async def _started_claim(self, release: ReleaseView) -> ClaimRecord | None:
+        """Wait for a claim its holder starts (or reports on: an older client
+        that runs without starting). A reservation taken over is waited on in
+        its stead; one unstarted at its end lapses and the call is released
+        again, for anyone to claim. None: no claim before the release's end
+        (`unclaimed`, issue 37; a lapse does not extend it)."""
+        while True:
+            if not await self._claimed_in_time(release):
+                return None
+            claim = self._claim
+            assert claim is not None
+            if claim.started or self._report is not None:
+                if claim.started and claim.claim_id is not None:
+                    await workflow.wait_condition(lambda: self._start_stored)
+                return self._claim if self._claim is not None else claim
+            left = claim.lease_expires_at - workflow.now()
+            try:
+                await workflow.wait_condition(
+                    lambda c=claim: self._claim is not c or self._report is not None,  # type: ignore[misc]
+                    timeout=max(left, timedelta(seconds=1)),
+                    timeout_summary="claim reservation",
+                )
+            except TimeoutError:
+                if self._claim is claim and self._report is None:
+                    await self._lapse(claim)
+            # taken over, started (a new record), reported or lapsed: look again
+
+    async def _lapse(self, claim: ClaimRecord) -> None:
+        """An unstarted reservation ended: its holder never ran the call, which
+        is released again (the row says released; a start of it is refused)."""
+        self._claim = None
+        self._claim_stored = False
+        self._status = CallStatus.RELEASED
+        self._lapses += 1
+        self._lapsing = True
+        call, session = self._input.call, self._input.session
+        event = self._event(
+            "tool.claim_lapsed", request_id=self._request_id(),
+            event_id=make_event_id(session.session_id, call.id, "tool.claim_lapsed",
+                                   self._lapses),
+            data={"claimed_by": claim.claimed_by, "claim_id": claim.claim_id,
+                  "claimed_at": claim.claimed_at.isoformat(),
+                  "reserved_until": claim.lease_expires_at.isoformat()})
+        try:
+            await self._client_write([event], CallFacts(
+                ref=self._ref(), status=CallStatus.RELEASED, request_id=self._request_id()))
+        finally:
+            self._lapsing = False
+
+    def _reservation(self, inp: ClaimInput, now: Any) -> ClaimRecord:
+        """The claim `inp` gets: a reservation (patched, the API named it) or,
+        as before, a run with its lease."""
+        if self._reserving and inp.claim_id is not None:
+            reserve = inp.reserve_seconds or inp.lease_seconds
+            return ClaimRecord(claimed_by=inp.claimed_by, claimed_by_name=inp.claimed_by_name,
+                               claimed_at=now, lease_expires_at=now + timedelta(seconds=reserve),
+                               claim_id=inp.claim_id, started=False,
+                               lease_seconds=inp.lease_seconds)
+        return ClaimRecord(claimed_by=inp.claimed_by, claimed_by_name=inp.claimed_by_name,
+                           claimed_at=now,
+                           lease_expires_at=now + timedelta(seconds=inp.lease_seconds))
+
+    def _claimed_event_id(self) -> str | None:
+        """tool.claimed's id: the first one's as before, later ones (a takeover,
+        a claim after a lapse) numbered."""
+        self._claims += 1
+        if self._claims == 1:
+            return None
+        call, session = self._input.call, self._input.session
+        return make_event_id(session.session_id, call.id, "tool.claimed", self._claims - 1)
 
     def _claim_at_release(self) -> ClaimInput | None:
         """The submitting client's claim (CallInput.claim), for a call policy
@@ -189,12 +282,11 @@ class ClientExecution:
         """Release and claim in one committed write: the claim is the submitter's
         from the start, so no other client can win it meanwhile."""
         now = workflow.now()
-        claim = ClaimRecord(claimed_by=inp.claimed_by, claimed_by_name=inp.claimed_by_name,
-                            claimed_at=now,
-                            lease_expires_at=now + timedelta(seconds=inp.lease_seconds))
+        claim = self._reservation(inp, now)
         self._claim = claim
         await self._client_write(
-            [released, self._claimed_event(claim, release, at_release=True)],
+            [released, self._claimed_event(claim, release, at_release=True,
+                                           event_id=self._claimed_event_id())],
             CallFacts(ref=self._ref(), status=CallStatus.CLAIMED, opening=self._opening(),
                       request_id=self._request_id(), input=release.input,
                       input_hash=prepared.input_hash, started_at=now),
@@ -235,7 +327,8 @@ class ClientExecution:
         return await self._finish(outcome, event=None, carried=[event])
 
     def _claimed_event(self, claim: ClaimRecord, release: ReleaseView, *,
-                       at_release: bool = False) -> ToolEvent:
+                       at_release: bool = False, event_id: str | None = None,
+                       takeover: bool = False) -> ToolEvent:
         data: dict[str, Any] = {
             "claimed_by": claim.claimed_by, "claimed_by_name": claim.claimed_by_name,
             "lease_expires_at": claim.lease_expires_at.isoformat(),
@@ -243,7 +336,13 @@ class ClientExecution:
         }
         if at_release:  # the submitter's own claim (the API answers its submit with it)
             data["at_release"] = True
-        return self._event("tool.claimed", request_id=self._request_id(), data=data)
+        if claim.claim_id is not None:  # a reservation, until its holder starts it
+            data.update(claim_id=claim.claim_id, started=False,
+                        lease_seconds=claim.lease_seconds)
+        if takeover:
+            data["takeover"] = True
+        extra: dict[str, Any] = {"event_id": event_id} if event_id is not None else {}
+        return self._event("tool.claimed", request_id=self._request_id(), data=data, **extra)
 
     async def _store_outcome(self, report: OutcomeInput, claim: ClaimRecord) -> CallOutcome:
         event = self._event("tool.outcome_reported", request_id=self._request_id(), data={
@@ -256,12 +355,13 @@ class ClientExecution:
         stored = await workflow.execute_activity(
             acts.client_outcome,
             ClientOutcomeRecord(ref=self._ref(), report=report, events=[event],
-                                request_id=self._request_id(), started_at=claim.claimed_at,
+                                request_id=self._request_id(),
+                                started_at=claim.started_at or claim.claimed_at,
                                 finished_at=now),
             start_to_close_timeout=_WRITE_TIMEOUT,
             retry_policy=_WRITE_RETRY,
         )
-        duration = (now - claim.claimed_at).total_seconds() * 1000
+        duration = (now - (claim.started_at or claim.claimed_at)).total_seconds() * 1000
         outcome = CallOutcome(
             result=stored.result, status=stored.status,
             error_class=stored.result.error_class,
@@ -314,7 +414,7 @@ class ClientExecution:
             start_to_close_timeout=_WRITE_TIMEOUT, retry_policy=_WRITE_RETRY,
         )
 
-    def _check_proof(self, inp: ClaimInput | OutcomeInput, kind: str) -> None:
+    def _check_proof(self, inp: ClaimInput | OutcomeInput | StartInput, kind: str) -> None:
         """Only parkgate's API may claim or report (issue 28): checked first,
         before the refusal could tell anything of the call's state."""
         unproven = proof.problem(inp, kind, workflow.info().workflow_id)
@@ -323,8 +423,11 @@ class ClientExecution:
                                    {}, type=CLIENT_REJECTED_ERROR_TYPE, non_retryable=True)
 
     # --------------------------------------------------------------- claim
-    def _claim_problem(self) -> tuple[ClientReject, str] | None:
+    def _claim_problem(self, inp: ClaimInput | None = None
+                       ) -> tuple[ClientReject, str] | None:
         if self._claim is not None:
+            if self._may_take_over(inp) and not self._status.terminal:
+                return None
             return ClientReject.ALREADY_CLAIMED, "the call was already claimed"
         if self._release is not None and not self._status.terminal:
             return None  # released (or its release write in flight: the claim waits)
@@ -333,6 +436,19 @@ class ClientExecution:
         if self._status.terminal:
             return ClientReject.ENDED, f"the call has ended ({self._status.value})"
         return ClientReject.NOT_RELEASED, f"the call is not released ({self._status.value})"
+
+    def _is_current(self, claim: ClaimRecord) -> bool:
+        current = self._claim
+        return current is claim or (current is not None and claim.claim_id is not None
+                                    and current.claim_id == claim.claim_id)
+
+    def _may_take_over(self, inp: ClaimInput | None) -> bool:
+        """The standing claim is an unstarted reservation of the same claimer
+        (a restarted agent, which never received it or never ran it)."""
+        claim = self._claim
+        return (inp is not None and inp.claim_id is not None and claim is not None
+                and not claim.started and claim.claimed_by == inp.claimed_by
+                and self._report is None)
 
     def _rejection(self, reason: ClientReject, message: str) -> ApplicationError:
         info: dict[str, Any] = {"status": self._status.value}
@@ -345,36 +461,103 @@ class ClientExecution:
 
     @workflow.update(name=UPDATE_CLAIM)
     async def claim(self, inp: ClaimInput) -> ClaimResult:
-        """The first claim wins a lease; every later one learns who claimed and when."""
-        problem = self._claim_problem()
+        """The first claim wins a lease; every later one learns who claimed and when.
+
+        Patched: the claim is a reservation (see the module docstring); the same
+        claimer takes an unstarted one over."""
+        problem = self._claim_problem(inp)
         if problem is not None:
             raise self._rejection(*problem)
-        if not self._release_stored:
+        if not self._release_stored or self._lapsing:
             await workflow.wait_condition(
-                lambda: self._release_stored or self._status.terminal)
-            problem = self._claim_problem()  # another claim may have won meanwhile
+                lambda: (self._release_stored and not self._lapsing) or self._status.terminal)
+            problem = self._claim_problem(inp)  # another claim may have won meanwhile
             if problem is not None:
                 raise self._rejection(*problem)
         release = self._release
         assert release is not None
         now = workflow.now()
-        claim = ClaimRecord(claimed_by=inp.claimed_by, claimed_by_name=inp.claimed_by_name,
-                            claimed_at=now,
-                            lease_expires_at=now + timedelta(seconds=inp.lease_seconds))
+        takeover = self._claim is not None
+        claim = self._reservation(inp, now)
         self._claim = claim
+        self._claim_stored = False
         self._status = CallStatus.CLAIMED
         await self._client_write(
-            [self._claimed_event(claim, release)],
+            [self._claimed_event(claim, release, event_id=self._claimed_event_id(),
+                                 takeover=takeover)],
             CallFacts(ref=self._ref(), status=CallStatus.CLAIMED,
-                      request_id=self._request_id(), started_at=now))
-        self._claim_stored = True
+                      request_id=self._request_id(),
+                      started_at=now if claim.claim_id is None else None))
+        if self._is_current(claim):  # not taken over or lapsed meanwhile (a start
+            self._claim_stored = True  # replaces the record, keeping its claim_id)
         return ClaimResult(**claim.model_dump(), input=release.input,
                            input_sha256=release.input_sha256)
 
     @claim.validator
     def _validate_claim(self, inp: ClaimInput) -> None:
         self._check_proof(inp, proof.KIND_CLAIM)
-        problem = self._claim_problem()
+        problem = self._claim_problem(inp)
+        if problem is not None:
+            raise self._rejection(*problem)
+
+    # --------------------------------------------------------------- start
+    def _start_problem(self, inp: StartInput) -> tuple[ClientReject, str] | None:
+        claim = self._claim
+        if claim is not None and claim.claim_id == inp.claim_id:
+            if claim.claimed_by != inp.started_by:
+                return ClientReject.ALREADY_CLAIMED, "the reservation is another claimer's"
+            if claim.started or not self._status.terminal:
+                return None  # (again: answered alike)
+        if self._status.terminal:
+            return ClientReject.ENDED, f"the call has ended ({self._status.value})"
+        if claim is not None:
+            return ClientReject.ALREADY_CLAIMED, \
+                "the reservation was taken over or the call claimed by another"
+        return ClientReject.NOT_CLAIMED, \
+            "the reservation lapsed before it was started: claim the call again"
+
+    @workflow.update(name=UPDATE_START)
+    async def start_claim(self, inp: StartInput) -> ClaimResult:
+        """The holder of a reservation runs the call now: its lease begins, and
+        from here on its end is outcome_unknown (the tool may have run)."""
+        problem = self._start_problem(inp)
+        if problem is not None:
+            raise self._rejection(*problem)
+        claim = self._claim
+        release = self._release
+        assert claim is not None and release is not None
+        if not claim.started:
+            now = workflow.now()
+            started = claim.model_copy(update={
+                "started": True, "started_at": now,
+                "lease_expires_at": now + timedelta(seconds=claim.lease_seconds or 1.0)})
+            self._claim = started
+            self._start_stored = False
+            # The reservation's own write first (the row's order follows).
+            await workflow.wait_condition(lambda: self._claim_stored or self._status.terminal)
+            event = self._event(
+                "tool.claim_started", request_id=self._request_id(),
+                event_id=make_event_id(self._input.session.session_id, self._input.call.id,
+                                       "tool.claim_started"),
+                data={"claimed_by": started.claimed_by, "claim_id": started.claim_id,
+                      "lease_expires_at": started.lease_expires_at.isoformat(),
+                      "input_sha256": release.input_sha256})
+            await self._client_write([event], CallFacts(
+                ref=self._ref(), status=CallStatus.CLAIMED, request_id=self._request_id(),
+                started_at=now))
+            self._claim_stored = True
+            self._start_stored = True
+        else:
+            await workflow.wait_condition(lambda: self._start_stored)
+        done = self._claim
+        assert done is not None
+        return ClaimResult(**done.model_dump(), input=release.input,
+                           input_sha256=release.input_sha256)
+
+    @start_claim.validator
+    def _validate_start(self, inp: StartInput) -> None:
+        self._check_proof(inp, KIND_START)
+        problem = self._start_problem(inp)
         if problem is not None:
             raise self._rejection(*problem)
 

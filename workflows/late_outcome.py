@@ -1,4 +1,5 @@
-"""LateOutcomeWorkflow: a client's report that came after its call ended outcome_unknown.
+"""LateOutcomeWorkflow: a client's report that came after its call ended
+(outcome_unknown, or cancelled while its claimer ran it).
 
 The call's workflow has closed (its result, outcome_unknown, was delivered); a
 late report is still recorded, visibly late, beside it: tool.outcome_late with
@@ -57,13 +58,14 @@ class LateOutcomeWorkflow:
         if not checked_there:
             # LEGACY: runs from before the patch replay with the keys they ran under.
             _refuse(proof.problem(report, proof.KIND_OUTCOME, workflow.info().workflow_id))
+        status = inp.status or CallStatus.OUTCOME_UNKNOWN
         event = ToolEvent(
             type="tool.outcome_late", session_id=ref.session_id, turn_id=ref.turn_id or "",
             tool_use_id=ref.tool_use_id, tool_name=ref.tool_name or "", at=workflow.now(),
             side_effects=SideEffects(inp.side_effects) if inp.side_effects else None,
             data={"is_error": report.is_error, "input_sha256": report.input_sha256,
                   "reported_by": report.reported_by, "reported_by_name": report.reported_by_name,
-                  "status": CallStatus.OUTCOME_UNKNOWN.value},
+                  "status": status.value},
         )
         stored = await workflow.execute_activity(
             acts.client_outcome,
@@ -75,8 +77,7 @@ class LateOutcomeWorkflow:
         )
         _refuse(stored.unproven)
         return LateOutcomeResult(
-            outcome=OutcomeResult(status=CallStatus.OUTCOME_UNKNOWN, late=True,
-                                  result=stored.result,
-                                  message="recorded late: the call stays outcome_unknown"),
+            outcome=OutcomeResult(status=status, late=True, result=stored.result,
+                                  message=f"recorded late: the call stays {status.value}"),
             report=report,
         )

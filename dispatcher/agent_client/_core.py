@@ -148,6 +148,11 @@ class ClientCore:
                                     json=body)
         return Claim.model_validate(r.json())
 
+    def start(self, session_id: str, tool_use_id: str, claim_id: str) -> Flow[Claim]:
+        r = yield from self.request("POST", f"{c.call_path(session_id, tool_use_id)}/start",
+                                    json={"claim_id": claim_id})
+        return Claim.model_validate(r.json())
+
     def report_outcome(
         self, session_id: str, tool_use_id: str, content: str | list[dict[str, Any]],
         is_error: bool, input_sha256: str, deadline: float | None,

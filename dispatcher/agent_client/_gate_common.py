@@ -140,6 +140,9 @@ class Claim(BaseModel):
     input: dict[str, Any]
     input_sha256: str
     lease_expires_at: datetime | None = None
+    #: The reservation to start before running (None: a server before reservations).
+    claim_id: str | None = None
+    started: bool = True
 
     @model_validator(mode="after")
     def _hash_matches(self) -> Claim:
@@ -153,10 +156,12 @@ class Claim(BaseModel):
 
 
 def claim_won(resource: CallResource) -> Claim | None:
-    """The claim a submit with `claim=true` won (taken with the release): run it."""
+    """The claim a submit with `claim=true` won (taken with the release): start
+    it, then run it."""
     if resource.claim_won and resource.input is not None and resource.input_sha256:
         return Claim(input=resource.input, input_sha256=resource.input_sha256,
-                     lease_expires_at=resource.lease_expires_at)
+                     lease_expires_at=resource.lease_expires_at, claim_id=resource.claim_id,
+                     started=resource.claim_id is None)
     return None
 
 
@@ -258,12 +263,17 @@ def call_flow(
     tid = resource.tool_use_id
     won = claim_won(resource)
     if won is not None:
-        return (yield from run_flow(session_id, tid, won))
+        started = yield from start_flow(session_id, tid, won)
+        if started is not None:
+            return (yield from run_flow(session_id, tid, started))
+        resource = yield Use.of("get_call", session_id, tid)
     lost_claim = False
     while True:
         step = step_of(resource)
         if step is Step.DONE:
             return final_result(resource)
+        if step is not Step.CLAIM:
+            lost_claim = False  # the row caught up; released again later: claim again
         if step is Step.CLAIM and not lost_claim:
             try:
                 claim = yield Use.of("claim", session_id, tid, lease_seconds=lease)
@@ -274,7 +284,10 @@ def call_flow(
                 if not lost_claim:
                     yield Sleep(0.5)
             else:
-                return (yield from run_flow(session_id, tid, claim))
+                started = yield from start_flow(session_id, tid, claim)
+                if started is not None:
+                    return (yield from run_flow(session_id, tid, started))
+                lost_claim = True
             resource = yield Use.of("get_call", session_id, tid)
             continue
         if c.passed(deadline):
@@ -296,6 +309,19 @@ def classified_flow(session_id: str, resource: CallResource) -> Flow[CallResourc
         yield Sleep(0.05)
         resource = yield Use.of("get_call", session_id, resource.tool_use_id)
     return resource
+
+
+def start_flow(session_id: str, tid: str, claim: Claim) -> Flow[Claim | None]:
+    """Start a reservation just before running it (its lease begins): the
+    started claim, or None when it lapsed or was taken over (by this client
+    restarted elsewhere): then the function must not run here."""
+    if claim.started or claim.claim_id is None:
+        return claim
+    try:
+        started = yield Use.of("start", session_id, tid, claim.claim_id)
+    except ConflictError:
+        return None
+    return started.model_copy(update={"claim_id": claim.claim_id})
 
 
 def run_flow(session_id: str, tid: str, claim: Claim) -> Flow[ToolResultBlock]:

@@ -159,6 +159,13 @@ class AsyncParkgateClient(ClientBase):
         """Claim a released call to run it here; a lost claim raises ConflictError."""
         return await self._drive(self._core.claim(session_id, tool_use_id, lease_seconds))
 
+    async def start(self, session_id: str, tool_use_id: str, claim_id: str) -> Claim:
+        """Start a claim (its `claim_id`) just before running the call: its lease
+        begins. Until then the claim is a reservation that a restart of this
+        client takes over; a reservation lapsed or taken over raises ConflictError
+        (do not run the call then)."""
+        return await self._drive(self._core.start(session_id, tool_use_id, claim_id))
+
     async def report_outcome(
         self, session_id: str, tool_use_id: str, content: str | list[dict[str, Any]], *,
         is_error: bool, input_sha256: str, deadline: float | None = None,

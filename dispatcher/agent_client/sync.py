@@ -135,6 +135,10 @@ class ParkgateClient(ClientBase):
         """Claim a released call to run it here; a lost claim raises ConflictError."""
         return self._drive(self._core.claim(session_id, tool_use_id, lease_seconds))
 
+    def start(self, session_id: str, tool_use_id: str, claim_id: str) -> Claim:
+        """Start a claim just before running the call; see AsyncParkgateClient.start."""
+        return self._drive(self._core.start(session_id, tool_use_id, claim_id))
+
     def report_outcome(
         self, session_id: str, tool_use_id: str, content: str | list[dict[str, Any]], *,
         is_error: bool, input_sha256: str, deadline: float | None = None,

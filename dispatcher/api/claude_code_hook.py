@@ -6,7 +6,8 @@ tools client tools (declared on first use, classed by parkgate.clients.claude_co
 and `tool_use_id` the call's id, so a retried hook attaches to its call.
 
 PreToolUse submits the call and holds up to `claude_code_wait_seconds`:
-released -> the hook claims it (Claude Code running it is the claim) and
+released -> the hook claims it (Claude Code running it is the claim), starts
+the claim (the command hook's process does, just before it answers) and
 answers `allow` (with `updatedInput` when an approver edited it); denied,
 expired, cancelled -> `deny` with the reason; still parked -> the fallback
 (`ask`, `deny` with the link and "call again", or `defer`). PostToolUse and
@@ -33,12 +34,12 @@ from parkgate.api.schemas import ID_RE, CallResource
 from parkgate.api.service import CallService
 from parkgate.api.workspace_checks import check_workspace, claim_ground
 from parkgate.approvals.access import Principal
-from parkgate.calls.events import make_event_id
+from parkgate.calls.events import ToolEvent, make_event_id
 from parkgate.calls.records import CallStatus
 from parkgate.clients import claude_code, client_tools
 from parkgate.clients.client_tools import ClientToolSpec, stricter
 from parkgate.durable.client import IdempotencyConflictError
-from parkgate.durable.client_payloads import ClaimInput, OutcomeInput
+from parkgate.durable.client_payloads import ClaimInput, OutcomeInput, StartInput
 from parkgate.models import (
     JsonInput,
     SideEffects,
@@ -85,12 +86,19 @@ class HookInput(BaseModel):
 
 
 class HookContext:
-    """What one hook request works with."""
+    """What one hook request works with.
+
+    `confirm`: the command hook's process starts an allowed call's claim itself
+    just before it answers Claude Code (the answer names the claim); else (an
+    HTTP hook) the claim is started here before the answer, unless the request
+    is `gone`."""
 
     def __init__(self, settings: Settings, repo: Repository, service: CallService,
-                 key: Principal, registry: Any, inbox_url: str) -> None:
+                 key: Principal, registry: Any, inbox_url: str, *, confirm: bool = False,
+                 gone: client_calls.Gone | None = None) -> None:
         self.settings, self.repo, self.service, self.key = settings, repo, service, key
         self.registry, self.inbox_url = registry, inbox_url
+        self.confirm, self.gone = confirm, gone
 
 
 async def answer(ctx: HookContext, hook: HookInput) -> dict[str, Any]:
@@ -209,8 +217,10 @@ async def pre_tool_use(ctx: HookContext, hook: HookInput) -> dict[str, Any]:
     call = ToolUseBlock(id=hook.tool_use_id, name=hook.tool_name, input=hook.tool_input or {})
     await ctx.repo.record_submission(hook.session_id, [call.id], ctx.key.key_id, ctx.key.name)
     attached = await same_input_call(ctx.repo, ctx.settings, record, call) \
-        or await _twin(ctx, hook.session_id, call, CallStatus.RELEASED)
+        or await _twin(ctx, hook.session_id, call, CallStatus.RELEASED) \
+        or await _unstarted_twin(ctx, hook.session_id, call)
     if attached is not None:  # the model called again: pick up the parked call
+        await _record_attach(ctx, hook, call, attached)
         call = call.model_copy(update={"id": attached})
     # Claude Code running the call is the claim: taken with the release when
     # policy releases the call at once (one store write, no claim update).
@@ -295,10 +305,22 @@ def _definitions(ctx: HookContext, record: SessionRecord, tool_name: str,
 
 def _claim_input(ctx: HookContext, hook: HookInput, call: ToolUseBlock) -> ClaimInput:
     """The claim Claude Code's run of the call makes (its lease fits the run)."""
-    return ClaimInput(claimed_by=f"key:{ctx.key.key_id}", claimed_by_name=ctx.key.name,
-                      lease_seconds=claude_code.lease_seconds(
-                          call.name, hook.tool_input or {}, ctx.settings.client_lease_seconds,
-                          ctx.settings.client_lease_max_seconds))
+    return client_calls.claim_input(
+        ctx.settings, ctx.key.key_id, ctx.key.name, claude_code.lease_seconds(
+            call.name, hook.tool_input or {}, ctx.settings.client_lease_seconds,
+            ctx.settings.client_lease_max_seconds))
+
+
+async def _record_attach(ctx: HookContext, hook: HookInput, call: ToolUseBlock,
+                         attached: str) -> None:
+    """Remember that `call`'s id answers with the call `attached`: its
+    PostToolUse reports that call's outcome (and no other's)."""
+    event = ToolEvent(
+        type="tool.attached", session_id=hook.session_id, turn_id=turn_of(hook),
+        tool_use_id=attached, tool_name=call.name,
+        event_id=make_event_id(hook.session_id, call.id, "tool.attached"),
+        data={"tool_use_id": call.id})
+    await ctx.repo.apply([event], None)
 
 
 async def _claimed(ctx: HookContext, hook: HookInput, call: ToolUseBlock,
@@ -308,7 +330,7 @@ async def _claimed(ctx: HookContext, hook: HookInput, call: ToolUseBlock,
     was = resource.status
     try:
         claimed = await client_calls.claimed_for_submitter(ctx.service, resource, call, inp,
-                                                           started=started)
+                                                           started=started, gone=ctx.gone)
     except ApiError as exc:
         return _deny(f"the call could not be claimed ({exc.code}: {exc.message})")
     if not claimed.claim_won or claimed.input is None:
@@ -318,8 +340,23 @@ async def _claimed(ctx: HookContext, hook: HookInput, call: ToolUseBlock,
     released = claimed.input
     edited = input_sha256(released) != input_sha256(hook.tool_input or {})
     reason = "approved with edits" if edited else "allowed"
-    return claude_code.pre_tool_use("allow", f"parkgate: {reason}",
-                                    updated_input=released if edited else None)
+    answer = claude_code.pre_tool_use("allow", f"parkgate: {reason}",
+                                      updated_input=released if edited else None)
+    if claimed.claim_id is None:
+        return answer
+    if ctx.confirm:  # the hook process starts it, just before Claude Code runs it
+        answer[claude_code.START_FIELD] = {"session_id": hook.session_id,
+                                           "tool_use_id": call.id,
+                                           "claim_id": claimed.claim_id}
+        return answer
+    if ctx.gone is not None and await ctx.gone():
+        return _deny("the hook request ended before the call could be allowed")
+    try:
+        await client_calls.start(ctx.service, hook.session_id, call.id, StartInput(
+            claim_id=claimed.claim_id, started_by=inp.claimed_by))
+    except ApiError as exc:
+        return _deny(f"the call could not be started ({exc.code}: {exc.message})")
+    return answer
 
 
 def _fallback(ctx: HookContext, resource: CallResource | None) -> dict[str, Any]:
@@ -378,13 +415,35 @@ async def _released_sha256(ctx: HookContext, session_id: str, tool_use_id: str,
 
 
 async def _claimed_id(ctx: HookContext, hook: HookInput) -> str | None:
-    """The call this run was: its own id, or the parked call it attached to."""
+    """The call this run was: its own id, or the call its PreToolUse attached
+    to (recorded then); never another call that merely has the same input."""
     assert hook.tool_use_id is not None and hook.tool_name is not None
     row = await ctx.repo.get_call(hook.session_id, hook.tool_use_id)
     if row is not None:
         return hook.tool_use_id
-    call = ToolUseBlock(id=hook.tool_use_id, name=hook.tool_name, input=hook.tool_input or {})
-    return await _twin(ctx, hook.session_id, call, CallStatus.CLAIMED)
+    attach = await ctx.repo.get_event(
+        make_event_id(hook.session_id, hook.tool_use_id, "tool.attached"))
+    if attach is None or attach.session_id != hook.session_id:
+        log.warning("claude-code outcome of %s not recorded: no such call", hook.tool_use_id)
+        return None
+    return attach.tool_use_id
+
+
+async def _unstarted_twin(ctx: HookContext, session_id: str, call: ToolUseBlock) -> str | None:
+    """A claimed call with the same tool and input whose claim this key
+    reserved and never started (its hook died before Claude Code ran it): the
+    model's retry under a fresh id takes it over instead of parking again."""
+    twin = await _twin(ctx, session_id, call, CallStatus.CLAIMED)
+    if twin is None:
+        return None
+    try:
+        view = await ctx.service.query(session_id, twin)
+    except Exception:  # Temporal not answering: no takeover (the call parks anew)
+        return None
+    claim = view.release.claim if view is not None and view.release is not None else None
+    if claim is None or claim.started or claim.claimed_by != f"key:{ctx.key.key_id}":
+        return None
+    return twin
 
 
 async def _twin(ctx: HookContext, session_id: str, call: ToolUseBlock,

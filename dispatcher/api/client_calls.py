@@ -6,6 +6,11 @@ API answers only after the workflow accepted them, and after the store write
 the answer speaks of committed (the update handlers await it). A report that
 comes after the call ended `outcome_unknown` is recorded by a
 parkgate.LateOutcome workflow, visibly late. Refusals map to 4xx here.
+
+A claim is a reservation (`claim_id`) that its holder starts (`start`) before
+it runs the tool: a client that died before it received its claim never
+started it, so the same key takes it over on its return, and anyone else
+once it lapsed (`client_reserve_seconds`).
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import random
 import uuid
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -31,10 +36,12 @@ from parkgate.calls.records import CallRef, CallStatus
 from parkgate.durable.call_errors import TEMPORAL_NO_ANSWER
 from parkgate.durable.client_payloads import (
     CLIENT_REJECTED_ERROR_TYPE,
+    KIND_START,
     LATE_OUTCOME_WORKFLOW,
     UNCLAIMED_TEXT,
     UPDATE_CLAIM,
     UPDATE_OUTCOME,
+    UPDATE_START,
     ClaimInput,
     ClaimResult,
     ClientReject,
@@ -42,6 +49,7 @@ from parkgate.durable.client_payloads import (
     LateOutcomeResult,
     OutcomeInput,
     OutcomeResult,
+    StartInput,
     late_workflow_id,
 )
 from parkgate.durable.payloads import call_workflow_id
@@ -50,14 +58,21 @@ from parkgate.models import Session, ToolDefinition, ToolUseBlock, input_sha256_
 
 if TYPE_CHECKING:
     from parkgate.api.service import CallService
+    from parkgate.settings import Settings
     from parkgate.store.results import EventRecord
 
-M = TypeVar("M", ClaimInput, OutcomeInput)
+M = TypeVar("M", ClaimInput, OutcomeInput, StartInput)
 R = TypeVar("R", ClaimResult, OutcomeResult)
 
 #: Temporal statuses of an update worth sending again (load shed, task dropped).
 _RETRIED = (RPCStatusCode.RESOURCE_EXHAUSTED, RPCStatusCode.ABORTED, RPCStatusCode.UNAVAILABLE)
 _RETRY_SECONDS = 20.0
+
+#: Final statuses a report is still recorded beside (late): the lease ended,
+#: or the call was cancelled while its claimer ran it.
+_LATE_STATUSES = (CallStatus.OUTCOME_UNKNOWN.value, CallStatus.CANCELLED.value)
+#: How long a report refused by a call being cancelled waits for its end.
+_CANCEL_SETTLE_SECONDS = 10.0
 
 #: HTTP status of each refusal.
 _STATUS = {
@@ -94,49 +109,86 @@ def _newly_started(handle: WorkflowHandle[Any, Any]) -> bool:
     return bool(getattr(resp, "started", False))
 
 
+def claim_input(settings: Settings, key_id: str, key_name: str | None,
+                lease_seconds: float) -> ClaimInput:
+    """A claim for one request: a fresh reservation id, the settings' window."""
+    return ClaimInput(claimed_by=f"key:{key_id}", claimed_by_name=key_name,
+                      lease_seconds=lease_seconds, claim_id=uuid.uuid4().hex,
+                      reserve_seconds=settings.client_reserve_seconds)
+
+
+#: Whether the request a claim would be for is gone (the client disconnected).
+Gone = Callable[[], Awaitable[bool]]
+
+
 async def claimed_for_submitter(service: CallService, resource: CallResource,
                                 call: ToolUseBlock, inp: ClaimInput, *,
-                                started: bool) -> CallResource:
+                                started: bool, gone: Gone | None = None) -> CallResource:
     """A claiming submit's answer (`service.wait(..., claiming=True)`): a call
     claimed at its release for this request, or a released one claimed now
-    (the `claim` update), with the claim and `claim_won`; otherwise as is."""
+    (the `claim` update), or an unstarted reservation of this key taken over
+    (a restarted client), with the claim, `claim_id` and `claim_won`;
+    otherwise as is. Nothing is claimed for a request that is `gone`."""
     sid, tid = resource.session_id, resource.tool_use_id
-    if resource.status == CallStatus.RELEASED:
+    if resource.status not in (CallStatus.RELEASED, CallStatus.CLAIMED):
+        return resource
+    event = await _claimed_at_release(service, sid, tid, inp) \
+        if started and resource.status == CallStatus.CLAIMED else None
+    if event is None:
+        if gone is not None and await gone():
+            return resource  # nobody would receive the claim
         try:
             won = await claim(service, sid, tid, inp)
         except ApiError:
-            return await service.resource(sid, tid, turn_id=resource.turn_id) or resource
+            fresh = await service.resource(sid, tid, turn_id=resource.turn_id) or resource
+            if fresh.status == CallStatus.CLAIMED:
+                return await service.with_release(fresh)  # someone else's: as a GET shows it
+            return fresh
         return resource.model_copy(update={
             "status": CallStatus.CLAIMED, "input": won.input, "input_sha256": won.input_sha256,
             "claimed_by": won.claimed_by, "claimed_at": won.claimed_at,
-            "lease_expires_at": won.lease_expires_at, "claim_won": True})
-    if resource.status != CallStatus.CLAIMED:
-        return resource
-    event = await _claimed_at_release(service, sid, tid) if started else None
-    if event is None:
-        return await service.with_release(resource)  # someone else's: as a GET shows it
+            "lease_expires_at": won.lease_expires_at, "claim_won": True,
+            "claim_id": won.claim_id})
     data = event.data or {}
     sha = data.get("input_sha256")
     # Either form: a worker of the version before RFC 8785 released it.
     if not isinstance(sha, str) or sha not in input_sha256_forms(call.input):
         # A before-hook rewrote the input: the workflow has the input as released.
-        return (await service.with_release(resource)).model_copy(update={"claim_won": True})
+        return (await service.with_release(resource)).model_copy(
+            update={"claim_won": True, "claim_id": inp.claim_id})
     # Released as submitted: the claim's event says all (no status query).
     return resource.model_copy(update={
         "input": call.input, "input_sha256": sha, "released_at": event.at,
         "claimed_by": data.get("claimed_by"), "claimed_at": event.at,
         "lease_expires_at": datetime.fromisoformat(str(data.get("lease_expires_at"))),
-        "claim_won": True})
+        "claim_won": True, "claim_id": inp.claim_id})
 
 
 async def _claimed_at_release(service: CallService, session_id: str,
-                              tool_use_id: str) -> EventRecord | None:
+                              tool_use_id: str, inp: ClaimInput) -> EventRecord | None:
     """The call's tool.claimed event when its claim was taken at the release
-    (by the request that started it: see start_claiming)."""
+    (by the request that started it: see start_claiming) with this claim."""
     event = await service.repo.get_event(make_event_id(session_id, tool_use_id, "tool.claimed"))
-    if event is None or not (event.data or {}).get("at_release"):
+    data = event.data or {} if event is not None else {}
+    if event is None or not data.get("at_release"):
         return None
+    if data.get("claim_id") not in (None, inp.claim_id):
+        return None  # a reservation this request did not make
     return event
+
+
+async def start(service: CallService, session_id: str, tool_use_id: str,
+                inp: StartInput) -> ClaimResult:
+    """Send `start_claim`: the reservation's holder runs the call now (its lease
+    begins); 409 when it lapsed or was taken over (then it must not run)."""
+    handle = service.handle(session_id, tool_use_id)
+    inp = _proven(service, inp, KIND_START, call_workflow_id(session_id, tool_use_id))
+    try:
+        return await _update(handle, UPDATE_START, inp, ClaimResult)
+    except WorkflowUpdateFailedError as exc:
+        raise _refusal(exc) from None
+    except RPCError as exc:
+        raise await _closed(service, session_id, tool_use_id, exc) from None
 
 
 def lease_for(requested: float | None, default: float, maximum: float) -> float:
@@ -166,8 +218,10 @@ async def report(service: CallService, session_id: str, tool_use_id: str,
         return await _reported(service, handle, session_id, tool_use_id, inp)
     except WorkflowUpdateFailedError as exc:
         refusal = _refusal(exc)
-        if refusal.code != ClientReject.ENDED.value or _status_of(exc) != "outcome_unknown":
+        if refusal.code != ClientReject.ENDED.value or _status_of(exc) not in _LATE_STATUSES:
             raise refusal from None
+        if _status_of(exc) == CallStatus.CANCELLED.value:
+            await service.wait(session_id, tool_use_id, _CANCEL_SETTLE_SECONDS)
     except RPCError as exc:
         error = await _closed(service, session_id, tool_use_id, exc)
         row = await service.repo.get_call(session_id, tool_use_id)
@@ -181,7 +235,7 @@ async def report(service: CallService, session_id: str, tool_use_id: str,
             if stood is not None:
                 raise ApiError(409, ClientReject.REPORT_CONFLICT.value,
                                "another outcome was reported first") from None
-        if row is None or row.status != CallStatus.OUTCOME_UNKNOWN:
+        if row is None or row.status.value not in _LATE_STATUSES:
             raise error from None
     return await _late(service, session_id, tool_use_id, inp)
 
@@ -263,10 +317,16 @@ def _proven(service: CallService, inp: M, kind: str, workflow_id: str) -> M:
 
 async def _late(service: CallService, session_id: str, tool_use_id: str,
                 inp: OutcomeInput) -> OutcomeResult:
-    """Record a report that came after the lease ended (the first one stands)."""
+    """Record a report that came after the lease ended, or after the call was
+    cancelled while claimed (its claimer ran it): the first one stands."""
     row = await service.repo.get_call(session_id, tool_use_id)
-    if row is None or row.status != CallStatus.OUTCOME_UNKNOWN:
+    if row is None or row.status.value not in _LATE_STATUSES:
         raise ApiError(409, ClientReject.ENDED.value, "the call is not outcome_unknown")
+    if row.status == CallStatus.CANCELLED and await service.repo.get_event(
+            make_event_id(session_id, tool_use_id, "tool.claimed")) is None:
+        raise ApiError(409, ClientReject.ENDED.value,
+                       "the call was cancelled before anyone claimed it",
+                       {"status": row.status.value})
     released = await _released_sha256(service, session_id, tool_use_id, inp.input_sha256)
     if released is not None and released != inp.input_sha256:
         raise ApiError(422, ClientReject.HASH_MISMATCH.value,
@@ -279,7 +339,9 @@ async def _late(service: CallService, session_id: str, tool_use_id: str,
     try:
         handle = await service.temporal.start_workflow(
             LATE_OUTCOME_WORKFLOW,
-            LateOutcomeInput(ref=ref, report=inp, side_effects=row.side_effects),
+            LateOutcomeInput(ref=ref, report=inp, side_effects=row.side_effects,
+                             status=None if row.status == CallStatus.OUTCOME_UNKNOWN
+                             else row.status),
             id=late_id, task_queue=service.dispatcher.task_queue,
             result_type=LateOutcomeResult,
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,

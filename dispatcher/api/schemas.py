@@ -146,6 +146,9 @@ class CallResource(BaseModel):
     claimed_by: str | None = Field(default=None, description='"key:<id>" of the claimer.')
     claimed_at: datetime | None = None
     lease_expires_at: datetime | None = None
+    claim_id: str | None = Field(
+        default=None, description="With `claim_won`: the reservation to start "
+        "(`POST .../start`) before running `input`.")
     claim_won: bool | None = Field(
         default=None, description="On a submit with `claim=true`: true when this request "
         "holds the claim (run `input`, then report the outcome); unset otherwise.")
@@ -364,6 +367,14 @@ class ClaimIn(BaseModel):
         default=None, gt=0, le=86_400 * 7,
         description="Lease asked for; capped by the server's client_lease_max_seconds.",
     )
+
+
+class StartIn(BaseModel):
+    """Start a reservation (the claim's `claim_id`): the client runs the call now."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    claim_id: str = Field(min_length=1, max_length=128)
 
 
 class OutcomeIn(BaseModel):

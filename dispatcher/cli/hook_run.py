@@ -30,8 +30,10 @@ from typing import Any
 
 from parkgate.clients.claude_code_wire import (
     COMMAND_MARGIN,
+    CONFIRM_PARAM,
     HOOK_PATH,
     KEY_ENV,
+    START_FIELD,
     TIMEOUT_MARGIN,
     is_decision,
     pre_tool_use,
@@ -56,6 +58,11 @@ class HookAnswer:
 
 class HookFailure(Exception):
     """Why no decision came back (one line, shown to the agent and the user)."""
+
+
+class NotStartedError(HookFailure):
+    """An allowed call whose claim could not be started: it must not run (a
+    block even with --fail-open)."""
 
 
 def run(url: str | None, *, fail_open: bool, timeout: float | None) -> int:
@@ -117,6 +124,9 @@ def answer(raw: bytes, url: str | None, *, fail_open: bool,
             raise HookFailure("the hook event has no hook_event_name")
         body = _post(raw, url, timeout)
         _check(event_name, body)
+        _start_claim(body, url, timeout)
+    except NotStartedError as exc:
+        return failed(event_name, str(exc), fail_open=False)
     except HookFailure as exc:
         return failed(event_name, str(exc), fail_open=fail_open)
     return HookAnswer(json.dumps(body), "", 0)
@@ -162,14 +172,30 @@ def _target(url: str | None, timeout: float | None) -> tuple[str, float]:
     return (url or settings.public_base_url).rstrip("/"), timeout
 
 
-def _post(raw: bytes, url: str | None, timeout: float | None) -> Any:
-    """parkgate's answer (JSON) to the event, or why there is none."""
+def _start_claim(body: Any, url: str | None, timeout: float | None) -> None:
+    """Start the claim an `allow` names, just before Claude Code runs the call
+    (this process dying before here leaves it unstarted: the call is taken
+    over by the retry, or released again, never `outcome_unknown`); the claim
+    is removed from the answer. NotStartedError when it cannot be started."""
+    claim = body.pop(START_FIELD, None) if isinstance(body, dict) else None
+    if claim is None:
+        return
+    try:
+        path = f"/v1/sessions/{claim['session_id']}/tool-calls/{claim['tool_use_id']}/start"
+        _post(json.dumps({"claim_id": claim["claim_id"]}).encode(), url, timeout, path=path)
+    except (HookFailure, KeyError, TypeError) as exc:
+        raise NotStartedError(f"the allowed call could not be started ({exc})") from None
+
+
+def _post(raw: bytes, url: str | None, timeout: float | None, *,
+          path: str = HOOK_PATH + f"?{CONFIRM_PARAM}=true") -> Any:
+    """parkgate's answer (JSON) to the event (or to `path`), or why there is none."""
     key = os.environ.get(KEY_ENV, "")
     if not key:
         raise HookFailure(f"{KEY_ENV} is not set (the hook needs an agent key)")
     base, seconds = _target(url, timeout)
     request = urllib.request.Request(
-        base + HOOK_PATH, data=raw, method="POST",
+        base + path, data=raw, method="POST",
         headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"})
     try:
         with urllib.request.urlopen(request, timeout=seconds) as r:

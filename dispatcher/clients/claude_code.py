@@ -16,9 +16,11 @@ from typing import Any, Literal
 
 from parkgate.clients.claude_code_wire import (
     COMMAND_MARGIN,
+    CONFIRM_PARAM,  # noqa: F401 (re-exported)
     HOOK_COMMAND,
     HOOK_PATH,
     KEY_ENV,
+    START_FIELD,  # noqa: F401
     TIMEOUT_MARGIN,
     Decision,  # noqa: F401 (re-exported: the hook answers' names live here too)
     pre_tool_use,  # noqa: F401

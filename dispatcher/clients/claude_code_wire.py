@@ -19,6 +19,11 @@ KEY_ENV = "PARKGATE_API_KEY"
 TIMEOUT_MARGIN = 30
 #: Of those, what the command hook leaves itself to print its answer.
 COMMAND_MARGIN = 5
+#: Query flag of the command hook: it starts an allowed call's claim itself,
+#: just before it answers Claude Code (the answer then names the claim in
+#: START_FIELD, which the hook removes).
+CONFIRM_PARAM = "confirm"
+START_FIELD = "parkgate_start"
 
 
 def pre_tool_use(decision: Decision, reason: str | None = None,

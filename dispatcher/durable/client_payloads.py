@@ -25,6 +25,10 @@ from parkgate.models import ContentBlock, ToolResultBlock, canonical_json
 #: Stable names: written into Temporal history.
 UPDATE_CLAIM = "claim"
 UPDATE_OUTCOME = "report_outcome"
+#: Update that confirms a reservation (the claimer is alive and runs the tool now).
+UPDATE_START = "start_claim"
+#: Proof kind of a start (issue 28): kinds are plain strings in the proof.
+KIND_START = "start"
 ACT_CLIENT_OUTCOME = "parkgate.client_outcome"
 LATE_OUTCOME_WORKFLOW = "parkgate.LateOutcome"
 #: ApplicationError type of a refused claim or outcome (details: [reason, info]).
@@ -69,15 +73,31 @@ class ClaimInput(BaseModel):
     lease_seconds: float = Field(gt=0)
     #: Proof that parkgate's API sent this update (issue 28).
     proof: Proof | None = None
+    #: Set by the API (patch "claim-reservation"): the claim is a reservation
+    #: named by this id, which its holder must start before it runs the tool.
+    claim_id: str | None = None
+    #: How long an unstarted reservation holds before the call is released again.
+    reserve_seconds: float | None = Field(default=None, gt=0)
 
 
 class ClaimRecord(BaseModel):
-    """The standing claim: who, when, until when."""
+    """The standing claim: who, when, until when.
+
+    A reservation (claim_id set) is not a run: until its holder starts it,
+    `lease_expires_at` is the end of the reservation, the same claimer may take
+    it over, and at its end the call is released again. Only a started claim
+    has a lease that can end outcome_unknown."""
 
     claimed_by: str
     claimed_by_name: str | None = None
     claimed_at: datetime
     lease_expires_at: datetime
+    claim_id: str | None = None
+    #: False only for a reservation not started yet (older claims are runs).
+    started: bool = True
+    started_at: datetime | None = None
+    #: The lease a start gets (a reservation's).
+    lease_seconds: float | None = None
 
 
 class ClaimResult(ClaimRecord):
@@ -85,6 +105,16 @@ class ClaimResult(ClaimRecord):
 
     input: dict[str, Any]
     input_sha256: str
+
+
+class StartInput(BaseModel):
+    """Update `start_claim`: the holder of a reservation runs the tool now."""
+
+    claim_id: str
+    #: The agent key that starts ("key:<id>"): the reservation's holder only.
+    started_by: str
+    #: Proof that parkgate's API sent this update (issue 28).
+    proof: Proof | None = None
 
 
 class OutcomeInput(BaseModel):
@@ -166,11 +196,14 @@ class ClientOutcomeRecorded(BaseModel):
 
 
 class LateOutcomeInput(BaseModel):
-    """parkgate.LateOutcome: a report that came after the call ended outcome_unknown."""
+    """parkgate.LateOutcome: a report that came after the call ended
+    (outcome_unknown, or cancelled while its claimer ran it)."""
 
     ref: CallRef
     report: OutcomeInput
     side_effects: str | None = None
+    #: The call's final status the report stands beside (None: outcome_unknown).
+    status: CallStatus | None = None
 
 
 class LateOutcomeResult(BaseModel):

@@ -19,9 +19,10 @@ from parkgate.approvals import identity as identities
 
 TERMINAL = frozenset({"succeeded", "failed", "denied", "expired", "cancelled",
                       "outcome_unknown", "unclaimed"})
-#: Events of a client-executed call that happen at most once.
-_ONCE = ("tool.released", "tool.claimed", "tool.outcome_reported", "tool.lease_expired",
-         "tool.outcome_late", "tool.unclaimed")
+#: Events of a client-executed call that happen at most once (a claim may be
+#: taken again after its reservation lapsed or was taken over; it starts once).
+_ONCE = ("tool.released", "tool.claim_started", "tool.outcome_reported",
+         "tool.lease_expired", "tool.outcome_late", "tool.unclaimed")
 #: Decisions after which the tool must not run.
 STOPPING = frozenset({"deny", "expired", "cancelled", "timeout"})
 
@@ -133,10 +134,13 @@ def _identity_problems(
 
 
 def _client_problems(types: Counter[str], call: Mapping[str, Any] | None) -> list[str]:
-    """A client-executed call: released, claimed, reported at most once; an
-    outcome or a lease end only after a claim, never both; outcome_unknown only
-    after a lease end."""
+    """A client-executed call: released, started, reported at most once, claimed
+    again only after a reservation lapsed or was taken over; an outcome or a
+    lease end only after a claim, never both; outcome_unknown only after a
+    lease end."""
     found = [f"{kind} recorded {types[kind]} times" for kind in _ONCE if types[kind] > 1]
+    if types["tool.claim_started"] and not types["tool.claimed"]:
+        found.append("a claim started without a claim")
     if (types["tool.claimed"] or types["tool.outcome_reported"]) and not types["tool.released"]:
         found.append("claimed or reported without a release")
     if (types["tool.outcome_reported"] or types["tool.lease_expired"]) \
@@ -144,9 +148,10 @@ def _client_problems(types: Counter[str], call: Mapping[str, Any] | None) -> lis
         found.append("an outcome or a lease end without a claim")
     if types["tool.outcome_reported"] and types["tool.lease_expired"]:
         found.append("both an outcome and a lease end recorded (a late report is outcome_late)")
-    if types["tool.outcome_late"] and not types["tool.lease_expired"]:
-        found.append("a late outcome without a lease end")
     status = call.get("status") if call is not None else None
+    if types["tool.outcome_late"] and not types["tool.lease_expired"] \
+            and not (status == "cancelled" and types["tool.claimed"]):
+        found.append("a late outcome without a lease end (or a cancel of a claimed call)")
     if status == "outcome_unknown" and not types["tool.lease_expired"]:
         found.append("call row says outcome_unknown but no tool.lease_expired")
     if types["tool.unclaimed"] and (types["tool.claimed"] or not types["tool.released"]):

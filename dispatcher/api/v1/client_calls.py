@@ -1,4 +1,4 @@
-"""/v1 client-executed calls: claim a released call, report its outcome.
+"""/v1 client-executed calls: claim a released call, start the claim, report its outcome.
 
 Only an agent key of the session's project may claim and report (an
 approver key gets 403). See parkgate.api.client_calls for the semantics.
@@ -11,9 +11,9 @@ from fastapi import APIRouter, Request
 from parkgate.api import client_calls
 from parkgate.api.deps import AgentDep, RepoDep, SettingsDep
 from parkgate.api.errors import error_responses
-from parkgate.api.schemas import ClaimIn, OutcomeIn
+from parkgate.api.schemas import ClaimIn, OutcomeIn, StartIn
 from parkgate.api.v1.common import SessionId, ToolUseId, call_service, session_of
-from parkgate.durable.client_payloads import ClaimInput, ClaimResult, OutcomeInput, OutcomeResult
+from parkgate.durable.client_payloads import ClaimResult, OutcomeInput, OutcomeResult, StartInput
 
 router = APIRouter(prefix="/v1", tags=["agent"])
 
@@ -32,9 +32,23 @@ async def claim_call(
     lease = client_calls.lease_for(body.lease_seconds if body else None,
                                    settings.client_lease_seconds,
                                    settings.client_lease_max_seconds)
-    inp = ClaimInput(claimed_by=f"key:{key.key_id}", claimed_by_name=key.name,
-                     lease_seconds=lease)
+    inp = client_calls.claim_input(settings, key.key_id, key.name, lease)
     return await client_calls.claim(call_service(request), session_id, tool_use_id, inp)
+
+
+@router.post(
+    "/sessions/{session_id}/tool-calls/{tool_use_id}/start",
+    response_model=ClaimResult,
+    responses=error_responses(401, 403, 429, 404, 409, 422),
+    summary="Start a claim (its claim_id) just before running the call: its lease begins",
+)
+async def start_claim(
+    session_id: SessionId, tool_use_id: ToolUseId, body: StartIn, request: Request,
+    repo: RepoDep, key: AgentDep,
+) -> ClaimResult:
+    await session_of(repo, session_id, key)
+    inp = StartInput(claim_id=body.claim_id, started_by=f"key:{key.key_id}")
+    return await client_calls.start(call_service(request), session_id, tool_use_id, inp)
 
 
 @router.post(

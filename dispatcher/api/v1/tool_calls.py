@@ -41,7 +41,6 @@ from parkgate.approvals.access import Principal
 from parkgate.calls.records import CallStatus
 from parkgate.clients import client_tools
 from parkgate.durable.client import IdempotencyConflictError
-from parkgate.durable.client_payloads import ClaimInput
 from parkgate.durable.payloads import call_workflow_id
 from parkgate.models import Session, ToolDefinition, ToolUseBlock
 from parkgate.settings import Settings
@@ -105,7 +104,8 @@ async def submit_call(
     claim: Annotated[bool, Query(
         description="A client tool's call: claim it for this request when it is released "
         "(policy releases it at once: the claim is taken with the release, no claim "
-        "request). The answer says `claim_won: true` with the input to run. Without "
+        "request). The answer says `claim_won: true` with the input to run and the "
+        "`claim_id` to start (`POST .../start`) before running it. Without "
         "`wait` it still waits for policy's verdict (a few seconds at most).")] = False,
     lease_seconds: Annotated[float | None, Query(
         gt=0, description="With claim=true: the lease asked for (capped by the server's "
@@ -119,10 +119,9 @@ async def submit_call(
         # session (e.g. a model retrying through MCP): that call answers.
         call = call.model_copy(update={"id": attached})
     tools = _declared(record, request, settings)
-    inp = ClaimInput(claimed_by=f"key:{key.key_id}", claimed_by_name=key.name,
-                     lease_seconds=client_calls.lease_for(
-                         lease_seconds, settings.client_lease_seconds,
-                         settings.client_lease_max_seconds)) if claim else None
+    inp = client_calls.claim_input(settings, key.key_id, key.name, client_calls.lease_for(
+        lease_seconds, settings.client_lease_seconds,
+        settings.client_lease_max_seconds)) if claim else None
     started = False
     try:
         if inp is not None:
@@ -143,8 +142,8 @@ async def submit_call(
     if resource is None:
         resource = _queued(session_id, turn_id, call)
     elif inp is not None:
-        resource = await client_calls.claimed_for_submitter(service, resource, call, inp,
-                                                            started=started)
+        resource = await client_calls.claimed_for_submitter(
+            service, resource, call, inp, started=started, gone=request.is_disconnected)
     response.status_code = 200 if resource.finished else 202
     return await for_principal(request, key, resource)
 
