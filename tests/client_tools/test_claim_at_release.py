@@ -32,10 +32,14 @@ async def test_a_claiming_submit_gets_the_call_claimed_with_its_release(api_pg: 
     body = r.json()
     assert body["status"] == "claimed" and body["claim_won"] is True, body
     assert body["input"] == {"q": "x"} and body["input_sha256"] == input_sha256({"q": "x"})
-    assert body["claimed_by"].startswith("key:")
-    lease = (datetime.fromisoformat(body["lease_expires_at"])
-             - datetime.fromisoformat(body["claimed_at"]))
-    assert lease.total_seconds() == 120
+    assert body["claimed_by"].startswith("key:") and body["claim_id"]
+    # A reservation until started: the lease asked for runs from the start.
+    start = await api.http.post(_path(sid, "toolu_c1", "/start"),
+                                json={"claim_id": body["claim_id"]})
+    assert start.status_code == 200, start.text
+    lease = (datetime.fromisoformat(start.json()["lease_expires_at"])
+             - datetime.fromisoformat(start.json()["started_at"]))
+    assert lease.total_seconds() == 120 and start.json()["started"] is True
     # Nobody else can claim it, and the same submit again does not win it again.
     other = await api.http.post(_path(sid, "toolu_c1", "/claim"), json={})
     assert other.status_code == 409 and other.json()["error"]["code"] == "already_claimed", \

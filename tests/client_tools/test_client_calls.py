@@ -10,6 +10,7 @@ import asyncio
 import uuid
 from typing import Any
 
+from parkgate.calls.events import make_event_id
 from parkgate.durable.audit import compare_store_with_temporal
 from parkgate.models import input_sha256
 from tests.api.rig import ApiRig
@@ -148,22 +149,33 @@ async def test_edited_input_is_what_is_released(api_pg: ApiRig) -> None:
 
 
 async def test_twenty_concurrent_claimers_exactly_one_wins(api_pg: ApiRig) -> None:
+    """Twenty clients of one key claim and start at once: a claim of the same
+    key takes an unstarted reservation over, but a claim starts once: exactly
+    one start wins (the one that would run), every other claim or start is 409."""
     api = api_pg
     sid = await register(api)
     await api.submit(sid, "deploy", {"service": "api"}, call_id="toolu_c20")
     parked = await api.wait_parked(sid, "toolu_c20")
     await decide(api, sid, parked, {"decision": "allow"})
     await released(api, sid, "toolu_c20")
-    answers = await asyncio.gather(*(
-        api.http.post(f"/v1/sessions/{sid}/tool-calls/toolu_c20/claim") for _ in range(20)))
-    codes = sorted(a.status_code for a in answers)
-    assert codes == [200] + [409] * 19, [a.text for a in answers]
-    winner = next(a for a in answers if a.status_code == 200).json()
-    for loser in (a for a in answers if a.status_code == 409):
-        error = loser.json()["error"]
-        assert error["code"] == "already_claimed"
-        assert error["details"]["claim"]["claimed_by"] == winner["claimed_by"]
-        assert error["details"]["claim"]["claimed_at"]
+    path = f"/v1/sessions/{sid}/tool-calls/toolu_c20"
+
+    async def claim_and_start() -> int:
+        claim = await api.http.post(f"{path}/claim")
+        if claim.status_code != 200:
+            assert claim.json()["error"]["code"] == "already_claimed", claim.text
+            return claim.status_code
+        start = await api.http.post(f"{path}/start", json={"claim_id": claim.json()["claim_id"]})
+        assert start.status_code in (200, 409), start.text
+        return start.status_code
+
+    codes = sorted(await asyncio.gather(*(claim_and_start() for _ in range(20))))
+    assert codes == [200] + [409] * 19, codes
+    late = await api.http.post(f"{path}/claim")
+    error = late.json()["error"]
+    assert late.status_code == 409 and error["code"] == "already_claimed"
+    assert error["details"]["claim"]["started"] is True
+    assert error["details"]["claim"]["claimed_by"].startswith("key:")
 
 
 async def test_lease_end_is_outcome_unknown_and_a_late_report_is_recorded(
@@ -175,10 +187,13 @@ async def test_lease_end_is_outcome_unknown_and_a_late_report_is_recorded(
     parked = await api.wait_parked(sid, "toolu_lz")
     await decide(api, sid, parked, {"decision": "allow"})
     await released(api, sid, "toolu_lz")
-    # The claimer "dies" after claiming: nobody reports before the lease ends.
+    # The claimer "dies" after starting its claim: nobody reports before the lease ends.
     claim = await api.http.post(f"/v1/sessions/{sid}/tool-calls/toolu_lz/claim",
                                 json={"lease_seconds": 1})
     assert claim.status_code == 200, claim.text
+    start = await api.http.post(f"/v1/sessions/{sid}/tool-calls/toolu_lz/start",
+                                json={"claim_id": claim.json()["claim_id"]})
+    assert start.status_code == 200, start.text
     r = await api.http.get(f"/v1/sessions/{sid}/tool-calls/toolu_lz", params={"wait": 30})
     body = r.json()
     assert body["status"] == "outcome_unknown" and body["finished"] is True
@@ -295,22 +310,45 @@ def test_slack_and_mail_say_the_client_runs_the_tool() -> None:
     assert "outcome unknown" in slack.outcome_text("outcome_unknown", won)
 
 
-async def test_cancelling_a_claimed_call_refuses_its_report(api_pg: ApiRig) -> None:
+async def test_cancelling_a_claimed_call_still_records_its_report_late(api_pg: ApiRig) -> None:
+    """A call cancelled while its claimer ran it: the claimer's real report is
+    recorded beside `cancelled` (late), never refused into nothing; a call
+    cancelled before anyone claimed it takes no report."""
     api = api_pg
     sid = await register(api)
     await api.submit(sid, "deploy", {"service": "c"}, call_id="toolu_cx")
-    parked = await api.wait_parked(sid, "toolu_cx")
-    await decide(api, sid, parked, {"decision": "allow"})
-    await released(api, sid, "toolu_cx")
+    await api.submit(sid, "deploy", {"service": "d"}, call_id="toolu_cy")
+    for cid in ("toolu_cx", "toolu_cy"):
+        parked = await api.wait_parked(sid, cid)
+        await decide(api, sid, parked, {"decision": "allow"})
+        await released(api, sid, cid)
     claim = await api.http.post(f"/v1/sessions/{sid}/tool-calls/toolu_cx/claim")
     assert claim.status_code == 200
+    start = await api.http.post(f"/v1/sessions/{sid}/tool-calls/toolu_cx/start",
+                                json={"claim_id": claim.json()["claim_id"]})
+    assert start.status_code == 200, start.text
     cancelled = await api.http.post(f"/v1/sessions/{sid}/cancel")
-    assert cancelled.json()["cancelled"] == 1, cancelled.text
-    r = await api.http.get(f"/v1/sessions/{sid}/tool-calls/toolu_cx", params={"wait": 20})
-    assert r.json()["status"] == "cancelled", r.text
-    out = await api.http.post(f"/v1/sessions/{sid}/tool-calls/toolu_cx/outcome", json={
-        "content": "x", "input_sha256": claim.json()["input_sha256"]})
-    assert out.status_code == 409 and out.json()["error"]["code"] == "ended", out.text
+    assert cancelled.json()["cancelled"] == 2, cancelled.text
+    for cid in ("toolu_cx", "toolu_cy"):
+        r = await api.http.get(f"/v1/sessions/{sid}/tool-calls/{cid}", params={"wait": 20})
+        assert r.json()["status"] == "cancelled", r.text
+    report = {"content": "it did deploy", "input_sha256": claim.json()["input_sha256"]}
+    out = await api.http.post(f"/v1/sessions/{sid}/tool-calls/toolu_cx/outcome", json=report)
+    assert out.status_code == 200, out.text
+    assert out.json()["late"] is True and out.json()["status"] == "cancelled"
+    again = await api.http.post(f"/v1/sessions/{sid}/tool-calls/toolu_cx/outcome", json=report)
+    assert again.status_code == 200 and again.json()["late"] is True
+    other = await api.http.post(f"/v1/sessions/{sid}/tool-calls/toolu_cx/outcome",
+                                json={**report, "content": "something else"})
+    assert other.status_code == 409, other.text
+    late = await api.repo.get_event(make_event_id(sid, "toolu_cx", "tool.outcome_late"))
+    assert late is not None and late.data["status"] == "cancelled"
+    assert late.data["result"]["content"][0]["text"] == "it did deploy"
+    row = await api.http.get(f"/v1/sessions/{sid}/tool-calls/toolu_cx")
+    assert row.json()["status"] == "cancelled"  # the call's record stands
+    never = await api.http.post(f"/v1/sessions/{sid}/tool-calls/toolu_cy/outcome", json={
+        "content": "x", "input_sha256": input_sha256({"service": "d"})})
+    assert never.status_code == 409 and never.json()["error"]["code"] == "ended", never.text
     await verified(api, sid)
 
 
