@@ -254,8 +254,9 @@ async def test_the_blocking_gate_decorator_runs_in_a_thread(
 async def test_a_call_claimed_by_a_process_that_died_is_never_run_again(
     dev_temporal: Client, sqlite_repo: Repository, tmp_path: Path
 ) -> None:
-    """The first process claimed and died: a restarted agent attaches with the
-    same id, never runs the function, and gets outcome_unknown when the lease ends."""
+    """The first process claimed, started (it may have run the tool) and died: a
+    restarted agent attaches with the same id, never runs the function, and gets
+    outcome_unknown when the lease ends."""
     runs: list[str] = []
     async with stack(dev_temporal, sqlite_repo, tmp_path) as (api, base), \
             AsyncParkgateClient(base, api.key) as agent:
@@ -270,8 +271,9 @@ async def test_a_call_claimed_by_a_process_that_died_is_never_run_again(
         gates = tool_gate(agent, s)
         first = await gates.submit("charge", {"order": "o-1"}, tool_use_id="g-dead-1")
         assert first.status.value == "released"
-        claim = await agent.claim(s, "g-dead-1", lease_seconds=2)  # ... and the process dies
-        assert claim.input == {"order": "o-1"}
+        claim = await agent.claim(s, "g-dead-1", lease_seconds=2)
+        assert claim.input == {"order": "o-1"} and claim.claim_id is not None
+        await agent.start(s, "g-dead-1", claim.claim_id)  # ... and the process dies
 
         result = await charge.call({"order": "o-1"}, tool_use_id="g-dead-1")
         assert result.is_error and runs == []
