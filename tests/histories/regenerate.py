@@ -5,7 +5,8 @@ Runs every path of the durable call (auto, approved, denied, expired,
 cancelled, edited, turn, quorum, reminders, grouped, composed_sub_calls and
 its sub_call_approval child, client_released,
 client_lease, client_late_checked, client_claimed_at_release, client_float,
-client_unclaimed, signal_retired) on the time-skipping test server with a worker from
+client_unclaimed, signal_retired, client_reserved) on the time-skipping test server with
+a worker from
 the production recipe and a throwaway migrated SQLite store, then saves each
 workflow's history as JSON next to this file. Machine-specific paths (the
 temporary workspace) are replaced by WORKSPACE_PLACEHOLDER inside payloads.
@@ -295,7 +296,8 @@ async def generate(env: WorkflowEnvironment, store: Repository, tmp: Path) -> No
 
 
 CLIENT_PATHS = {"client_released", "client_lease", "client_late_checked",
-                "client_claimed_at_release", "client_float", "client_unclaimed"}
+                "client_claimed_at_release", "client_float", "client_unclaimed",
+                "client_reserved"}
 #: An input whose RFC 8785 and json.dumps forms differ (floats, an astral key).
 FLOAT_INPUT = {"service": "api", "ratio": 0.1, "one": 1.0, "big": 1e21, "ﬁ": "x", "😀": "y"}
 
@@ -306,15 +308,18 @@ async def client_paths(env: WorkflowEnvironment, store: Repository, tmp: Path) -
     from parkgate.approvals import proof
     from parkgate.clients.client_tools import ClientToolSpec
     from parkgate.durable.client_payloads import (
+        KIND_START,
         LATE_OUTCOME_WORKFLOW,
         UPDATE_CLAIM,
         UPDATE_OUTCOME,
+        UPDATE_START,
         ClaimInput,
         ClaimResult,
         LateOutcomeInput,
         LateOutcomeResult,
         OutcomeInput,
         OutcomeResult,
+        StartInput,
         late_workflow_id,
     )
     from parkgate.durable.payloads import call_workflow_id
@@ -417,6 +422,39 @@ async def client_paths(env: WorkflowEnvironment, store: Repository, tmp: Path) -
         await d.decide(rid, "allow", decided_by="alice", via="link")
         await env.sleep(rig.settings.client_unclaimed_seconds + 60)
         assert (await handle.result()).status == CallStatus.UNCLAIMED
+        await save(tid, handle, rig)
+
+        # Issue 36 (patch claim-reservation): a claim is a reservation; the
+        # first lapses unstarted, the next is taken over by its claimer, which
+        # starts it and reports.
+        tid = "client_reserved"
+        wid = call_workflow_id(session.session_id, tid)
+        handle = await d.start(ToolUseBlock(id=tid, name="deploy", input={"service": tid}),
+                               session, [deploy])
+        rid = await rig.wait_parked(session.session_id, tid)
+        await d.decide(rid, "allow", decided_by="alice", via="link")
+        while (await d.status(session.session_id, tid)).status != CallStatus.RELEASED:
+            await asyncio.sleep(0.05)
+
+        def reserve(claim_id: str) -> ClaimInput:
+            return proof.prove(ClaimInput(claimed_by="key:k1", lease_seconds=300,
+                                          claim_id=claim_id, reserve_seconds=30),
+                               proof.KIND_CLAIM, wid, keys)
+
+        await handle.execute_update(UPDATE_CLAIM, reserve("c1"), result_type=ClaimResult)
+        await env.sleep(60)
+        while (await d.status(session.session_id, tid)).status != CallStatus.RELEASED:
+            await asyncio.sleep(0.05)
+        await handle.execute_update(UPDATE_CLAIM, reserve("c2"), result_type=ClaimResult)
+        won = await handle.execute_update(UPDATE_CLAIM, reserve("c3"), result_type=ClaimResult)
+        start = proof.prove(StartInput(claim_id="c3", started_by="key:k1"), KIND_START, wid,
+                            keys)
+        await handle.execute_update(UPDATE_START, start, result_type=ClaimResult)
+        report = proof.prove(OutcomeInput(content=[TextBlock(text="done")],
+                                          input_sha256=won.input_sha256, reported_by="key:k1"),
+                             proof.KIND_OUTCOME, wid, keys)
+        await handle.execute_update(UPDATE_OUTCOME, report, result_type=OutcomeResult)
+        await handle.result()
         await save(tid, handle, rig)
 
 

@@ -20,7 +20,8 @@ PATHS = [
     "slack", "reminders",
     # sessions with a worker group: workspace activities on `<queue>.<group>`
     "grouped", "grouped_auto",
-    # client-executed calls: released, claimed, reported / lease ended (issue 24)
+    # client-executed calls: released, claimed, reported / lease ended (issue 24);
+    # these and client_claimed_at_release predate "claim-reservation" (issue 36)
     "client_released", "client_lease",
     # issue 27: the submitter's claim taken in the release's own write
     "client_claimed_at_release",
@@ -32,6 +33,9 @@ PATHS = [
     # decide-signal-retired-v1); a late report's proof checked by its activity
     # (late-outcome-proof-in-activity-v1); a release nobody claims ends unclaimed
     "signal_retired", "client_late_checked", "client_unclaimed",
+    # issue 36 (patch claim-reservation): a reservation lapses, another is taken
+    # over by its claimer, started and reported
+    "client_reserved",
     # issue 37: a composed tool's run parked at sub-calls (patch sub-call-parks),
     # and the SubCallApproval child that waited for the first one
     "composed_sub_calls", "sub_call_approval",
