@@ -29,6 +29,7 @@ MATRIX: dict[str, set[str]] = {
     "cancel_call": {"agent"},
     "cancel_session": {"agent"},
     "claim": {"agent"},
+    "start": {"agent"},
     "outcome": {"agent"},
     "claude_code_hook": {"agent"},
     "tools": set(ROLES),
@@ -76,6 +77,8 @@ async def request_for(api: ApiRig, endpoint: str, sid: str, key: str) -> httpx.R
             return await http.post(f"/v1/sessions/{sid}/cancel", headers=h)
         case "claim":
             return await http.post(f"{call}/claim", headers=h)
+        case "start":
+            return await http.post(f"{call}/start", headers=h, json={"claim_id": "c"})
         case "outcome":
             return await http.post(f"{call}/outcome", headers=h,
                                    json={"content": "x", "input_sha256": "0" * 64})
@@ -139,7 +142,7 @@ async def test_every_role_on_every_endpoint(api: ApiRig) -> None:
                 assert got.status_code != 403 and got.status_code < 500, (endpoint, role, got.text)
                 if endpoint in ("decide", "revoke_remembered"):  # authorized; no such one
                     assert got.status_code == 404, got.text
-                elif endpoint in ("claim", "outcome"):  # authorized; a hosted call, ended
+                elif endpoint in ("claim", "start", "outcome"):  # authorized; a hosted call
                     assert got.status_code == 409, got.text
                 else:
                     assert got.status_code in (200, 201, 202), (endpoint, role, got.text)

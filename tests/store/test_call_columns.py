@@ -46,8 +46,9 @@ def test_the_apis_call_models_show_row_columns_by_their_names() -> None:
                 "votes", "approver_links", "problem", "links",
                 # A released client call: what only its workflow knows.
                 "input_sha256", "released_at", "claimed_by", "claimed_at", "lease_expires_at",
-                # A submit that claims: whether this request holds the claim.
-                "claim_won"}
+                # A submit that claims: whether this request holds the claim, and
+                # the reservation it starts before running the call.
+                "claim_won", "claim_id"}
     assert set(CallResource.model_fields) - row == api_only
     assert set(CallSummary.model_fields) <= row
     for model in (CallResource, CallSummary):
