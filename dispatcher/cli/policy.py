@@ -1,22 +1,40 @@
 """`parkgate policy`: check Cedar policy files against the deployment's schema.
 
 `check` names every problem with its file and line (exit 2 when there is one),
-`schema` prints the Cedar schema the policies are checked against
-(docs/POLICY.md). `parkgate serve` refuses to start on what `check` refuses.
+`schema` prints the Cedar schema the policies are checked against, `test`
+runs a table of sample calls through the real classification (YAML and Cedar)
+and exits 1 on a mismatch (docs/POLICY.md). `parkgate serve` refuses to start
+on what `check` refuses.
 """
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Literal
 
 import typer
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from rich.table import Table
 
-from parkgate.cli.common import ConfigError, console, err_console, load_settings, one_line
+from parkgate.cli.common import (
+    EXIT_RUNTIME,
+    CliError,
+    ConfigError,
+    console,
+    describe_validation_error,
+    err_console,
+    load_settings,
+    one_line,
+    run,
+)
 from parkgate.settings import Settings
 
 if TYPE_CHECKING:
+    from parkgate.pipeline import Pipeline
     from parkgate.registry import ToolRegistry
+    from parkgate.verdicts import Verdict
 
 NAME = "policy"
 app = typer.Typer(help="Check Cedar policies and print their schema.", no_args_is_help=True)
@@ -77,3 +95,127 @@ def schema() -> None:
 
     load_settings()
     typer.echo(policy_schema(_registry()), nl=False)
+
+
+class PolicyCase(BaseModel):
+    """One sample call of a `policy test` table and the mode it must get."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str | None = None
+    tool: str
+    input: dict[str, Any] = Field(default_factory=dict)
+    #: The submitting key's name and the session's project (the Cedar principal).
+    key: str | None = None
+    project: str | None = None
+    #: The session's workspace (default: an empty temporary directory).
+    workspace: str | None = None
+    expect: Literal["auto", "prompt", "prompt_once", "deny"]
+    #: When given: text the deciding rule must contain (`cedar:prod-kubectl`).
+    rule: str | None = None
+    approvers: list[str] | None = None
+    quorum: int | None = None
+
+
+class PolicyCases(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    cases: list[PolicyCase] = Field(min_length=1)
+
+
+def _load_cases(path: Path) -> list[PolicyCase]:
+    """The cases file; ConfigError (one line) when it cannot be read or is malformed."""
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"cannot read {path}: {exc.strerror}") from exc
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: does not parse as YAML: {one_line(str(exc))}") from exc
+    if isinstance(data, list):
+        data = {"cases": data}
+    try:
+        return PolicyCases.model_validate(data).cases
+    except ValidationError as exc:
+        raise ConfigError(f"{path}: {describe_validation_error(exc)}") from exc
+
+
+async def _classify(pipeline: Pipeline, case: PolicyCase, index: int, workspace: str) -> Verdict:
+    """`case` through the pipeline as the classify activity runs it; a tool the
+    registry lacks but Claude Code has is classified as its hook's call."""
+    from parkgate.clients.claude_code import BUILTIN_TOOLS, client_tool
+    from parkgate.models import Session, ToolUseBlock
+    from parkgate.pipeline.classification import CLAUDE_CODE_TURN
+
+    client = None
+    turn = "policy-test"
+    if pipeline.registry.get(case.tool) is None and case.tool in BUILTIN_TOOLS:
+        client = client_tool(case.tool, BUILTIN_TOOLS[case.tool]).definition()
+        turn = CLAUDE_CODE_TURN
+    session = Session(session_id=f"policy-test-{index}", turn_id=turn,
+                      workspace_path=case.workspace or workspace)
+    call = ToolUseBlock(id=f"case-{index}", name=case.tool, input=case.input)
+    return await pipeline.classify(call, session, client_tool=client, key_name=case.key,
+                                   project=case.project)
+
+
+def _outcome(verdict: Verdict) -> tuple[str, str, list[str], int]:
+    """Mode, rule, approvers and quorum a verdict means."""
+    from parkgate.verdicts import Deny, Execute
+
+    if isinstance(verdict, Deny):
+        return "deny", verdict.rule or "", [], 1
+    if isinstance(verdict, Execute):
+        return "auto", verdict.prepared.rule or "", [], 1
+    info = verdict.info
+    return info.mode, info.rule or "", list(info.approvers), info.quorum
+
+
+def _mismatch(case: PolicyCase, mode: str, rule: str, approvers: list[str], quorum: int) -> bool:
+    return (mode != case.expect
+            or (case.rule is not None and case.rule not in rule)
+            or (case.approvers is not None and sorted(case.approvers) != sorted(approvers))
+            or (case.quorum is not None and case.quorum != quorum))
+
+
+@app.command("test")
+def test(
+    cases_file: Path = typer.Argument(..., help="YAML: cases: [{tool, input, key, project, "
+                                      "expect, rule?, approvers?, quorum?}]"),
+) -> None:
+    """Classify each sample call with today's policies (YAML and Cedar); exit 1 with a
+    table of the cases that do not get the expected mode."""
+    from parkgate.rules.cedar import CedarError
+    from parkgate.runtime.worker import build_pipeline
+
+    settings = load_settings()
+    cases = _load_cases(cases_file)
+    try:
+        pipeline = build_pipeline(settings)
+    except (CedarError, ValueError) as exc:
+        raise ConfigError(f"invalid policy: {one_line(str(exc))}") from exc
+
+    async def run_all() -> list[Verdict]:
+        with tempfile.TemporaryDirectory(prefix="parkgate-policy-test-") as workspace:
+            return [await _classify(pipeline, case, i, workspace)
+                    for i, case in enumerate(cases)]
+
+    verdicts = run(run_all())
+    table = Table(title="Cases that do not get the expected mode", title_justify="left")
+    for column in ("case", "tool", "expected", "got", "rule"):
+        table.add_column(column, overflow="fold")
+    failed = 0
+    for index, (case, verdict) in enumerate(zip(cases, verdicts, strict=True)):
+        mode, rule, approvers, quorum = _outcome(verdict)
+        if not _mismatch(case, mode, rule, approvers, quorum):
+            continue
+        failed += 1
+        want = case.expect + (f" ({case.rule})" if case.rule else "")
+        if case.approvers is not None or case.quorum is not None:
+            want += f" by {case.approvers or approvers} quorum {case.quorum or quorum}"
+        got = mode + (f" by {approvers} quorum {quorum}" if approvers else "")
+        table.add_row(case.name or f"#{index + 1}", case.tool, want, got, rule)
+    if failed:
+        console.print(table)
+        raise CliError(f"{failed} of {len(cases)} case(s) do not get the expected mode",
+                       EXIT_RUNTIME)
+    console.print(f"all {len(cases)} case(s) get the expected mode", markup=False)

@@ -18,7 +18,7 @@ from typing import Any
 from parkgate.approvals.access import DEFAULT_PROJECT
 from parkgate.calls.events import EventType, ToolEvent
 from parkgate.clients.claude_code import file_preview
-from parkgate.clients.confinement import inside, tool_paths
+from parkgate.clients.confinement import command_paths, inside, tool_paths
 from parkgate.errors import ToolError
 from parkgate.models import (
     Session,
@@ -299,10 +299,15 @@ class Classifier:
             for command in parse(value, wrappers).commands
         }
         root = resolve_root(session.workspace_path)
+        home = os.path.expanduser("~")
         if definition.client_executed:
-            paths, _ = tool_paths(call.name, call.input, root, os.path.expanduser("~"))
+            paths, _ = tool_paths(call.name, call.input, root, home)
         else:
             paths = [os.path.realpath(os.path.join(root, rel)) for rel in relpaths.values()]
+        for field, value in call.input.items():
+            if field in COMMAND_FIELDS and isinstance(value, str):
+                # Every word that may be a path, as confinement reads a command (a superset).
+                paths += command_paths(value, root, home)[0]
         if definition.client_executed:
             agent = CLAUDE_CODE_TURN if session.turn_id == CLAUDE_CODE_TURN else "client"
         else:

@@ -100,3 +100,63 @@ def test_start_up_refuses_an_invalid_policy(
     assert lines == [f"parkgate: error: invalid Cedar policy: {typo}:7: [reads] attribute "
                      "`inside_workspce` in context for Parkgate::Action::\"call\" not found"], lines
     assert "Traceback" not in proc.stderr
+
+
+CASES = """
+cases:
+  - name: prod kubectl
+    tool: shell
+    input: {command: "/usr/bin/kubectl get pods"}
+    key: deployer
+    project: prod
+    expect: prompt
+    rule: cedar:prod-kubectl
+    approvers: [alice, bob]
+    quorum: 2
+  - name: dev kubectl
+    tool: shell
+    input: {command: "kubectl get pods"}
+    project: dev
+    expect: prompt
+    rule: default.EXECUTE=prompt
+  - name: rm outside the workspace
+    tool: Bash
+    input: {command: "rm -rf /tmp/x"}
+    expect: deny
+    rule: cedar:bash-rm
+"""
+
+
+def test_policy_test_passes_when_every_case_gets_its_mode(
+        cli_env: dict[str, str], tmp_path: Path) -> None:
+    good = write(tmp_path, "good.cedar", GOOD)
+    cases = write(tmp_path, "cases.yaml", CASES)
+    result = runner.invoke(app, ["--config", str(config(tmp_path, good)), "policy", "test",
+                                 str(cases)])
+    assert result.exit_code == 0, result.output
+    assert "all 3 case(s) get the expected mode" in result.stdout
+
+
+def test_policy_test_exits_1_with_a_table_of_mismatches(
+        cli_env: dict[str, str], tmp_path: Path) -> None:
+    good = write(tmp_path, "good.cedar", GOOD)
+    wrong = CASES.replace("quorum: 2", "quorum: 1").replace(
+        "expect: prompt\n    rule: default", "expect: auto\n    rule: default")
+    cases = write(tmp_path, "cases.yaml", wrong)
+    result = runner.invoke(app, ["--config", str(config(tmp_path, good)), "policy", "test",
+                                 str(cases)])
+    assert result.exit_code == 1, result.output
+    rows = [line for line in result.stdout.splitlines() if line.startswith("│")]
+    assert len(rows) == 2, result.stdout
+    assert "prod kubectl" in rows[0] and "quorum 2" in rows[0]
+    assert "dev kubectl" in rows[1] and "auto" in rows[1] and "prompt" in rows[1]
+    assert result.stderr.strip() == "parkgate: error: 2 of 3 case(s) do not get the expected mode"
+
+
+def test_policy_test_refuses_a_malformed_cases_file(
+        cli_env: dict[str, str], tmp_path: Path) -> None:
+    cases = write(tmp_path, "cases.yaml", "cases:\n  - tool: shell\n    expect: maybe\n")
+    result = runner.invoke(app, ["policy", "test", str(cases)])
+    assert result.exit_code == 2
+    [line] = result.stderr.strip().splitlines()
+    assert line.startswith(f"parkgate: error: {cases}: ") and "expect" in line
