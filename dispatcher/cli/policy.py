@@ -3,7 +3,8 @@
 `check` names every problem with its file and line (exit 2 when there is one),
 `schema` prints the Cedar schema the policies are checked against, `test`
 runs a table of sample calls through the real classification (YAML and Cedar)
-and exits 1 on a mismatch (docs/POLICY.md). `parkgate serve` refuses to start
+and exits 1 on a mismatch, `explain` classifies a recorded call again with
+today's policies (docs/POLICY.md). `parkgate serve` refuses to start
 on what `check` refuses.
 """
 
@@ -16,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import typer
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from rich.markup import escape
 from rich.table import Table
 
 from parkgate.cli.common import (
@@ -27,6 +29,7 @@ from parkgate.cli.common import (
     err_console,
     load_settings,
     one_line,
+    open_repository,
     run,
 )
 from parkgate.settings import Settings
@@ -213,9 +216,74 @@ def test(
         if case.approvers is not None or case.quorum is not None:
             want += f" by {case.approvers or approvers} quorum {case.quorum or quorum}"
         got = mode + (f" by {approvers} quorum {quorum}" if approvers else "")
-        table.add_row(case.name or f"#{index + 1}", case.tool, want, got, rule)
+        table.add_row(*(escape(cell) for cell in (case.name or f"#{index + 1}", case.tool,
+                                                  want, got, rule)))
     if failed:
         console.print(table)
         raise CliError(f"{failed} of {len(cases)} case(s) do not get the expected mode",
                        EXIT_RUNTIME)
     console.print(f"all {len(cases)} case(s) get the expected mode", markup=False)
+
+
+def _describe(verdict: Verdict) -> str:
+    mode, rule, approvers, quorum = _outcome(verdict)
+    who = f" by {', '.join(approvers)} (quorum {quorum})" if approvers else ""
+    return f"{mode}{who}, rule {rule or '-'}"
+
+
+@app.command("explain")
+def explain(
+    session: str = typer.Argument(
+        ..., help="Session id, or the call's tool_use id alone (a unique prefix will do)."),
+    tool_use_id: str | None = typer.Argument(
+        None, help="The call's tool_use id (a unique prefix will do)."),
+) -> None:
+    """Classify a recorded call again with today's policies: what decided then,
+    what would decide now (YAML and Cedar), and what the YAML policy alone says."""
+    from parkgate.cli.calls import find_call
+    from parkgate.clients.client_tools import definitions
+    from parkgate.models import Session, ToolUseBlock
+    from parkgate.rules.cedar import CedarError
+    from parkgate.runtime.worker import build_pipeline
+
+    settings = load_settings()
+    try:
+        pipeline = build_pipeline(settings)
+    except (CedarError, ValueError) as exc:
+        raise ConfigError(f"invalid policy: {one_line(str(exc))}") from exc
+
+    async def replay() -> tuple[Any, Verdict, Verdict]:
+        async with open_repository(settings) as repo:
+            sid, tid = await find_call(repo, session, tool_use_id)
+            call = await repo.get_call(sid, tid)
+            record = await repo.get_session(sid)
+            if call is None or record is None or call.input is None or not call.tool_name:
+                raise CliError(f"call {tid!r} of session {sid!r} has no recorded input")
+            submitter = await repo.get_submitter(sid, tid)
+        client = None
+        if pipeline.registry.get(call.tool_name) is None:
+            client = next((d for d in definitions(record.client_tools)
+                           if d.name == call.tool_name), None)
+        block = ToolUseBlock(id=tid, name=call.tool_name, input=call.input)
+        where = Session(session_id=sid, turn_id=call.turn_id or "explain",
+                        workspace_path=record.workspace_path, kind=record.kind,  # type: ignore[arg-type]
+                        worker_group=record.worker_group)
+        who: dict[str, Any] = {"client_tool": client, "project": record.project,
+                               "key_name": submitter.key_name if submitter else None}
+        now = await pipeline.classify(block, where, **who)
+        cedar, pipeline.cedar = pipeline.cedar, None
+        try:
+            yaml_only = await pipeline.classify(block, where, **who)
+        finally:
+            pipeline.cedar = cedar
+        return call, now, yaml_only
+
+    call, now, yaml_only = run(replay())
+    table = Table(show_header=False, box=None, title=f"{call.tool_name} {call.tool_use_id}",
+                  title_justify="left")
+    table.add_column("what", style="bold")
+    table.add_column("decision", overflow="fold")
+    table.add_row("then", escape(f"{call.verdict or '-'}, rule {call.rule or '-'}"))
+    table.add_row("now", escape(_describe(now)))
+    table.add_row("YAML alone", escape(_describe(yaml_only)))
+    console.print(table)

@@ -1,16 +1,22 @@
 """Cedar policies on the durable path (issue 39): the classify activity reads who
 submitted the call and its session's project from the store, so a policy on
-the principal decides, and the audit and the approval name `cedar:<id>`.
+the principal decides, and the audit and the approval name `cedar:<id>`; `parkgate policy explain`
+classifies the recorded call again with today's policies.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 from pathlib import Path
 from typing import Any
 
+import pytest
 from temporalio.client import Client
+from typer.testing import CliRunner
 
+from parkgate.cli import app
+from parkgate.settings import get_settings
 from parkgate.store.repository import Repository
 from tests.api.rig import ApiRig, api_rig
 
@@ -54,7 +60,8 @@ async def settled(api: ApiRig, sid: str) -> Any:
 
 
 async def test_cedar_decides_by_principal_and_project_on_the_durable_path(
-    dev_temporal: Client, sqlite_repo: Repository, tmp_path: Path
+    dev_temporal: Client, sqlite_repo: Repository, sqlite_url: str, tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     policy = tmp_path / "policy.cedar"
     policy.write_text(POLICY)
@@ -96,3 +103,32 @@ async def test_cedar_decides_by_principal_and_project_on_the_durable_path(
         assert approval.info["rule"] == "cedar:payments-writes"
         assert (approval.info["approvers"], approval.info["quorum"]) == (["bob", "carol"], 2)
         assert not (pay_ws / "c.txt").exists()
+
+        # `parkgate policy explain`: the intern's call against today's policies.
+        policy.write_text(POLICY.split('@id("no-writes-for-interns")')[0])
+        config = tmp_path / "server.yaml"
+        config.write_text(
+            f"database_url: {sqlite_url}\ndata_dir: {tmp_path / 'data'}\n"
+            f"workspace_roots: [{tmp_path}]\npolicy_files: [{policy}]\n"
+            "tool_confirmation: {default: {WRITE: auto}}\n"
+            "approvers: {alice: {}, bob: {}, carol: {}}\n"
+            "approver_groups: {oncall: [bob, carol]}\n")
+        for key in [k for k in os.environ if k.startswith("PARKGATE_")]:
+            monkeypatch.delenv(key)
+        monkeypatch.setenv("COLUMNS", "200")
+        # `--config` sets PARKGATE_CONFIG in os.environ: registered here, monkeypatch
+        # removes it after the test (later tests must not read this file).
+        monkeypatch.setenv("PARKGATE_CONFIG", "")
+        get_settings.cache_clear()
+        try:
+            result = await asyncio.to_thread(
+                CliRunner().invoke, app, ["--config", str(config), "policy", "explain",
+                                          "s-intern", "toolu_1"])
+        finally:
+            get_settings.cache_clear()
+        assert result.exit_code == 0, result.output
+        lines = result.stdout.splitlines()
+        assert any("then" in line and "deny, rule cedar:no-writes-for-interns" in line
+                   for line in lines), result.stdout
+        assert any("now" in line and "auto, rule default.WRITE=auto" in line
+                   for line in lines), result.stdout
