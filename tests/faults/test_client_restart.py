@@ -1,6 +1,6 @@
 """A client-executed call survives parkgate restarting between release and outcome.
 
-The call is released and claimed; then the API is SIGKILLed and restarted and
+The call is released, claimed and started; then the API is SIGKILLed and restarted and
 the only worker is SIGKILLed and replaced. The client's outcome still lands:
 the call ends `succeeded` with the client's result, released once, claimed once.
 """
@@ -38,6 +38,9 @@ async def test_outcome_lands_across_api_and_worker_restarts(make_stack: StackFac
     claim = await client.request("POST", f"/v1/sessions/{sid}/tool-calls/tu_c/claim",
                                  deadline=deadline(), json={"lease_seconds": 600})
     assert claim.status_code == 200, claim.text
+    start = await client.request("POST", f"/v1/sessions/{sid}/tool-calls/tu_c/start",
+                                 deadline=deadline(), json={"claim_id": claim.json()["claim_id"]})
+    assert start.status_code == 200, start.text  # runs from here: the lease, not a reservation
 
     await stack.restart_api(kill=True)
     (old,) = stack.live_workers()
