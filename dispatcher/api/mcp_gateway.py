@@ -328,17 +328,18 @@ def _released(block: ToolUseBlock, resource: CallResource) -> types.CallToolResu
     """A client tool's call, approved: the client runs it (parkgate does not).
 
     For an MCP client that runs its own tools and uses parkgate as the gate:
-    claim, run exactly the released input, report (docs/CLIENT_TOOLS.md)."""
+    claim, start, run exactly the released input, report (docs/CLIENT_TOOLS.md)."""
     base = f"/v1/sessions/{resource.session_id}/tool-calls/{block.id}"
     text = (f"{block.name} ({block.id}) is approved and released to its client, which runs "
-            f"it itself: claim it (POST {base}/claim), run exactly input "
+            f"it itself: claim it (POST {base}/claim), start the claim just before "
+            f"running (POST {base}/start with its claim_id), run exactly input "
             f"{json.dumps(resource.input, sort_keys=True)} (input_sha256 "
             f"{resource.input_sha256}), then report the outcome (POST {base}/outcome). "
             "parkgate has not run it.")
     return types.CallToolResult(
         content=[types.TextContent(text=text)], is_error=False,
         meta=_meta(block.id, CallStatus.RELEASED, input_sha256=resource.input_sha256,
-                   claim=f"{base}/claim", outcome=f"{base}/outcome"),
+                   claim=f"{base}/claim", start=f"{base}/start", outcome=f"{base}/outcome"),
     )
 
 
