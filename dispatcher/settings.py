@@ -82,6 +82,9 @@ class Settings(HostPaths, BaseSettings):
     #: Calls not ended after this are counted by the `parkgate_calls_open_too_long`
     #: metric (`parkgate calls list --open-longer-than SECONDS` lists them).
     open_call_report_seconds: float = Field(default=24 * 3600.0, gt=0)
+    #: How often each worker logs one WARNING naming the calls open longer than
+    #: `open_call_report_seconds` (parkgate.durable.open_calls); 0 = never.
+    open_call_report_interval_seconds: float = Field(default=3600.0, ge=0)
     #: A claim is a reservation until its holder starts it: unstarted this long,
     #: the call is released again (its holder died before it could run it).
     client_reserve_seconds: float = Field(default=30.0, gt=0)

@@ -369,6 +369,7 @@ async def run_worker(
     with stop_on_signals(stop):  # first: the imports below take a while
         if announce is not None:
             announce()
+        from parkgate.durable.open_calls import reporting_open_calls
         from parkgate.durable.stuck import healing
         from parkgate.runtime.worker import serving
 
@@ -379,7 +380,9 @@ async def run_worker(
                     main=settings.serve_main_queue,
                 )
                 log.info("worker polling task queues %s", ", ".join(map(repr, queues)))
-                async with serving(client, settings, deps), healing(client, settings, deps.store):
+                async with serving(client, settings, deps), \
+                        healing(client, settings, deps.store), \
+                        reporting_open_calls(settings, deps.store):
                     await stop.wait()
         except Interrupted:
             return
@@ -450,6 +453,7 @@ class EmbeddedStack:
     ) -> AsyncIterator[tuple[Banner, ApiServer]]:
         """The start-up once this process holds the data directory's lock: whatever
         a previous owner left (serve.json, a dev server) is stale and goes first."""
+        from parkgate.durable.open_calls import reporting_open_calls
         from parkgate.durable.stuck import healing
         from parkgate.runtime.devserver import DevServer, DevServerError, stop_leftovers
         from parkgate.runtime.worker import serving
@@ -523,7 +527,8 @@ class EmbeddedStack:
                 data_dir=settings.data_dir,
                 database=display_url(settings.effective_database_url),
             )
-            async with serving(client, settings, deps), healing(client, settings, repo):
+            async with serving(client, settings, deps), healing(client, settings, repo), \
+                    reporting_open_calls(settings, repo):
                 yield banner, server
         finally:
             await dev.stop()

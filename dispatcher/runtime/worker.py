@@ -183,9 +183,11 @@ async def run_worker(settings: Settings, *, deps: Deps | None = None) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    from parkgate.durable.open_calls import reporting_open_calls
     from parkgate.durable.stuck import healing
 
-    async with serving(client, settings, deps), healing(client, settings, deps.store):
+    async with serving(client, settings, deps), healing(client, settings, deps.store), \
+            reporting_open_calls(settings, deps.store):
         await stop.wait()
 
 

@@ -19,6 +19,7 @@ import time
 import uuid
 from pathlib import Path
 
+import pytest
 from temporalio.client import Client
 
 from parkgate.agent_client import AsyncParkgateClient, NotFoundError
@@ -91,6 +92,7 @@ CASES = [("async", p) for p in POINTS] + [("sync", "parked"), ("sync", "reserved
                                           ("pydantic", "parked"), ("pydantic", "reserved")]
 
 
+@pytest.mark.slow
 async def test_an_agent_killed_before_it_ran_the_call_runs_it_once_on_restart(
     dev_temporal: Client, sqlite_repo: Repository, tmp_path: Path,
 ) -> None:
