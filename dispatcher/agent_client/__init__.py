@@ -6,6 +6,7 @@ Typed with the API's own models (`parkgate.api.schemas`); method names follow
 function the agent runs itself behind parkgate (docs/CLIENT_TOOLS.md).
 """
 
+from parkgate.agent_client._gate_common import Notice
 from parkgate.agent_client.aio import AsyncParkgateClient
 from parkgate.agent_client.errors import (
     CallNotFinishedError,
@@ -34,6 +35,7 @@ __all__ = [
     "GatedFunction",
     "InvalidInputError",
     "NotFoundError",
+    "Notice",
     "OutcomeNotRecordedError",
     "ParkedError",
     "ParkgateClient",

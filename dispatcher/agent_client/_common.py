@@ -159,7 +159,8 @@ class Retry:
     call's own timeout; None: until the call ends), for at most `span` seconds
     of one outage (the client's `retry_for`; None: no limit) and at most
     `max_retries` attempts in a row; then `UnavailableError`. One warning is
-    logged when an outage starts (and an info line when it ends).
+    logged when an outage starts and one when it ends (same level: an agent's
+    developer who saw "unavailable" sees that it answered again).
     """
 
     where: str
@@ -203,7 +204,7 @@ class Retry:
     def answered(self) -> None:
         """The server answered (any non-retried status): the outage, if any, is over."""
         if self.outage_since is not None:
-            log.info("parkgate at %s answered again after %.1f s", self.where,
+            log.warning("parkgate at %s answered again after %.1f s", self.where,
                         time.monotonic() - self.outage_since)
         self.outage_since, self.attempt = None, 0
 

@@ -11,7 +11,7 @@ import httpx
 
 from parkgate.agent_client import _common as c
 from parkgate.agent_client._common import Flow, Gather, Send
-from parkgate.agent_client._gate_common import Claim, Outcome, outcome_body
+from parkgate.agent_client._gate_common import Claim, NoticeHandler, Outcome, outcome_body
 from parkgate.agent_client.client_tools import ClientToolDefinition
 from parkgate.agent_client.errors import error_from, not_waiting, result_of
 from parkgate.api.schemas import (
@@ -254,9 +254,11 @@ class ClientBase:
 
     def __init__(
         self, base_url: str, api_key: str, retry_for: float | None, max_retries: int | None,
-        own: bool,
+        own: bool, on_notice: NoticeHandler | None = None,
     ) -> None:
         self._own = own
+        #: Called once when a gated call parks and once when it goes on (see `Notice`).
+        self.on_notice = on_notice
         self.headers = c.auth_headers(api_key)
         self.where = base_url
         self.retry_for = retry_for

@@ -4,6 +4,7 @@ shape, the results parkgate's verdicts become, and the outcome retry timing."""
 from __future__ import annotations
 
 import json
+import logging
 import time
 import uuid
 from collections.abc import Callable, Mapping
@@ -49,6 +50,69 @@ RELEASED = "released"
 NOT_RELEASED = "not_released"
 #: Statuses in which a human (or a quorum) has yet to decide.
 UNDECIDED = frozenset({"queued", "parked"})
+
+
+log = logging.getLogger("parkgate.agent_client")
+#: A client's `on_notice`: called once when a gated call parks, once when it goes on.
+NoticeHandler = Callable[["Notice"], None]
+
+
+@dataclass(frozen=True)
+class Notice:
+    """A gated call waiting for a human, or going on again: told once each, so
+    a waiting agent does not look deadlocked. `inbox_url` is where to decide
+    (never the signed approval link: logs are read by more people than approvers)."""
+
+    kind: Literal["parked", "resumed"]
+    tool: str
+    tool_use_id: str
+    request_id: str | None
+    inbox_url: str
+    status: str
+
+
+@dataclass
+class Announcer:
+    """Tells a call's parking and resumption once each: a WARNING on
+    `parkgate.agent_client`, and the client's `on_notice` if given."""
+
+    tool: str
+    inbox_url: str
+    on_notice: NoticeHandler | None = None
+    parked: Notice | None = None
+    resumed: bool = False
+
+    def saw(self, resource: CallResource) -> None:
+        status = resource.status.value
+        if self.parked is None and status == "parked":
+            self.parked = self._notice("parked", resource)
+            log.warning("parkgate: %s call %s is parked for approval (request %s); "
+                        "decide at %s", self.tool, resource.tool_use_id,
+                        resource.request_id, self.inbox_url)
+            self._tell(self.parked)
+        elif self.parked is not None and not self.resumed and status not in UNDECIDED:
+            self.resumed = True
+            log.warning("parkgate: %s call %s resumed: %s (request %s)", self.tool,
+                        resource.tool_use_id, status, self.parked.request_id)
+            self._tell(self._notice("resumed", resource))
+
+    def _notice(self, kind: Literal["parked", "resumed"], resource: CallResource) -> Notice:
+        request_id = resource.request_id or (self.parked.request_id if self.parked else None)
+        return Notice(kind, self.tool, resource.tool_use_id, request_id, self.inbox_url,
+                      resource.status.value)
+
+    def _tell(self, notice: Notice) -> None:
+        if self.on_notice is None:
+            return
+        try:
+            self.on_notice(notice)
+        except Exception:  # a broken callback must not lose the call
+            log.exception("parkgate: on_notice raised for %s", notice.tool_use_id)
+
+
+def inbox_url(base_url: str) -> str:
+    """The approval inbox of the server at `base_url` (its `/inbox` page)."""
+    return base_url.rstrip("/") + "/inbox"
 
 
 #: How long a non-blocking caller watches a fresh call for policy's verdict.
@@ -250,14 +314,16 @@ def answer(outcome: Outcome, local: ToolResultBlock) -> ToolResultBlock:
 # (see `_common.Run`), doing only the I/O.
 def call_flow(
     session_id: str, block: ToolUseBlock, turn_id: str | None, deadline: float | None,
-    lease: float | None,
+    lease: float | None, announce: Announcer | None = None,
 ) -> Flow[ToolResultBlock]:
-    """Submit -> decision -> claim -> run here -> outcome (see AsyncToolGate.call)."""
+    """Submit -> decision -> claim -> run here -> outcome (see AsyncToolGate.call);
+    `announce` hears each status seen (parked: told once; going on: once)."""
     # claim: released at once by policy, the call is claimed for this
-    # submit in the release's own write (no claim request).
+    # submit in the release's own write (no claim request). No wait: the
+    # submit answers at policy's verdict, so a parked call says so at once
+    # (`announce`) instead of after a silent long-poll; the loop waits then.
     resource = yield Use.of(
-        "submit", block, session_id, turn_id=turn_id, wait=c.poll_seconds(deadline), claim=True,
-        lease_seconds=lease)
+        "submit", block, session_id, turn_id=turn_id, wait=0, claim=True, lease_seconds=lease)
     # A fresh id with the same tool and input as a still-parked call of the
     # session may attach to that call (setting attach_same_input): its id.
     tid = resource.tool_use_id
@@ -269,6 +335,8 @@ def call_flow(
         resource = yield Use.of("get_call", session_id, tid)
     lost_claim = False
     while True:
+        if announce is not None:
+            announce.saw(resource)
         step = step_of(resource)
         if step is Step.DONE:
             return final_result(resource)

@@ -10,7 +10,7 @@ import httpx
 
 from parkgate.agent_client import _common as c
 from parkgate.agent_client._core import ClientBase, Decision
-from parkgate.agent_client._gate_common import Claim, Outcome
+from parkgate.agent_client._gate_common import Claim, NoticeHandler, Outcome
 from parkgate.agent_client.client_tools import ClientToolDefinition
 from parkgate.api.schemas import (
     CallResource,
@@ -47,8 +47,10 @@ class AsyncParkgateClient(ClientBase):
         retry_for: float | None = None,
         max_retries: int | None = None,
         http: httpx.AsyncClient | None = None,
+        on_notice: NoticeHandler | None = None,
     ) -> None:
-        super().__init__(base_url, api_key, retry_for, max_retries, own=http is None)
+        super().__init__(base_url, api_key, retry_for, max_retries, own=http is None,
+                         on_notice=on_notice)
         self.http = http or httpx.AsyncClient(base_url=base_url, timeout=timeout)
 
     async def __aenter__(self) -> AsyncParkgateClient:

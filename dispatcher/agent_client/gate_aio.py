@@ -82,9 +82,10 @@ class AsyncToolGate(g.GateBase):
         await self.register()
         block = c.tool_use_block(tool_use_id or g.new_tool_use_id(), name, tool_input)
         # deadline: time.monotonic(), as the client's own waits
+        announce = g.Announcer(name, g.inbox_url(self.client.where), self.client.on_notice)
         return await self._drive(g.call_flow(
             self.session_id, block, turn_id or self.turn_id, c.deadline_after(wait),
-            lease_seconds or self.lease_seconds), execute)
+            lease_seconds or self.lease_seconds, announce), execute)
 
     async def submit(
         self, name: str, tool_input: Mapping[str, Any], *, tool_use_id: str,

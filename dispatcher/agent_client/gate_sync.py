@@ -63,9 +63,10 @@ class ToolGate(g.GateBase):
         g.require_tool(self.tools, name)
         self.register()
         block = c.tool_use_block(tool_use_id or g.new_tool_use_id(), name, tool_input)
+        announce = g.Announcer(name, g.inbox_url(self.client.where), self.client.on_notice)
         return self._drive(g.call_flow(self.session_id, block, turn_id or self.turn_id,
-                                       c.deadline_after(wait), lease_seconds or self.lease_seconds),
-                           execute)
+                                       c.deadline_after(wait), lease_seconds or self.lease_seconds,
+                                       announce), execute)
 
     def submit(
         self, name: str, tool_input: Mapping[str, Any], *, tool_use_id: str,

@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import threading
 import urllib.error
 import urllib.request
 from collections.abc import Sequence
@@ -45,6 +46,10 @@ EXIT_BLOCK = 2
 EXIT_NOTICE = 1
 #: The events whose failure does not block (the tool ran already, or a prompt).
 NON_BLOCKING = frozenset({"PostToolUse", "PostToolUseFailure", "UserPromptSubmit"})
+#: Seconds before a PreToolUse first asks whether its call parked, and between asks.
+PARK_CHECK_SECONDS = 1.0
+#: Statuses in which the call may still park (submitted, or not yet).
+NOT_YET_PARKED = frozenset({None, "queued"})
 
 
 @dataclass
@@ -122,14 +127,88 @@ def answer(raw: bytes, url: str | None, *, fail_open: bool,
         event_name = name if isinstance(name, str) else None
         if event_name is None:
             raise HookFailure("the hook event has no hook_event_name")
-        body = _post(raw, url, timeout)
+        watch = ParkWatch.of(event, url, timeout)
+        try:
+            body = _post(raw, url, timeout)
+        finally:
+            told = watch.end() if watch is not None else None
         _check(event_name, body)
+        resumed = "" if told is None else (
+            f"parkgate: {event.get('tool_name')} call {event.get('tool_use_id')} resumed: "
+            f"{body['hookSpecificOutput']['permissionDecision']} (request {told})")
         _start_claim(body, url, timeout)
     except NotStartedError as exc:
         return failed(event_name, str(exc), fail_open=False)
     except HookFailure as exc:
         return failed(event_name, str(exc), fail_open=fail_open)
-    return HookAnswer(json.dumps(body), "", 0)
+    return HookAnswer(json.dumps(body), resumed, 0)
+
+
+class ParkWatch:
+    """Says on stderr, once, that the PreToolUse this hook holds is parked for a
+    human (the request id, the inbox to decide at; never the signed link): a
+    hook holding for minutes must not look deadlocked. A daemon thread asks
+    parkgate for the call's status until it parks or the answer comes."""
+
+    def __init__(self, tool: str, session_id: str, tool_use_id: str, url: str | None,
+                 timeout: float | None) -> None:
+        self.tool, self.session_id, self.tool_use_id = tool, session_id, tool_use_id
+        self.url, self.timeout = url, timeout
+        self.told: str | None = None  # the request id the parked line named
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+
+    @classmethod
+    def of(cls, event: dict[str, Any], url: str | None, timeout: float | None
+           ) -> ParkWatch | None:
+        """A started watch for a PreToolUse naming its call; None for other events."""
+        tool, session_id, tool_use_id = (
+            event.get(k) for k in ("tool_name", "session_id", "tool_use_id"))
+        if event.get("hook_event_name") != "PreToolUse" or not (
+                isinstance(tool, str) and isinstance(session_id, str)
+                and isinstance(tool_use_id, str) and tool and session_id and tool_use_id):
+            return None
+        watch = cls(tool, session_id, tool_use_id, url, timeout)
+        watch._thread.start()
+        return watch
+
+    def end(self) -> str | None:
+        """Stop watching (parkgate answered); the request id if it said parked."""
+        with self._lock:
+            self._stop.set()
+        return self.told
+
+    def _watch(self) -> None:
+        while not self._stop.wait(PARK_CHECK_SECONDS):
+            try:
+                base, _ = _target(self.url, self.timeout)
+                call = _get(base, f"/v1/sessions/{self.session_id}/tool-calls/"
+                                  f"{self.tool_use_id}")
+            except Exception:  # not submitted yet, or parkgate busy: ask again
+                continue
+            status = call.get("status") if isinstance(call, dict) else None
+            if status in NOT_YET_PARKED:
+                continue
+            if status == "parked":
+                with self._lock:
+                    if self._stop.is_set():
+                        return
+                    self.told = str(call.get("request_id"))
+                    sys.stderr.write(
+                        f"parkgate: {self.tool} call {self.tool_use_id} is parked for "
+                        f"approval (request {self.told}); decide at {base}/inbox\n")
+                    sys.stderr.flush()
+            return
+
+
+def _get(base: str, path: str) -> Any:
+    """A short GET of parkgate's API with the agent key (the watch's status read)."""
+    request = urllib.request.Request(
+        base + path, headers={"Authorization": f"Bearer {os.environ.get(KEY_ENV, '')}",
+                              "Accept": "application/json"})
+    with urllib.request.urlopen(request, timeout=5) as r:
+        return json.loads(r.read())
 
 
 def failed(event_name: str | None, reason: str, *, fail_open: bool) -> HookAnswer:

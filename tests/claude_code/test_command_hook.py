@@ -20,7 +20,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from temporalio.client import Client
 
+from parkgate.agent_client import AsyncParkgateClient
+from parkgate.store.repository import Repository
+from tests.agent_client.test_gate import parked, stack
 from tests.api.rig import ApiRig, closed_port_url, free_socket, live_server
 from tests.claude_code.conftest import PARKGATE
 
@@ -162,3 +166,39 @@ def test_the_hook_process_skips_the_cli_imports(tmp_path: Path) -> None:
     assert "parkgate.cli.hook_run" in loaded
     heavy = loaded & {"typer", "httpx", "pydantic", "parkgate.settings", "parkgate.cli.root"}
     assert not heavy, heavy
+
+
+async def test_a_parked_call_says_so_once_on_stderr_and_stdout_stays_the_decision(
+    dev_temporal: Client, sqlite_repo: Repository, tmp_path: Path,
+) -> None:
+    """A hook holding a parked call prints one line naming the request and the
+    inbox (never the signed link) while it waits; a line when it goes on."""
+    async with stack(dev_temporal, sqlite_repo, tmp_path, claude_code_wait_seconds=60) \
+            as (api, base), AsyncParkgateClient(base, api.human_key) as human:
+        session, tid = str(uuid.uuid4()), f"toolu_{uuid.uuid4().hex[:12]}"
+        event = {"hook_event_name": "PreToolUse", "session_id": session,
+                 "cwd": str(api.workspace), "tool_name": "Write", "tool_use_id": tid,
+                 "tool_input": {"file_path": str(api.workspace / "n.txt"), "content": "x"}}
+        proc = await asyncio.create_subprocess_exec(
+            str(PARKGATE), "hook", "claude-code", "--url", base, "--timeout", "120",
+            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE, env={**os.environ, "PARKGATE_API_KEY": api.key})
+        assert proc.stdin is not None and proc.stderr is not None
+        proc.stdin.write(json.dumps(event).encode())
+        await proc.stdin.drain()
+        proc.stdin.close()
+        await parked(human, session, tid)
+        request_id = (await human.get_call(session, tid)).request_id
+        # Said while it waits (before anyone decides), not only at the end.
+        first = (await asyncio.wait_for(proc.stderr.readline(), 30)).decode()
+        assert "parked" in first and tid in first and "Write" in first, first
+        assert f"request {request_id}" in first and f"{base}/inbox" in first, first
+        assert "/approve/" not in first
+        await human.decide(session, tid, "allow")
+        out, rest = await asyncio.wait_for(proc.communicate(), 120)
+    assert proc.returncode == 0, rest
+    answer = json.loads(out)  # stdout: the decision JSON and nothing else
+    assert answer["hookSpecificOutput"]["permissionDecision"] == "allow"
+    lines = (first + rest.decode()).splitlines()
+    assert sum("is parked" in line for line in lines) == 1, lines
+    assert sum("resumed: allow" in line for line in lines) == 1, lines
