@@ -19,6 +19,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
 from parkgate.calls.records import LIVE_STATUSES
+from parkgate.durable.periodic import ticks
 from parkgate.settings import Settings
 from parkgate.store.results import CallFilters
 
@@ -75,11 +76,7 @@ async def report_once(store: CallLister, threshold: float, *, limit: int = 100) 
 
 async def _loop(store: CallLister, settings: Settings, stop: asyncio.Event) -> None:
     interval = settings.open_call_report_interval_seconds
-    while not stop.is_set():
-        with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(stop.wait(), timeout=interval)
-        if stop.is_set():
-            return
+    async for _ in ticks(interval, stop):
         try:
             await report_once(store, settings.open_call_report_seconds)
         except Exception:  # the store may be down: the next pass tries again

@@ -42,6 +42,7 @@ from parkgate.durable.payloads import (
     TurnInput,
     call_workflow_id,
 )
+from parkgate.durable.periodic import ticks
 from parkgate.models import TextBlock, ToolErrorClass, ToolResultBlock, utcnow
 from parkgate.settings import Settings
 from parkgate.store.results import CallRecord
@@ -390,11 +391,7 @@ class TaskHealer:
     async def run(self, stop: asyncio.Event) -> None:
         """Sweep until `stop` is set; a failed sweep is logged and retried next time."""
         interval = self.settings.stuck_task_check_seconds
-        while not stop.is_set():
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(stop.wait(), timeout=interval)
-            if stop.is_set():
-                return
+        async for _ in ticks(interval, stop):
             try:
                 await self.sweep()
             except Exception:  # the loop must outlive one bad pass
