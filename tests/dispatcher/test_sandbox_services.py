@@ -110,6 +110,17 @@ async def test_an_approved_shell_call_cannot_reach_the_database_socket_unless_op
     assert reached not in out.split("--- stderr ---")[0], out
 
 
+@pytest.fixture
+def sock_tmp() -> Iterator[Path]:
+    """A short temporary directory for unix sockets: a socket's path must fit
+    108 bytes, which pytest's tmp_path under a long base does not leave room for."""
+    directory = Path(tempfile.mkdtemp(prefix="pgs-", dir="/tmp"))
+    try:
+        yield directory
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
 def _listen(path: str) -> socket.socket:
     server = socket.socket(socket.AF_UNIX)
     server.bind(path)
@@ -170,11 +181,11 @@ async def test_sockets_under_run_and_in_tmp_are_hidden_unless_opted_in(
 
 
 @needs_sandbox
-def test_what_etc_links_to_in_a_covered_directory_stays_readable(tmp_path: Path) -> None:
+def test_what_etc_links_to_in_a_covered_directory_stays_readable(sock_tmp: Path) -> None:
     """/etc/resolv.conf -> /run/systemd/resolve/stub-resolv.conf, rebuilt under
-    tmp_path: the file is shown read-only in the covered directory, the sockets
+    sock_tmp: the file is shown read-only in the covered directory, the sockets
     beside it and everything else there are not."""
-    run, etc, ws = tmp_path / "run", tmp_path / "etc", tmp_path / "ws"
+    run, etc, ws = sock_tmp / "run", sock_tmp / "etc", sock_tmp / "ws"
     resolve = run / "systemd" / "resolve"
     for directory in (resolve, run / "postgresql", etc, ws):
         directory.mkdir(parents=True)
@@ -217,20 +228,20 @@ async def test_a_tool_opted_into_the_network_still_resolves_names(workspace: Pat
     assert "resolved localhost" in host and f"--- stdout ---\n{host}" in out, (host, out)
 
 
-def test_sockets_are_found_to_their_depth(tmp_path: Path) -> None:
-    (tmp_path / "a" / "b").mkdir(parents=True)
-    os.mkfifo(tmp_path / "fifo")
-    servers = [_listen(str(tmp_path / "top.sock")), _listen(str(tmp_path / "a" / "one.sock")),
-               _listen(str(tmp_path / "a" / "b" / "deep.sock"))]
-    (tmp_path / "file").write_text("x")
-    (tmp_path / "link.sock").symlink_to(tmp_path / "top.sock")
+def test_sockets_are_found_to_their_depth(sock_tmp: Path) -> None:
+    (sock_tmp / "a" / "b").mkdir(parents=True)
+    os.mkfifo(sock_tmp / "fifo")
+    servers = [_listen(str(sock_tmp / "top.sock")), _listen(str(sock_tmp / "a" / "one.sock")),
+               _listen(str(sock_tmp / "a" / "b" / "deep.sock"))]
+    (sock_tmp / "file").write_text("x")
+    (sock_tmp / "link.sock").symlink_to(sock_tmp / "top.sock")
     try:
-        found = sorted(endpoints([(str(tmp_path), 2)]))
+        found = sorted(endpoints([(str(sock_tmp), 2)]))
     finally:
         for server in servers:
             server.close()
-    assert found == sorted([str(tmp_path / "top.sock"), str(tmp_path / "a" / "one.sock"),
-                            str(tmp_path / "fifo")])
+    assert found == sorted([str(sock_tmp / "top.sock"), str(sock_tmp / "a" / "one.sock"),
+                            str(sock_tmp / "fifo")])
 
 
 @pytest.mark.parametrize(("url", "expected"), [
@@ -306,13 +317,13 @@ def _non_root_hides_run(workspace: Path, run_unprivileged: Any) -> None:
 
 
 @needs_sandbox
-def test_a_socket_gone_before_the_sandbox_is_set_up_is_no_error(tmp_path: Path) -> None:
+def test_a_socket_gone_before_the_sandbox_is_set_up_is_no_error(sock_tmp: Path) -> None:
     """Sockets are looked for when the call starts; one that goes away before the
     namespace's mounts are made (a server stopping) must not fail the call, and
     one still there is muted."""
-    ws = tmp_path / "ws"
+    ws = sock_tmp / "ws"
     ws.mkdir()
-    gone, kept = tmp_path / "gone.sock", tmp_path / "kept.sock"
+    gone, kept = sock_tmp / "gone.sock", sock_tmp / "kept.sock"
     servers = [_listen(str(gone)), _listen(str(kept))]
     try:
         plan = build_plan(str(ws), endpoints=[str(gone), str(kept)])
