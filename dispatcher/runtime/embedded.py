@@ -14,7 +14,6 @@ import contextlib
 import json
 import logging
 import os
-import secrets
 import signal
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -167,75 +166,6 @@ def _one_line(exc: BaseException | str) -> str:
     return text
 
 
-#: The key pair a start printed, kept (0600, in the private data directory) so
-#: the next start of the same data directory prints the same pair instead of
-#: minting one per start; `serve --new-keys` mints a pair and revokes this one.
-KEYS_FILE = "serve-keys.json"
-
-
-def _kept_keys(data_dir: Path) -> dict[str, str] | None:
-    try:
-        kept = json.loads((data_dir / KEYS_FILE).read_text())
-    except (OSError, ValueError):
-        return None
-    if not isinstance(kept, dict) or not all(
-            isinstance(kept.get(k), str) for k in ("name", "agent_key", "approver_key")):
-        return None
-    return {k: kept[k] for k in ("name", "agent_key", "approver_key")}
-
-
-def _keep_keys(data_dir: Path, name: str, key: str, approver_key: str) -> None:
-    path = data_dir / KEYS_FILE
-    tmp = path.with_suffix(".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as out:
-        out.write(json.dumps({"name": name, "agent_key": key, "approver_key": approver_key}))
-    tmp.chmod(0o600)
-    tmp.replace(path)
-
-
-async def _start_keys(
-    repo: Repository, key_name: str | None, data_dir: Path | None = None, *,
-    new_keys: bool = False,
-) -> tuple[str, str, str]:
-    """The agent and approver keys a start prints: (name, agent key, approver key).
-
-    The pair the last start of `data_dir` printed, while both are still active
-    (and `key_name`, if given, is its name); else a new pair, kept for the
-    next start. `new_keys` mints a new pair and revokes the kept one. Default
-    names are short (`serve-3f9a`, `serve-3f9a-approver`): they show in
-    `keys list`, the audit and every decision; a taken suffix draws another."""
-    from parkgate.store import ApiKeyNameTakenError
-    from parkgate.store.errors import ApiKeyNotFoundError
-
-    kept = _kept_keys(data_dir) if data_dir is not None else None
-    if kept is not None:
-        records = [await repo.verify_api_key(kept[k]) for k in ("agent_key", "approver_key")]
-        if new_keys:
-            for record in records:
-                if record is not None:
-                    try:
-                        await repo.revoke_api_key(record.id)
-                    except ApiKeyNotFoundError:
-                        pass  # revoked meanwhile
-        elif all(records) and key_name in (None, kept["name"]):
-            return kept["name"], kept["agent_key"], kept["approver_key"]
-    for attempt in range(8):
-        name = key_name or f"serve-{secrets.token_hex(2)}"
-        try:
-            key, _record = await repo.create_api_key(name, roles=["agent"])
-        except ApiKeyNameTakenError:
-            if key_name is not None or attempt == 7:
-                raise
-            continue
-        approver_key, _record = await repo.create_api_key(
-            f"{name}-approver", roles=["approver", "auditor"])
-        if data_dir is not None:
-            _keep_keys(data_dir, name, key, approver_key)
-        return name, key, approver_key
-    raise AssertionError("unreachable")
-
-
 # ---------------------------------------------------------------------------
 # the runtime file: how `parkgate approve` finds a running `parkgate serve`
 # ---------------------------------------------------------------------------
@@ -369,9 +299,7 @@ async def run_worker(
     with stop_on_signals(stop):  # first: the imports below take a while
         if announce is not None:
             announce()
-        from parkgate.durable.open_calls import reporting_open_calls
-        from parkgate.durable.stuck import healing
-        from parkgate.runtime.worker import serving
+        from parkgate.runtime.worker import working
 
         try:
             async with _external(settings, stop, connect_timeout) as (_, client, deps):
@@ -380,9 +308,7 @@ async def run_worker(
                     main=settings.serve_main_queue,
                 )
                 log.info("worker polling task queues %s", ", ".join(map(repr, queues)))
-                async with serving(client, settings, deps), \
-                        healing(client, settings, deps.store), \
-                        reporting_open_calls(settings, deps.store):
+                async with working(client, settings, deps):
                     await stop.wait()
         except Interrupted:
             return
@@ -453,10 +379,9 @@ class EmbeddedStack:
     ) -> AsyncIterator[tuple[Banner, ApiServer]]:
         """The start-up once this process holds the data directory's lock: whatever
         a previous owner left (serve.json, a dev server) is stale and goes first."""
-        from parkgate.durable.open_calls import reporting_open_calls
-        from parkgate.durable.stuck import healing
         from parkgate.runtime.devserver import DevServer, DevServerError, stop_leftovers
-        from parkgate.runtime.worker import serving
+        from parkgate.runtime.serve_keys import start_keys
+        from parkgate.runtime.worker import working
         from parkgate.store import ApiKeyNameTakenError
         from parkgate.store.urls import display_url
 
@@ -500,7 +425,7 @@ class EmbeddedStack:
             secure_data_dir(settings.data_dir, report=False)
             deps = await worker_deps(settings, repo)
             try:
-                name, key, approver_key = await _start_keys(
+                name, key, approver_key = await start_keys(
                     repo, self.key_name, settings.data_dir, new_keys=self.new_keys)
             except ApiKeyNameTakenError as exc:
                 raise StartupError(
@@ -527,8 +452,7 @@ class EmbeddedStack:
                 data_dir=settings.data_dir,
                 database=display_url(settings.effective_database_url),
             )
-            async with serving(client, settings, deps), healing(client, settings, repo), \
-                    reporting_open_calls(settings, repo):
+            async with working(client, settings, deps):
                 yield banner, server
         finally:
             await dev.stop()

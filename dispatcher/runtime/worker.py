@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from parkgate.pipeline import Pipeline
     from parkgate.registry import ToolFactory, ToolRegistry
 
-__all__ = ["build_worker", "build_workers", "main", "serving"]
+__all__ = ["build_worker", "build_workers", "main", "serving", "working"]
 
 log = logging.getLogger("parkgate.worker")
 
@@ -96,6 +96,19 @@ async def serving(
         for worker in workers:
             await stack.enter_async_context(worker)
         yield workers
+
+
+@contextlib.asynccontextmanager
+async def working(client: Client, settings: Settings, deps: Deps) -> AsyncIterator[None]:
+    """A worker process's whole job for the duration of the block: its workers
+    (`serving`) and the background passes over its store, the stuck-call sweep
+    and the open-call report (one recipe for `parkgate worker` and `serve`)."""
+    from parkgate.durable.open_calls import reporting_open_calls
+    from parkgate.durable.stuck import healing
+
+    async with serving(client, settings, deps), healing(client, settings, deps.store), \
+            reporting_open_calls(settings, deps.store):
+        yield
 
 
 def build_registry(extra_tools: Iterable[ToolFactory] = ()) -> ToolRegistry:
@@ -183,11 +196,7 @@ async def run_worker(settings: Settings, *, deps: Deps | None = None) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    from parkgate.durable.open_calls import reporting_open_calls
-    from parkgate.durable.stuck import healing
-
-    async with serving(client, settings, deps), healing(client, settings, deps.store), \
-            reporting_open_calls(settings, deps.store):
+    async with working(client, settings, deps):
         await stop.wait()
 
 
