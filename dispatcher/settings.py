@@ -8,9 +8,7 @@ fields are flat on purpose so each has one obvious env name).
 from __future__ import annotations
 
 import json
-import os
 import re
-import secrets
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
@@ -424,20 +422,6 @@ class Settings(HostPaths, BaseSettings):
         return {project: [Path(p).expanduser().resolve() for p in roots]
                 for project, roots in value.items()}
 
-    def workspace_roots_for(self, project: str) -> list[Path]:
-        """Where `project`'s sessions may have their workspace: its own roots, else
-        `workspace_roots` and the roots added with `parkgate workspaces roots add`."""
-        own = self.project_workspace_roots.get(project)
-        if own is not None:
-            return own
-        return [*self.workspace_roots, *self.added_workspace_roots()]
-
-    def workspace_roots_setting(self, project: str) -> str:
-        """The setting that holds `project`'s roots, for messages saying what to change."""
-        if project in self.project_workspace_roots:
-            return f"project_workspace_roots.{project}"
-        return "workspace_roots"
-
     @classmethod
     def settings_customise_sources(
         cls,
@@ -498,20 +482,6 @@ class Settings(HostPaths, BaseSettings):
         if self.database_url:
             return self.database_url
         return f"sqlite+aiosqlite:///{self.data_dir / 'parkgate.db'}"
-
-    def signing_secret(self) -> str:
-        """The link-signing secret; created once under data_dir when unset."""
-        if self.link_secret:
-            return self.link_secret
-        path = self.data_dir / "link-secret"
-        if path.exists():
-            return path.read_text().strip()
-        self.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-        secret = secrets.token_urlsafe(48)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w") as fh:
-            fh.write(secret)
-        return secret
 
 
 @lru_cache(maxsize=1)

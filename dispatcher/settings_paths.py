@@ -3,12 +3,14 @@
 `default_data_dir` and `config_file` locate the data directory and the YAML
 settings; `HostPaths` (a part of Settings) derives the paths the tool sandbox
 hides (parkgate.sandbox.launch), the host services' sockets it hides unless a
-tool is opted in, and the workspace roots it narrows to one.
+tool is opted in, the workspace roots it narrows to one (and a project's roots),
+and the link-signing secret's file in the data directory.
 """
 
 from __future__ import annotations
 
 import os
+import secrets
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -70,6 +72,7 @@ class HostPaths:
     # Settings' fields this part reads.
     if TYPE_CHECKING:
         data_dir: Path
+        link_secret: str | None
         database_url: str
         temporal_tls_key_path: Path | None
         tool_hidden_paths: list[Path]
@@ -185,3 +188,31 @@ class HostPaths:
     def added_workspace_roots(self) -> list[Path]:
         """Roots added with `parkgate workspaces roots add` (read_added_roots)."""
         return read_added_roots(self.data_dir)
+
+    def workspace_roots_for(self, project: str) -> list[Path]:
+        """Where `project`'s sessions may have their workspace: its own roots, else
+        `workspace_roots` and the roots added with `parkgate workspaces roots add`."""
+        own = self.project_workspace_roots.get(project)
+        if own is not None:
+            return own
+        return [*self.workspace_roots, *self.added_workspace_roots()]
+
+    def workspace_roots_setting(self, project: str) -> str:
+        """The setting that holds `project`'s roots, for messages saying what to change."""
+        if project in self.project_workspace_roots:
+            return f"project_workspace_roots.{project}"
+        return "workspace_roots"
+
+    def signing_secret(self) -> str:
+        """The link-signing secret; created once under data_dir when unset."""
+        if self.link_secret:
+            return self.link_secret
+        path = self.data_dir / "link-secret"
+        if path.exists():
+            return path.read_text().strip()
+        self.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        secret = secrets.token_urlsafe(48)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            fh.write(secret)
+        return secret
