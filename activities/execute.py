@@ -41,7 +41,7 @@ from parkgate.durable.payloads import (
     RecordInput,
     SubCallPark,
 )
-from parkgate.models import TextBlock, ToolErrorClass, ToolResultBlock, input_hash_forms, utcnow
+from parkgate.models import TextBlock, ToolErrorClass, ToolResultBlock, is_input_hash, utcnow
 from parkgate.pipeline.subcall_runner import SubCallParked
 from parkgate.verdicts import ToolRun
 
@@ -76,7 +76,7 @@ def hash_mismatch(inp: ExecuteInput) -> bool:
     call = inp.prepared.call
     # Either form: a call approved before RFC 8785 (parkgate.jcs) holds the
     # json.dumps hash, and still runs once approved.
-    return inp.approved_hash not in input_hash_forms(call.name, call.input) \
+    return not is_input_hash(inp.approved_hash, call.name, call.input) \
         or inp.prepared.input_hash != inp.approved_hash
 
 

@@ -258,10 +258,22 @@ def legacy_input_sha256(tool_input: dict[str, Any]) -> str:
     return legacy if legacy is not None else jcs.sha256_hex(tool_input)
 
 
-def input_sha256_forms(tool_input: dict[str, Any]) -> tuple[str, ...]:
-    """`input_sha256` and its form before RFC 8785: the hashes a report about
-    this input may carry across an upgrade."""
-    return (input_sha256(tool_input), legacy_input_sha256(tool_input))
+def _hash_of(expected: str, doc: Any) -> bool:
+    """Whether `expected` is `doc`'s hash in either form: RFC 8785 first (what
+    this version writes), the json.dumps form only when that one differs."""
+    return expected == jcs.sha256_hex(doc) or expected == jcs.legacy_sha256_hex(doc)
+
+
+def is_input_hash(expected: str, tool_name: str, tool_input: dict[str, Any]) -> bool:
+    """`expected` is one of `input_hash_forms(tool_name, tool_input)` (without
+    taking the old form when the current one matches)."""
+    return _hash_of(expected, {"tool": tool_name, "input": tool_input})
+
+
+def is_input_sha256(expected: str, tool_input: dict[str, Any]) -> bool:
+    """`expected` is the input's `input_sha256` or its form before RFC 8785: the
+    hashes a report or claim about this input may carry across an upgrade."""
+    return _hash_of(expected, tool_input)
 
 
 def tool_timeout(

@@ -47,7 +47,7 @@ with workflow.unsafe.imports_passed_through():
     from parkgate.models import (
         ToolErrorClass,
         input_sha256,
-        input_sha256_forms,
+        is_input_sha256,
         legacy_input_sha256,
     )
     from parkgate.verdicts import PreparedCall
@@ -612,7 +612,7 @@ class ClientExecution:
     def _other_form_of(reported: str, release: ReleaseView) -> bool:
         """The released input's hash in its other form (RFC 8785 or the json.dumps
         one before it): a client of the other version ran the same input."""
-        return reported in input_sha256_forms(release.input) \
+        return is_input_sha256(reported, release.input) \
             and workflow.patched(PATCH_EITHER_SHA256_FORM)
 
     async def _refuse_hash(self, inp: OutcomeInput, release: ReleaseView) -> None:

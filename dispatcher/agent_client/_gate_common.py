@@ -41,7 +41,7 @@ from parkgate.models import (
     ToolErrorClass,
     ToolResultBlock,
     ToolUseBlock,
-    input_sha256_forms,
+    is_input_sha256,
 )
 
 #: Statuses (by value) in which the client's next move is to claim the call.
@@ -213,7 +213,7 @@ class Claim(BaseModel):
         """Run only the input the server released: it must hash to the released
         input_sha256 (RFC 8785, parkgate.jcs; or the json.dumps form of a call
         released before it), else the claim is refused here (a ValueError)."""
-        if self.input_sha256 not in input_sha256_forms(self.input):
+        if not is_input_sha256(self.input_sha256, self.input):
             raise ValueError("the claimed input does not hash to its input_sha256 "
                              f"{self.input_sha256}: not running it")
         return self

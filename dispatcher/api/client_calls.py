@@ -54,7 +54,7 @@ from parkgate.durable.client_payloads import (
 )
 from parkgate.durable.payloads import call_workflow_id
 from parkgate.durable.plugin import proof_keys_of
-from parkgate.models import Session, ToolDefinition, ToolUseBlock, input_sha256_forms
+from parkgate.models import Session, ToolDefinition, ToolUseBlock, is_input_sha256
 
 if TYPE_CHECKING:
     from parkgate.api.service import CallService
@@ -152,7 +152,7 @@ async def claimed_for_submitter(service: CallService, resource: CallResource,
     data = event.data or {}
     sha = data.get("input_sha256")
     # Either form: a worker of the version before RFC 8785 released it.
-    if not isinstance(sha, str) or sha not in input_sha256_forms(call.input):
+    if not isinstance(sha, str) or not is_input_sha256(sha, call.input):
         # A before-hook rewrote the input: the workflow has the input as released.
         return (await service.with_release(resource)).model_copy(
             update={"claim_won": True, "claim_id": inp.claim_id})
@@ -371,7 +371,7 @@ async def _released_sha256(service: CallService, session_id: str,
         return None
     if view is None or not view.release:
         return None
-    if reported in input_sha256_forms(view.release.input):
+    if is_input_sha256(reported, view.release.input):
         return reported
     return view.release.input_sha256
 

@@ -24,7 +24,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from parkgate.models import input_hash, input_hash_forms
+from parkgate.models import input_hash, input_hash_forms, is_input_hash
 from parkgate.rules.remember_spec import RememberSpec
 from parkgate.rules.shellwords import WrapperShape, parse
 
@@ -193,7 +193,7 @@ def rule_matches(
         return False
     # A rule remembered before RFC 8785 (parkgate.jcs) holds the json.dumps form.
     if rule.match == "input":
-        return rule.input_hash in input_hash_forms(tool_name, tool_input)
+        return is_input_hash(rule.input_hash, tool_name, tool_input)
     command = tool_input.get(COMMAND_FIELD)
     return (
         isinstance(command, str)
