@@ -23,6 +23,7 @@ from pydantic_settings import (
 
 from parkgate.approvals.access import PROJECT_PATTERN
 from parkgate.mcp_source.config import McpServer
+from parkgate.settings_agents import AgentSettings
 from parkgate.settings_entries import Approver, GroupGrant, Webhook
 from parkgate.settings_paths import HostPaths, config_file, default_data_dir
 from parkgate.workspaces.worker_groups import check_group_name
@@ -37,7 +38,7 @@ def _absolute(path: Path, name: str) -> Path:
     return path
 
 
-class Settings(HostPaths, BaseSettings):
+class Settings(HostPaths, AgentSettings, BaseSettings):
     """All parkgate configuration in one place."""
 
     model_config = SettingsConfigDict(env_prefix="PARKGATE_", extra="forbid")

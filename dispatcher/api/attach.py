@@ -19,11 +19,13 @@ from parkgate.store.results import CallFilters, SessionRecord
 
 
 async def same_input_call(
-    repo: Repository, settings: Settings, session: SessionRecord, call: ToolUseBlock
+    repo: Repository, settings: Settings, session: SessionRecord, call: ToolUseBlock,
+    *, always: bool = False,
 ) -> str | None:
     """The tool_use_id of a parked call with the same tool and input, if `call`
-    is new and the setting is on; None otherwise."""
-    if not settings.attach_same_input:
+    is new and the setting is on (or `always`: the client sends no call ids,
+    so the same call again is how it picks up a decision); None otherwise."""
+    if not settings.attach_same_input and not always:
         return None
     since = utcnow() - timedelta(seconds=settings.attach_same_input_window_seconds)
     twin = await repo.oldest_with_input(

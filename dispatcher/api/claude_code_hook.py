@@ -15,6 +15,14 @@ PostToolUseFailure report the outcome. UserPromptSubmit records the turn's
 prompt (bounded) and permission mode for the audit and answers `{}`, so the
 prompt proceeds. Every answer is Claude Code's hook output JSON; nothing here
 answers a 500 for a call it could not gate.
+
+Other agents (Codex, Gemini CLI, ...) take the same path: their dialect's
+events arrive here as a HookInput (parkgate.api.agent_hooks), and what differs
+between agents (classes, hold, lease, paths, answers) is the context's
+`gate` (parkgate.api.hook_gates). An agent that sends no call id gets a fresh
+one per pre-tool event: a retry of the same tool and input attaches to the
+call still waiting, and the post-tool event reports the session's started
+call with that tool and input.
 """
 
 from __future__ import annotations
@@ -22,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+import uuid
 from datetime import timedelta
 from typing import Any
 
@@ -30,14 +39,17 @@ from pydantic import BaseModel, ConfigDict, Field
 from parkgate.api import client_calls, confine_checks
 from parkgate.api.attach import same_input_call
 from parkgate.api.errors import ApiError
+from parkgate.api.hook_gates import CLAUDE_CODE, Gate
 from parkgate.api.schemas import ID_RE, CallResource
 from parkgate.api.service import CallService
 from parkgate.api.workspace_checks import check_workspace, claim_ground
 from parkgate.approvals.access import Principal
 from parkgate.calls.events import ToolEvent, make_event_id
 from parkgate.calls.records import CallStatus
-from parkgate.clients import claude_code, client_tools
+from parkgate.clients import client_tools
+from parkgate.clients.claude_code_wire import START_FIELD
 from parkgate.clients.client_tools import ClientToolSpec, stricter
+from parkgate.clients.confinement import Reach
 from parkgate.durable.client import IdempotencyConflictError
 from parkgate.durable.client_payloads import ClaimInput, OutcomeInput, StartInput
 from parkgate.models import (
@@ -95,10 +107,10 @@ class HookContext:
 
     def __init__(self, settings: Settings, repo: Repository, service: CallService,
                  key: Principal, registry: Any, inbox_url: str, *, confirm: bool = False,
-                 gone: client_calls.Gone | None = None) -> None:
+                 gone: client_calls.Gone | None = None, gate: Gate = CLAUDE_CODE) -> None:
         self.settings, self.repo, self.service, self.key = settings, repo, service, key
         self.registry, self.inbox_url = registry, inbox_url
-        self.confirm, self.gone = confirm, gone
+        self.confirm, self.gone, self.gate = confirm, gone, gate
 
 
 async def answer(ctx: HookContext, hook: HookInput) -> dict[str, Any]:
@@ -109,7 +121,7 @@ async def answer(ctx: HookContext, hook: HookInput) -> dict[str, Any]:
         await user_prompt_submit(ctx, hook)
     if hook.hook_event_name in ("PostToolUse", "PostToolUseFailure"):
         await post_tool_use(ctx, hook)
-    return {}
+    return ctx.gate.acknowledge()
 
 
 async def user_prompt_submit(ctx: HookContext, hook: HookInput) -> None:
@@ -123,8 +135,8 @@ async def user_prompt_submit(ctx: HookContext, hook: HookInput) -> None:
 async def _record_turn(ctx: HookContext, hook: HookInput, prompt: str | None) -> None:
     """The turn's prompt and permission mode under the key's project (the
     session's, checked by the caller); nothing without a usable prompt_id."""
-    turn = turn_of(hook)
-    if turn == TURN_ID or (prompt is None and hook.permission_mode is None):
+    turn = turn_of(ctx, hook)
+    if turn == ctx.gate.turn_id or (prompt is None and hook.permission_mode is None):
         return
     await ctx.repo.record_prompt(
         hook.session_id, turn, project=ctx.key.project, prompt=prompt,
@@ -132,21 +144,21 @@ async def _record_turn(ctx: HookContext, hook: HookInput, prompt: str | None) ->
         permission_mode=hook.permission_mode, recorded_by=ctx.key.key_id)
 
 
-def turn_of(hook: HookInput) -> str:
+def turn_of(ctx: HookContext, hook: HookInput) -> str:
     """The prompt the call answers, as the call's turn."""
     prompt = hook.prompt_id
-    return prompt if prompt and _ID_RE.match(prompt) else TURN_ID
+    return prompt if prompt and _ID_RE.match(prompt) else ctx.gate.turn_id
 
 
-def _deny(reason: str) -> dict[str, Any]:
-    return claude_code.pre_tool_use("deny", f"parkgate: {reason}")
+def _deny(ctx: HookContext, reason: str) -> dict[str, Any]:
+    return ctx.gate.deny(f"parkgate: {reason}")
 
 
 def _side_effects(ctx: HookContext, tool_name: str) -> SideEffects:
     def known(name: str) -> Any:
         definition = ctx.registry.get(name)
         return definition.side_effects if definition is not None else None
-    return claude_code.side_effects_for(tool_name, ctx.settings.claude_code_tools, known)
+    return ctx.gate.side_effects(ctx.settings, tool_name, known)
 
 
 async def _session(ctx: HookContext, hook: HookInput, tool_name: str) -> SessionRecord | str:
@@ -173,7 +185,7 @@ async def _session(ctx: HookContext, hook: HookInput, tool_name: str) -> Session
         # Not declared yet, or declared looser than this deployment classes it
         # (an agent key's own POST /v1/sessions): the stricter class replaces it.
         declared = [t for t in declared if t.get("name") != tool_name]
-        spec = claude_code.client_tool(tool_name, cls)
+        spec = ctx.gate.client_tool(tool_name, cls)
         # The session keeps the workspace of its first call: Claude Code's cwd
         # follows a `cd` in Bash, and each cwd is checked against the roots above.
         path = record.workspace_path if record is not None else str(workspace)
@@ -198,17 +210,20 @@ _ALREADY_CLAIMED = "this call was already claimed and run once; it is not releas
 
 async def pre_tool_use(ctx: HookContext, hook: HookInput) -> dict[str, Any]:
     """Submit, hold up to the wait, answer allow / deny / the fallback."""
+    if hook.tool_use_id is None and not ctx.gate.has_call_id:
+        # No call id from the agent: a fresh one; the same call again attaches.
+        hook = hook.model_copy(update={"tool_use_id": f"{ctx.gate.name}-{uuid.uuid4().hex}"})
     if not hook.tool_name or hook.tool_use_id is None:
-        return _deny("the hook event has no tool_name or tool_use_id")
+        return _deny(ctx, "the hook event has no tool_name or tool_use_id")
     if hook.tool_name in ctx.registry:
-        return _deny(f"{hook.tool_name!r} is the name of a parkgate-hosted tool")
+        return _deny(ctx, f"{hook.tool_name!r} is the name of a parkgate-hosted tool")
     try:
         ClientToolSpec(name=hook.tool_name, side_effects="execute")  # type: ignore[arg-type]
     except ValueError:
-        return _deny(f"the tool name {hook.tool_name!r} cannot be recorded")
+        return _deny(ctx, f"the tool name {hook.tool_name!r} cannot be recorded")
     record = await _session(ctx, hook, hook.tool_name)
     if isinstance(record, str):
-        return _deny(record)
+        return _deny(ctx, record)
     human = await _confined(ctx, hook, record)
     if isinstance(human, dict):
         return human
@@ -216,7 +231,8 @@ async def pre_tool_use(ctx: HookContext, hook: HookInput) -> dict[str, Any]:
     await _record_turn(ctx, hook, None)
     call = ToolUseBlock(id=hook.tool_use_id, name=hook.tool_name, input=hook.tool_input or {})
     await ctx.repo.record_submission(hook.session_id, [call.id], ctx.key.key_id, ctx.key.name)
-    attached = await same_input_call(ctx.repo, ctx.settings, record, call) \
+    attached = await same_input_call(ctx.repo, ctx.settings, record, call,
+                                     always=not ctx.gate.has_call_id) \
         or await _twin(ctx, hook.session_id, call, CallStatus.RELEASED) \
         or await _unstarted_twin(ctx, hook.session_id, call)
     if attached is not None:  # the model called again: pick up the parked call
@@ -227,12 +243,12 @@ async def pre_tool_use(ctx: HookContext, hook: HookInput) -> dict[str, Any]:
     inp = _claim_input(ctx, hook, call)
     try:
         started = await client_calls.start_claiming(
-            ctx.service, call, record.for_turn(turn_of(hook)),
+            ctx.service, call, record.for_turn(turn_of(ctx, hook)),
             _definitions(ctx, record, hook.tool_name, human), inp)
     except IdempotencyConflictError as exc:
-        return _deny(f"tool_use_id {call.id!r} was used for another call ({exc})")
+        return _deny(ctx, f"tool_use_id {call.id!r} was used for another call ({exc})")
     resource = await ctx.service.wait(hook.session_id, call.id,
-                                      ctx.settings.claude_code_wait_seconds, claiming=True)
+                                      ctx.gate.wait_seconds(ctx.settings), claiming=True)
     if resource is None:
         return _fallback(ctx, None)
     if resource.status in (CallStatus.RELEASED, CallStatus.CLAIMED):
@@ -242,7 +258,7 @@ async def pre_tool_use(ctx: HookContext, hook: HookInput) -> dict[str, Any]:
         return await _claimed(ctx, hook, call, resource, inp, started=started)
     if resource.finished:
         text = resource.result.text if resource.result is not None else resource.status.value
-        return _deny(f"{resource.status.value}: {text}")
+        return _deny(ctx, f"{resource.status.value}: {text}")
     return _fallback(ctx, resource)
 
 
@@ -253,17 +269,16 @@ async def _confined(ctx: HookContext, hook: HookInput,
     `claude_code_outside_workspace: deny`) anything outside the workspace; else
     why a person must decide it (outside the workspace), or None."""
     assert hook.tool_name is not None
-    found = await confine_checks.reach(ctx.settings, ctx.repo, ctx.key.project,
-                                       hook.tool_name, hook.tool_input or {}, hook.cwd,
-                                       record.workspace_path)
+    found = await _reach(ctx, hook.tool_name, hook.tool_input or {}, hook.cwd,
+                         record.workspace_path)
     if found.denied:
-        return _deny(f"{found.denied}; an agent's tools may not reach it, whatever a rule or "
+        return _deny(ctx, f"{found.denied}; an agent's tools may not reach it, whatever a rule or "
                      "a remembered decision says")
     if found.outside is None:
         return None
     where = f"{found.outside} is outside this session's workspace {record.workspace_path}"
     if ctx.settings.claude_code_outside_workspace == "deny":
-        return _deny(f"{where} (claude_code_outside_workspace: deny)")
+        return _deny(ctx, f"{where} (claude_code_outside_workspace: deny)")
     return f"{where}: a person decides"
 
 
@@ -282,13 +297,25 @@ async def _edit_confined(ctx: HookContext, hook: HookInput, record: SessionRecor
     if released is None or input_sha256(released) == input_sha256(hook.tool_input or {}):
         return None
     assert hook.tool_name is not None
-    found = await confine_checks.reach(ctx.settings, ctx.repo, ctx.key.project,
-                                       hook.tool_name, released, hook.cwd,
-                                       record.workspace_path)
+    found = await _reach(ctx, hook.tool_name, released, hook.cwd, record.workspace_path)
     if found.denied is None:
         return None
-    return _deny(f"in the approved edit, {found.denied}; an agent's tools may not reach "
+    return _deny(ctx, f"in the approved edit, {found.denied}; an agent's tools may not reach "
                  "it, and the call is not run")
+
+
+async def _reach(ctx: HookContext, tool_name: str, tool_input: dict[str, Any], cwd: str,
+                 workspace: str) -> Reach:
+    """What the call reaches, read as the Claude Code calls it amounts to (the
+    gate's views): the first protected path, else the first outside the workspace."""
+    outside: str | None = None
+    for name, view in ctx.gate.views(tool_name, tool_input) or [("", {})]:
+        found = await confine_checks.reach(ctx.settings, ctx.repo, ctx.key.project, name,
+                                           view, cwd, workspace)
+        if found.denied:
+            return found
+        outside = outside or found.outside
+    return Reach(outside=outside)
 
 
 def _definitions(ctx: HookContext, record: SessionRecord, tool_name: str,
@@ -306,7 +333,7 @@ def _definitions(ctx: HookContext, record: SessionRecord, tool_name: str,
 def _claim_input(ctx: HookContext, hook: HookInput, call: ToolUseBlock) -> ClaimInput:
     """The claim Claude Code's run of the call makes (its lease fits the run)."""
     return client_calls.claim_input(
-        ctx.settings, ctx.key.key_id, ctx.key.name, claude_code.lease_seconds(
+        ctx.settings, ctx.key.key_id, ctx.key.name, ctx.gate.lease_seconds(
             call.name, hook.tool_input or {}, ctx.settings.client_lease_seconds,
             ctx.settings.client_lease_max_seconds))
 
@@ -316,7 +343,7 @@ async def _record_attach(ctx: HookContext, hook: HookInput, call: ToolUseBlock,
     """Remember that `call`'s id answers with the call `attached`: its
     PostToolUse reports that call's outcome (and no other's)."""
     event = ToolEvent(
-        type="tool.attached", session_id=hook.session_id, turn_id=turn_of(hook),
+        type="tool.attached", session_id=hook.session_id, turn_id=turn_of(ctx, hook),
         tool_use_id=attached, tool_name=call.name,
         event_id=make_event_id(hook.session_id, call.id, "tool.attached"),
         data={"tool_use_id": call.id})
@@ -332,30 +359,29 @@ async def _claimed(ctx: HookContext, hook: HookInput, call: ToolUseBlock,
         claimed = await client_calls.claimed_for_submitter(ctx.service, resource, call, inp,
                                                            started=started, gone=ctx.gone)
     except ApiError as exc:
-        return _deny(f"the call could not be claimed ({exc.code}: {exc.message})")
+        return _deny(ctx, f"the call could not be claimed ({exc.code}: {exc.message})")
     if not claimed.claim_won or claimed.input is None:
         if was == CallStatus.CLAIMED:
-            return _deny(_ALREADY_CLAIMED)
-        return _deny(f"the call could not be claimed (it is {claimed.status.value})")
+            return _deny(ctx, _ALREADY_CLAIMED)
+        return _deny(ctx, f"the call could not be claimed (it is {claimed.status.value})")
     released = claimed.input
     edited = input_sha256(released) != input_sha256(hook.tool_input or {})
     reason = "approved with edits" if edited else "allowed"
-    answer = claude_code.pre_tool_use("allow", f"parkgate: {reason}",
-                                      updated_input=released if edited else None)
+    answer = ctx.gate.allow(f"parkgate: {reason}", released if edited else None)
     if claimed.claim_id is None:
         return answer
     if ctx.confirm:  # the hook process starts it, just before Claude Code runs it
-        answer[claude_code.START_FIELD] = {"session_id": hook.session_id,
+        answer[START_FIELD] = {"session_id": hook.session_id,
                                            "tool_use_id": call.id,
                                            "claim_id": claimed.claim_id}
         return answer
     if ctx.gone is not None and await ctx.gone():
-        return _deny("the hook request ended before the call could be allowed")
+        return _deny(ctx, "the hook request ended before the call could be allowed")
     try:
         await client_calls.start(ctx.service, hook.session_id, call.id, StartInput(
             claim_id=claimed.claim_id, started_by=inp.claimed_by))
     except ApiError as exc:
-        return _deny(f"the call could not be started ({exc.code}: {exc.message})")
+        return _deny(ctx, f"the call could not be started ({exc.code}: {exc.message})")
     return answer
 
 
@@ -366,18 +392,12 @@ def _fallback(ctx: HookContext, resource: CallResource | None) -> dict[str, Any]
     link = ctx.inbox_url
     if resource is not None and resource.request_id:
         link = f"{link} (request {resource.request_id})"
-    mode = ctx.settings.claude_code_fallback
-    if mode == "ask":
-        return claude_code.pre_tool_use("ask", f"parkgate: waiting for approval at {link}")
-    if mode == "defer":
-        return claude_code.pre_tool_use("defer", f"parkgate: waiting for approval at {link}")
-    return _deny(f"this call is waiting for a human approval ({link}). Call the tool again "
-                 "with the same input to pick up the decision.")
+    return ctx.gate.waiting(ctx.settings, link)
 
 
 async def post_tool_use(ctx: HookContext, hook: HookInput) -> None:
     """Report what Claude Code's run returned (the call's outcome)."""
-    if hook.tool_use_id is None or hook.tool_name is None:
+    if hook.tool_name is None or (hook.tool_use_id is None and ctx.gate.has_call_id):
         return
     record = await ctx.repo.get_session(hook.session_id)
     if record is None or record.project != ctx.key.project:
@@ -387,7 +407,7 @@ async def post_tool_use(ctx: HookContext, hook: HookInput) -> None:
         return
     failed = hook.hook_event_name == "PostToolUseFailure"
     text = hook.error or "the tool failed" if failed else \
-        claude_code.response_text(hook.tool_response)
+        ctx.gate.response_text(hook.tool_response)
     sha = await _released_sha256(ctx, hook.session_id, tool_use_id, hook.tool_input or {})
     inp = OutcomeInput(content=[TextBlock(text=text)], is_error=failed, input_sha256=sha,
                        reported_by=f"key:{ctx.key.key_id}", reported_by_name=ctx.key.name)
@@ -417,7 +437,10 @@ async def _released_sha256(ctx: HookContext, session_id: str, tool_use_id: str,
 async def _claimed_id(ctx: HookContext, hook: HookInput) -> str | None:
     """The call this run was: its own id, or the call its PreToolUse attached
     to (recorded then); never another call that merely has the same input."""
-    assert hook.tool_use_id is not None and hook.tool_name is not None
+    assert hook.tool_name is not None
+    if hook.tool_use_id is None:  # the agent sends no id: the started call with this input
+        return await _started_twin(ctx, hook.session_id, ToolUseBlock(
+            id="-", name=hook.tool_name, input=hook.tool_input or {}))
     row = await ctx.repo.get_call(hook.session_id, hook.tool_use_id)
     if row is not None:
         return hook.tool_use_id
@@ -450,7 +473,7 @@ async def _twin(ctx: HookContext, session_id: str, call: ToolUseBlock,
                 status: CallStatus) -> str | None:
     """A call of the session in `status` with the same tool and input (the model
     called again with a fresh tool_use_id after "call again"), when `call` is new."""
-    if not ctx.settings.attach_same_input:
+    if not ctx.settings.attach_same_input and ctx.gate.has_call_id:
         return None
     since = utcnow() - timedelta(seconds=ctx.settings.attach_same_input_window_seconds)
     twin = await ctx.repo.oldest_with_input(
@@ -459,3 +482,13 @@ async def _twin(ctx: HookContext, session_id: str, call: ToolUseBlock,
     if twin is None or twin == call.id:
         return None
     return twin if await ctx.repo.get_call(session_id, call.id) is None else None
+
+
+async def _started_twin(ctx: HookContext, session_id: str, call: ToolUseBlock) -> str | None:
+    """The session's claimed call with this tool and input that this key's
+    run started (an agent with no call ids reporting an outcome), oldest first."""
+    twin = await _twin(ctx, session_id, call, CallStatus.CLAIMED)
+    if twin is None:
+        log.warning("%s outcome of %s not recorded: no started call with this input",
+                    ctx.gate.name, call.name)
+    return twin

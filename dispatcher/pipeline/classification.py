@@ -19,6 +19,7 @@ from parkgate.approvals.access import DEFAULT_PROJECT
 from parkgate.calls.events import EventType, ToolEvent
 from parkgate.clients.claude_code import file_preview
 from parkgate.clients.confinement import command_paths, inside, tool_paths
+from parkgate.dialects import agent_preview
 from parkgate.errors import ToolError
 from parkgate.models import (
     Session,
@@ -386,8 +387,11 @@ class Classifier:
         """Projected impact (and diff) of a call, computed read-only."""
         limits = file_tool_limits(self.limits.tool_hidden_paths)
         if definition.client_executed:  # runs on the client's side
-            # Claude Code's file tools: the diff against the file on disk.
+            # Claude Code's file tools, another agent's writes and patches
+            # (parkgate.dialects): the diff against the file on disk.
             shown = file_preview(definition.name, tool_input, session.workspace_path,
+                                 limits["off_limits"]) \
+                or agent_preview(definition.name, tool_input, session.workspace_path,
                                  limits["off_limits"])
             return shown or generic_preview(definition, tool_input, None)
         files = WorkspaceFileAPI(session.workspace_path, **limits)

@@ -1,0 +1,34 @@
+"""Coding agents' hook dialects (issue 38): each agent's events mapped onto
+parkgate's client-executed calls, and its answers. `base` is the interface and
+the registry; one module per agent registers its dialect (importing this
+package registers them all). Standard library only: the command hook imports it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from parkgate.dialects import codex, gemini  # noqa: F401 (each registers its dialect)
+from parkgate.dialects.base import AgentCall, Dialect, EventError, get, names, register
+
+if TYPE_CHECKING:
+    from parkgate.workspaces.diffing import ImpactPreview
+
+__all__ = ["AgentCall", "Dialect", "EventError", "agent_preview", "get", "names", "register"]
+
+
+def agent_preview(tool_name: str, tool_input: Mapping[str, Any], workspace: str,
+                  off_limits: Sequence[str] = ()) -> ImpactPreview | None:
+    """The approver's diff for an agent's file write or patch (the dialect whose
+    recorded name it is, else the first that knows the tool); None for any other call."""
+    for name in names():
+        dialect = get(name)
+        if dialect is None:
+            continue
+        own = dialect.own_name(tool_name)
+        if own in dialect.tools:
+            shown = dialect.preview(own, tool_input, workspace, list(off_limits))
+            if shown is not None:
+                return shown
+    return None
