@@ -14,8 +14,11 @@ fi
 
 # System tools the suite uses, from Debian's packages when missing (root only):
 # headless Chromium for the browser tests (never downloaded by Playwright) and
-# docker-compose, which checks docker-compose.yml without a Docker engine.
+# docker-compose, which checks docker-compose.yml without a Docker engine;
+# npm (with Node.js), with which tests/fixtures/agent_clis.py installs the
+# pinned Codex, Gemini and opencode CLIs into a cache once (docs/TESTING.md).
 missing=()
+command -v npm >/dev/null 2>&1 || missing+=(nodejs npm)
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 { docker compose version >/dev/null 2>&1 || command -v docker-compose >/dev/null 2>&1; } \
     || missing+=(docker-compose)

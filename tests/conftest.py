@@ -6,4 +6,5 @@ pytest_plugins = [
     "tests.fixtures.temporal",
     "tests.fixtures.markers",
     "tests.fixtures.ordering",
+    "tests.fixtures.agent_clis",
 ]
