@@ -1,8 +1,9 @@
 """`parkgate` command line (the typer app is parkgate.cli.root).
 
 `main` is the console script. A hook is run as a process per tool call
-(`parkgate hook claude-code`), so it skips the CLI's imports (typer, every
-command module, the settings) when its options are plain: parkgate.cli.hook_run.
+(`parkgate hook claude-code`, `hook codex`, `hook gemini` ...), so it skips
+the CLI's imports (typer, every command module, the settings) when its options
+are plain: parkgate.cli.hook_run.
 `app` and `CliError` are loaded on first use.
 """
 
@@ -18,8 +19,8 @@ if TYPE_CHECKING:
 
 __all__ = ["CliError", "app", "main"]
 
-#: The arguments that start the command hook.
-_HOOK = ["hook", "claude-code"]
+#: The first argument of the command hook (`hook <agent>`).
+_HOOK = "hook"
 
 
 def __getattr__(name: str) -> Any:
@@ -37,10 +38,11 @@ def __getattr__(name: str) -> Any:
 def main(argv: Sequence[str] | None = None) -> None:
     """Console-script entry point (`parkgate`)."""
     args = list(sys.argv[1:] if argv is None else argv)
-    if args[:2] == _HOOK:
-        from parkgate.cli.hook_run import run_argv
+    if len(args) >= 2 and args[0] == _HOOK:
+        from parkgate.cli.hook_run import run_argv, wire_for
 
-        code = run_argv(args[2:])
+        wire = wire_for(args[1])
+        code = run_argv(args[2:], wire) if wire is not None else None
         if code is not None:
             sys.stdout.flush()
             raise SystemExit(code)

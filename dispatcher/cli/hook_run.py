@@ -1,4 +1,4 @@
-"""`parkgate hook claude-code`: the command-hook form of /v1/hooks/claude-code.
+"""`parkgate hook claude-code|codex|gemini|...`: the command-hook form of /v1/hooks/<agent>.
 
 Reads the hook event on stdin, posts it with the agent key from
 PARKGATE_API_KEY, prints Claude Code's hook output. Everything that is not a
@@ -11,10 +11,16 @@ event refused, parkgate unreachable). `--fail-open` lets such a call through
 (exit 0, the reason on stderr). Post and prompt events never block: a failure
 there exits 1 (Claude Code's non-blocking error) with the reason.
 
+Every agent is the same process with its `Wire`: Claude Code's, or an agent
+dialect's (parkgate.dialects: its endpoint, its pre-tool events, what counts
+as its decision). For a dialect, a failure blocks with no stdout, the reason on
+stderr and exit 2 (Codex and Gemini read exit 2 as a block; Codex would let a
+deny without a reason, `ask`, or a timeout through).
+
 A hook process starts for every tool call, so `parkgate.cli.main` runs this
 without the rest of the CLI: the standard library and the wire format only
 (urllib, not httpx); parkgate's settings are read only when `--url` or
-`--timeout` is missing (`parkgate claude-code install` writes both).
+`--timeout` is missing (`parkgate <agent> install` writes both).
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ import sys
 import threading
 import urllib.error
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,6 +45,8 @@ from parkgate.clients.claude_code_wire import (
     is_decision,
     pre_tool_use,
 )
+from parkgate.dialects import Dialect
+from parkgate.dialects import get as get_dialect
 
 #: Exit status every agent's command hooks read as "block this call".
 EXIT_BLOCK = 2
@@ -50,6 +58,55 @@ NON_BLOCKING = frozenset({"PostToolUse", "PostToolUseFailure", "UserPromptSubmit
 PARK_CHECK_SECONDS = 1.0
 #: Statuses in which the call may still park (submitted, or not yet).
 NOT_YET_PARKED = frozenset({None, "queued"})
+
+
+@dataclass(frozen=True)
+class Wire:
+    """One agent's hook on the wire, as this process needs it."""
+
+    name: str
+    path: str
+    pre_events: frozenset[str]
+    non_blocking: frozenset[str]
+    is_decision: Callable[[Any], bool]
+    #: "allow" or "deny", for the resumed line.
+    verdict: Callable[[Any], str]
+    #: The stdout of a blocked pre-tool event (besides exit 2 and stderr).
+    blocked: Callable[[str], str]
+    #: The settings field holding the hold (the default deadline's base).
+    wait_setting: str
+    #: The event names its call (the parked notice can look it up).
+    call_ids: bool = True
+
+
+def _claude_verdict(body: Any) -> str:
+    return str(body["hookSpecificOutput"]["permissionDecision"])
+
+
+CLAUDE_CODE = Wire(
+    name="claude-code", path=HOOK_PATH, pre_events=frozenset({"PreToolUse"}),
+    non_blocking=NON_BLOCKING, is_decision=is_decision, verdict=_claude_verdict,
+    blocked=lambda line: json.dumps(pre_tool_use("deny", line)),
+    wait_setting="claude_code_wait_seconds")
+
+
+def dialect_wire(dialect: Dialect) -> Wire:
+    """The wire of an agent's dialect."""
+    return Wire(
+        name=dialect.name, path=dialect.path, pre_events=dialect.pre_events,
+        non_blocking=frozenset(n for n, k in dialect.events.items() if k != "pre"),
+        is_decision=dialect.is_decision,
+        verdict=lambda body: "deny" if dialect.is_deny(body) else "allow",
+        blocked=lambda _line: "", wait_setting=f"{dialect.name}_wait_seconds",
+        call_ids=dialect.call_id_field is not None)
+
+
+def wire_for(agent: str) -> Wire | None:
+    """The wire of `agent` (claude-code, or a registered dialect's name)."""
+    if agent == CLAUDE_CODE.name:
+        return CLAUDE_CODE
+    dialect = get_dialect(agent)
+    return dialect_wire(dialect) if dialect is not None else None
 
 
 @dataclass
@@ -70,15 +127,16 @@ class NotStartedError(HookFailure):
     block even with --fail-open)."""
 
 
-def run(url: str | None, *, fail_open: bool, timeout: float | None) -> int:
+def run(url: str | None, *, fail_open: bool, timeout: float | None,
+        wire: Wire = CLAUDE_CODE) -> int:
     """Read the event on stdin, print the answer; the process's exit status."""
     try:
         raw = sys.stdin.buffer.read()
     except (OSError, ValueError) as exc:
         out = failed(None, f"the hook event could not be read from stdin ({exc})",
-                     fail_open=fail_open)
+                     fail_open=fail_open, wire=wire)
     else:
-        out = answer(raw, url, fail_open=fail_open, timeout=timeout)
+        out = answer(raw, url, fail_open=fail_open, timeout=timeout, wire=wire)
     if out.stdout:
         sys.stdout.write(out.stdout + "\n")
     if out.stderr:
@@ -88,8 +146,8 @@ def run(url: str | None, *, fail_open: bool, timeout: float | None) -> int:
     return out.code
 
 
-def run_argv(args: Sequence[str]) -> int | None:
-    """`run` for the options after `hook claude-code`; None when they are not
+def run_argv(args: Sequence[str], wire: Wire = CLAUDE_CODE) -> int | None:
+    """`run` for the options after `hook <agent>`; None when they are not
     plain `--url U`, `--timeout S`, `--fail-open` (the full CLI reports them)."""
     url: str | None = None
     timeout: float | None = None
@@ -113,11 +171,11 @@ def run_argv(args: Sequence[str]) -> int | None:
             return None
         if not timeout >= 0.1:
             return None
-    return run(url, fail_open=fail_open, timeout=timeout)
+    return run(url, fail_open=fail_open, timeout=timeout, wire=wire)
 
 
 def answer(raw: bytes, url: str | None, *, fail_open: bool,
-           timeout: float | None = None) -> HookAnswer:
+           timeout: float | None = None, wire: Wire = CLAUDE_CODE) -> HookAnswer:
     """The hook's output for the event `raw`: parkgate's answer when it is one,
     else the failure (see the module docstring)."""
     event_name: str | None = None
@@ -127,20 +185,21 @@ def answer(raw: bytes, url: str | None, *, fail_open: bool,
         event_name = name if isinstance(name, str) else None
         if event_name is None:
             raise HookFailure("the hook event has no hook_event_name")
-        watch = ParkWatch.of(event, url, timeout)
+        watch = ParkWatch.of(event, url, timeout, wire)
         try:
-            body = _post(raw, url, timeout)
+            body = _post(raw, url, timeout, wire=wire,
+                         path=wire.path + f"?{CONFIRM_PARAM}=true")
         finally:
             told = watch.end() if watch is not None else None
-        _check(event_name, body)
+        _check(event_name, body, wire)
         resumed = "" if told is None else (
             f"parkgate: {event.get('tool_name')} call {event.get('tool_use_id')} resumed: "
-            f"{body['hookSpecificOutput']['permissionDecision']} (request {told})")
-        _start_claim(body, url, timeout)
+            f"{wire.verdict(body)} (request {told})")
+        _start_claim(body, url, timeout, wire)
     except NotStartedError as exc:
-        return failed(event_name, str(exc), fail_open=False)
+        return failed(event_name, str(exc), fail_open=False, wire=wire)
     except HookFailure as exc:
-        return failed(event_name, str(exc), fail_open=fail_open)
+        return failed(event_name, str(exc), fail_open=fail_open, wire=wire)
     return HookAnswer(json.dumps(body), resumed, 0)
 
 
@@ -151,25 +210,26 @@ class ParkWatch:
     parkgate for the call's status until it parks or the answer comes."""
 
     def __init__(self, tool: str, session_id: str, tool_use_id: str, url: str | None,
-                 timeout: float | None) -> None:
+                 timeout: float | None, wire: Wire = CLAUDE_CODE) -> None:
         self.tool, self.session_id, self.tool_use_id = tool, session_id, tool_use_id
-        self.url, self.timeout = url, timeout
+        self.url, self.timeout, self.wire = url, timeout, wire
         self.told: str | None = None  # the request id the parked line named
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._watch, daemon=True)
 
     @classmethod
-    def of(cls, event: dict[str, Any], url: str | None, timeout: float | None
-           ) -> ParkWatch | None:
-        """A started watch for a PreToolUse naming its call; None for other events."""
+    def of(cls, event: dict[str, Any], url: str | None, timeout: float | None,
+           wire: Wire = CLAUDE_CODE) -> ParkWatch | None:
+        """A started watch for a pre-tool event naming its call; None for other
+        events (and agents that send no call id)."""
         tool, session_id, tool_use_id = (
             event.get(k) for k in ("tool_name", "session_id", "tool_use_id"))
-        if event.get("hook_event_name") != "PreToolUse" or not (
+        if event.get("hook_event_name") not in wire.pre_events or not wire.call_ids or not (
                 isinstance(tool, str) and isinstance(session_id, str)
                 and isinstance(tool_use_id, str) and tool and session_id and tool_use_id):
             return None
-        watch = cls(tool, session_id, tool_use_id, url, timeout)
+        watch = cls(tool, session_id, tool_use_id, url, timeout, wire)
         watch._thread.start()
         return watch
 
@@ -182,7 +242,7 @@ class ParkWatch:
     def _watch(self) -> None:
         while not self._stop.wait(PARK_CHECK_SECONDS):
             try:
-                base, _ = _target(self.url, self.timeout)
+                base, _ = _target(self.url, self.timeout, self.wire)
                 call = _get(base, f"/v1/sessions/{self.session_id}/tool-calls/"
                                   f"{self.tool_use_id}")
             except Exception:  # not submitted yet, or parkgate busy: ask again
@@ -211,16 +271,17 @@ def _get(base: str, path: str) -> Any:
         return json.loads(r.read())
 
 
-def failed(event_name: str | None, reason: str, *, fail_open: bool) -> HookAnswer:
-    """A failure: a block for a PreToolUse or an event not read (unless
+def failed(event_name: str | None, reason: str, *, fail_open: bool,
+           wire: Wire = CLAUDE_CODE) -> HookAnswer:
+    """A failure: a block for a pre-tool event or an event not read (unless
     `fail_open`), a non-blocking notice for post and prompt events."""
     line = "parkgate: " + " ".join(reason.split())
-    if event_name in NON_BLOCKING:
+    if event_name in wire.non_blocking:
         return HookAnswer("", line, EXIT_NOTICE)
     if fail_open:
         return HookAnswer("", f"{line} (--fail-open: the call is let through)", 0)
-    deny = pre_tool_use("deny", f"{line}; the call is blocked")
-    return HookAnswer(json.dumps(deny), f"{line}; the call is blocked", EXIT_BLOCK)
+    return HookAnswer(wire.blocked(f"{line}; the call is blocked"),
+                      f"{line}; the call is blocked", EXIT_BLOCK)
 
 
 def _event(raw: bytes) -> dict[str, Any]:
@@ -235,9 +296,10 @@ def _event(raw: bytes) -> dict[str, Any]:
     return event
 
 
-def _target(url: str | None, timeout: float | None) -> tuple[str, float]:
+def _target(url: str | None, timeout: float | None,
+            wire: Wire = CLAUDE_CODE) -> tuple[str, float]:
     """parkgate's base URL and how long to wait for it: the options, else the
-    settings (`public_base_url`, `claude_code_wait_seconds` + 25 s)."""
+    settings (`public_base_url`, the agent's hold + 25 s)."""
     if url is not None and timeout is not None:
         return url.rstrip("/"), timeout
     try:
@@ -247,11 +309,12 @@ def _target(url: str | None, timeout: float | None) -> tuple[str, float]:
     except Exception as exc:  # a broken configuration is one line, not a traceback
         raise HookFailure(f"parkgate's settings cannot be read ({exc})") from None
     if timeout is None:
-        timeout = settings.claude_code_wait_seconds + TIMEOUT_MARGIN - COMMAND_MARGIN
+        timeout = float(getattr(settings, wire.wait_setting)) + TIMEOUT_MARGIN - COMMAND_MARGIN
     return (url or settings.public_base_url).rstrip("/"), timeout
 
 
-def _start_claim(body: Any, url: str | None, timeout: float | None) -> None:
+def _start_claim(body: Any, url: str | None, timeout: float | None,
+                 wire: Wire = CLAUDE_CODE) -> None:
     """Start the claim an `allow` names, just before Claude Code runs the call
     (this process dying before here leaves it unstarted: the call is taken
     over by the retry, or released again, never `outcome_unknown`); the claim
@@ -261,18 +324,19 @@ def _start_claim(body: Any, url: str | None, timeout: float | None) -> None:
         return
     try:
         path = f"/v1/sessions/{claim['session_id']}/tool-calls/{claim['tool_use_id']}/start"
-        _post(json.dumps({"claim_id": claim["claim_id"]}).encode(), url, timeout, path=path)
+        _post(json.dumps({"claim_id": claim["claim_id"]}).encode(), url, timeout, path=path,
+              wire=wire)
     except (HookFailure, KeyError, TypeError) as exc:
         raise NotStartedError(f"the allowed call could not be started ({exc})") from None
 
 
 def _post(raw: bytes, url: str | None, timeout: float | None, *,
-          path: str = HOOK_PATH + f"?{CONFIRM_PARAM}=true") -> Any:
+          path: str = HOOK_PATH + f"?{CONFIRM_PARAM}=true", wire: Wire = CLAUDE_CODE) -> Any:
     """parkgate's answer (JSON) to the event (or to `path`), or why there is none."""
     key = os.environ.get(KEY_ENV, "")
     if not key:
         raise HookFailure(f"{KEY_ENV} is not set (the hook needs an agent key)")
-    base, seconds = _target(url, timeout)
+    base, seconds = _target(url, timeout, wire)
     request = urllib.request.Request(
         base + path, data=raw, method="POST",
         headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"})
@@ -323,11 +387,12 @@ def _refusal(status: int, message: str) -> str:
     return f"parkgate refused the request (HTTP {status}: {message})"
 
 
-def _check(event_name: str, body: Any) -> None:
-    """A PreToolUse needs a decision; every other event a JSON object."""
-    if event_name == "PreToolUse":
-        if not is_decision(body):
-            raise HookFailure("parkgate's answer is not a PreToolUse decision: "
+def _check(event_name: str, body: Any, wire: Wire = CLAUDE_CODE) -> None:
+    """A pre-tool event needs a decision; every other event a JSON object."""
+    if event_name in wire.pre_events:
+        if not isinstance(body, dict) or not wire.is_decision(
+                {k: v for k, v in body.items() if k != START_FIELD}):
+            raise HookFailure(f"parkgate's answer is not a {event_name} decision: "
                               f"{json.dumps(body)[:200]}")
     elif not isinstance(body, dict):
         raise HookFailure(f"parkgate's answer is not a JSON object: {json.dumps(body)[:200]}")
