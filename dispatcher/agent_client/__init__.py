@@ -1,9 +1,11 @@
 """Talk to a parkgate server from an agent: sync and async clients over httpx.
 
-Typed with the API's own models (`parkgate.api.schemas`); method names follow
-`ToolDispatcher` where they mean the same thing (`dispatch`, `dispatch_all`,
-`cancel_session_tools`, `get_definitions_for_session`). `gate` puts a
-function the agent runs itself behind parkgate (docs/CLIENT_TOOLS.md).
+Typed with the models the API answers with (`parkgate.calls.wire`: no server
+code, so an agent embedding the client loads no FastAPI, Temporal or SQL);
+method names follow `ToolDispatcher` where they mean the same thing
+(`dispatch`, `dispatch_all`, `cancel_session_tools`,
+`get_definitions_for_session`). `gate` puts a function the agent runs itself
+behind parkgate (docs/CLIENT_TOOLS.md).
 """
 
 from parkgate.agent_client._gate_common import Notice

@@ -15,7 +15,7 @@ import httpx
 
 from parkgate import jcs
 from parkgate.agent_client.errors import InvalidInputError, UnavailableError, error_from
-from parkgate.api.schemas import EventOut
+from parkgate.calls.wire import EventOut
 from parkgate.models import Session, ToolUseBlock
 
 #: Statuses retried (the server is up but cannot answer now, or is restarting).

@@ -14,7 +14,8 @@ from parkgate.agent_client._common import Flow, Gather, Send
 from parkgate.agent_client._gate_common import Claim, NoticeHandler, Outcome, outcome_body
 from parkgate.agent_client.client_tools import ClientToolDefinition
 from parkgate.agent_client.errors import error_from, not_waiting, result_of
-from parkgate.api.schemas import (
+from parkgate.calls.records import CallStatus
+from parkgate.calls.wire import (
     BatchOut,
     CallResource,
     CancelOut,
@@ -24,7 +25,6 @@ from parkgate.api.schemas import (
     SessionOut,
     ToolsOut,
 )
-from parkgate.calls.records import CallStatus
 from parkgate.models import Session, ToolDefinition, ToolResultBlock, ToolUseBlock
 
 Decision = Literal["allow", "deny", "allow_with_edits"]

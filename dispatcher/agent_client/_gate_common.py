@@ -34,7 +34,7 @@ from parkgate.agent_client.errors import (
     ParkedError,
     UnavailableError,
 )
-from parkgate.api.schemas import CallResource
+from parkgate.calls.wire import CallResource
 from parkgate.models import (
     SideEffects,
     TextBlock,

@@ -12,7 +12,7 @@ from parkgate.agent_client import _common as c
 from parkgate.agent_client._core import ClientBase, Decision
 from parkgate.agent_client._gate_common import Claim, NoticeHandler, Outcome
 from parkgate.agent_client.client_tools import ClientToolDefinition
-from parkgate.api.schemas import (
+from parkgate.calls.wire import (
     CallResource,
     CancelOut,
     ConfirmationOut,

@@ -6,7 +6,7 @@ from typing import Any
 
 import httpx
 
-from parkgate.api.schemas import CallResource
+from parkgate.calls.wire import CallResource
 from parkgate.models import ToolResultBlock
 
 

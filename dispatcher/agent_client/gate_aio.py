@@ -16,7 +16,7 @@ from typing import Any, Generic, Literal, ParamSpec, TypeVar
 from parkgate.agent_client import _common as c
 from parkgate.agent_client import _gate_common as g
 from parkgate.agent_client.aio import AsyncParkgateClient
-from parkgate.api.schemas import CallResource
+from parkgate.calls.wire import CallResource
 from parkgate.models import SideEffects, ToolResultBlock
 
 P = ParamSpec("P")

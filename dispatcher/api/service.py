@@ -3,7 +3,7 @@
 The store is the truth of a call: its row (status, result, decision, timings,
 rule, request id) and, while the call is live, its approval request (expiry,
 named approvers, the link re-derived from the stored token hash) make the
-resource through one mapping, `CallResource.from_row`. A finished or parked
+resource through one mapping, `call_resource` (api.schemas). A finished or parked
 call costs no Temporal round trip. The workflow is asked only for what the
 store cannot know yet:
 
@@ -36,7 +36,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from parkgate.api.approval_links import link_for, named_approvers
 from parkgate.api.errors import ApiError
-from parkgate.api.schemas import CallLinks, CallResource
+from parkgate.api.schemas import CallLinks, CallResource, call_resource
 from parkgate.approvals.decisions import DecideInput, DecisionRecord, RejectReason
 from parkgate.calls.records import ApprovalRecord, CallStatus
 from parkgate.durable import stuck
@@ -142,9 +142,9 @@ class CallService:
             if row is None:
                 return resource
         if row.status.terminal:
-            return CallResource.from_row(row, turn_id=turn_id)
+            return call_resource(row, turn_id=turn_id)
         approval = await self.repo.get_approval(row.request_id) if row.request_id else None
-        resource = CallResource.from_row(
+        resource = call_resource(
             row, approval=approval, approval_url=self._live_link(approval), turn_id=turn_id
         )
         return await self._with_workflow_only(row, approval, resource)
@@ -323,7 +323,7 @@ class CallService:
             # final row is the whole answer, read once.
             row = await self.repo.get_call(session_id, tool_use_id)
             if row is not None and row.status.terminal:
-                return CallResource.from_row(row, turn_id=turn_id)
+                return call_resource(row, turn_id=turn_id)
             while True:
                 # A released client call is an answer too, but its workflow goes
                 # on: without a wake-up from this process, look again now and then.
@@ -358,7 +358,7 @@ class CallService:
         if claiming:
             row = await self.repo.get_call(session_id, tool_use_id)
             if row is not None and row.status in (CallStatus.RELEASED, CallStatus.CLAIMED):
-                return CallResource.from_row(row, turn_id=turn_id)
+                return call_resource(row, turn_id=turn_id)
         return await self.resource(session_id, tool_use_id, turn_id=turn_id)
 
     async def _wait_handle(
