@@ -25,10 +25,13 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from parkgate.approvals import proof
 from parkgate.approvals.decisions import (
+    DECISIONS,
     DecideInput,
     DecideKeywords,
     DecisionRecord,
+    Rejection,
     RejectReason,
+    already_decided,
     no_longer_waiting,
     reason_of,
 )
@@ -158,7 +161,7 @@ class DecisionSending:
                 raise
             # Either no such call, or it already ended (expired, cancelled, ran).
             view = await self.status(session_id, tool_use_id)
-            return DecideResult.refused(no_longer_waiting(view.status.value), view.decision)
+            return DecideResult.refused(_ended_refusal(view), view.decision)
 
     def proven(self, inp: DecideInput, workflow_id: str) -> DecideInput:
         """`inp` with the proof that this API sent it to `workflow_id`."""
@@ -227,6 +230,16 @@ async def _parked_in_history(handle: WorkflowHandle[Any, Any]) -> None:
         if loop.time() >= deadline:
             raise ParkNotSettled(f"{why}; retry shortly") from cause
         await asyncio.sleep(_SETTLE_POLL_SECONDS)
+
+
+def _ended_refusal(view: CallStatusView) -> Rejection:
+    """Why a decision for a call whose workflow has ended is refused: a person
+    decided it first ("already decided", as while it still runs), or it ended
+    otherwise (expired, cancelled, never parked)."""
+    won = view.decision
+    if won is not None and won.decision in DECISIONS:
+        return already_decided(won.decision, won.decided_by)
+    return no_longer_waiting(view.status.value)
 
 
 def _rejected_winner(cause: BaseException | None) -> DecisionRecord | None:
