@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from parkgate.activities.budgets import budget_states, charge_call
 from parkgate.activities.deps import Deps
 from parkgate.activities.execute import ExecuteActivities
 from parkgate.activities.plan import plan_for
@@ -129,20 +130,27 @@ class ClassifyActivities:
 
     async def _classify(self, inp: ClassifyInput) -> ClassifyOutput:
         key_name, project = await self._caller(inp)
-        verdict = await self.deps.pipeline.classify(inp.call, inp.session,
-                                                    client_tool=inp.client_tool,
-                                                    key_name=key_name, project=project)
-        if isinstance(verdict, NeedsApproval):
-            try:
-                verdict = await remembered_verdict(self.deps.store, verdict, inp.session,
-                                                   self.deps.pipeline.policy.wrappers())
-            except Exception as exc:
-                if not is_unreachable(exc):
-                    raise
-                activity.logger.warning("store unreachable while classifying; retrying: %s",
-                                        type(exc).__name__)
-                raise ApplicationError(f"the store did not answer: {type(exc).__name__}",
-                                       type=STORE_UNREACHABLE) from exc
+        pipeline, store, now = self.deps.pipeline, self.deps.store, utcnow()
+        try:
+            before = await budget_states(store, pipeline.budgets, inp.session, key_name,
+                                         project, now) if pipeline.budgets else None
+            verdict = await pipeline.classify(inp.call, inp.session,
+                                              client_tool=inp.client_tool,
+                                              key_name=key_name, project=project,
+                                              budgets=before)
+            if isinstance(verdict, NeedsApproval):
+                verdict = await remembered_verdict(store, verdict, inp.session,
+                                                   pipeline.policy.wrappers())
+            # Idempotent by the call (activities/budgets.py): a retry reserves nothing twice.
+            verdict = await charge_call(pipeline, store, verdict, inp.call, inp.session,
+                                        key_name, project, now)
+        except Exception as exc:
+            if not is_unreachable(exc):
+                raise
+            activity.logger.warning("store unreachable while classifying; retrying: %s",
+                                    type(exc).__name__)
+            raise ApplicationError(f"the store did not answer: {type(exc).__name__}",
+                                   type=STORE_UNREACHABLE) from exc
         definition = None if isinstance(verdict, Deny) else verdict.prepared.definition
         out = ClassifyOutput(verdict=verdict, plan=plan_for(definition, self.deps.settings))
         if inp.claim is not None:
@@ -159,8 +167,10 @@ class ClassifyActivities:
 
     async def _caller(self, inp: ClassifyInput) -> tuple[str | None, str | None]:
         """The submitting key's name and the session's project, read only when
-        Cedar policies are loaded (they are the request's principal)."""
-        if getattr(self.deps.pipeline, "cedar", None) is None:
+        Cedar policies or budgets are loaded (the request's principal, the
+        budgets' scopes)."""
+        pipeline = self.deps.pipeline
+        if getattr(pipeline, "cedar", None) is None and not pipeline.budgets:
             return None, None
         store = self.deps.store
         get_submitter = getattr(store, "get_submitter", None)

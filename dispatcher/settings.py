@@ -23,6 +23,7 @@ from pydantic_settings import (
 
 from parkgate.approvals.access import PROJECT_PATTERN
 from parkgate.mcp_source.config import McpServer
+from parkgate.rules.budgets import BudgetSpec, check_budgets
 from parkgate.settings_agents import AgentSettings
 from parkgate.settings_entries import Approver, GroupGrant, Webhook
 from parkgate.settings_paths import HostPaths, config_file, default_data_dir
@@ -70,6 +71,8 @@ class Settings(HostPaths, AgentSettings, BaseSettings):
     #: Cedar policy files decided beside `tool_confirmation`, strictest wins
     #: (docs/POLICY.md; `PARKGATE_POLICY_FILES` is JSON, e.g. ["prod.cedar"]).
     policy_files: list[Path] = Field(default_factory=list)
+    #: Named budgets that park (or deny) a call past their limit (docs/POLICY.md).
+    budgets: dict[str, BudgetSpec] = Field(default_factory=dict)
     session_concurrency: int = Field(default=4, ge=1, le=64)
     #: Client tools (issue 24): the lease a claim gets by default, and the most
     #: a claim may ask for (`lease_seconds`).
@@ -340,6 +343,8 @@ class Settings(HostPaths, AgentSettings, BaseSettings):
             if unknown:
                 raise ValueError(f"approver_groups.{group}: unknown approvers {unknown}")
         return value
+
+    _check_budgets = field_validator("budgets", mode="after")(check_budgets)
 
     @field_validator("approval_expiry_by_class", mode="after")
     @classmethod

@@ -13,6 +13,7 @@ from fastapi import Request
 
 from parkgate.api import oidc_sessions
 from parkgate.api.approval_links import named_approvers, quorum_of, refusal, submitter_of
+from parkgate.api.budget_view import budget_lines
 from parkgate.api.service import CallService
 from parkgate.api.views import diff_lines, expires_text, fmt_dt, pretty_json
 from parkgate.calls.records import ApprovalRecord, CallStatus
@@ -161,6 +162,7 @@ async def page_context(
             "parent_tool_use_id": parent_id,
             "parent_tool_name": call.tool_name if parent_id and call is not None else None,
             "client_executed": bool(info.get("client_executed")),
+            "budgets": await budget_lines(repo, approval.session_id, approval.tool_use_id),
         },
         "call_status": call.status if call else None,
         "as_approver": approver,

@@ -27,6 +27,7 @@ from parkgate.api.approval_links import (
     self_approval_of,
     submitter_of,
 )
+from parkgate.api.budget_view import budget_lines
 from parkgate.api.views import diff_lines, expires_text, fmt_dt, fmt_span, pretty_json
 from parkgate.approvals import identity
 from parkgate.approvals.access import Principal, approver_for
@@ -195,6 +196,7 @@ async def present(repo: Repository, item: Waiting, now: datetime,
         "side_effects": _side_effects(approval) or (call.side_effects if call else "") or "",
         "client_executed": bool((approval.info or {}).get("client_executed")),
         "rule": info.get("rule") or (call.rule if call else None),
+        "budgets": [] if parent else await budget_lines(repo, *key),
         "requested_at_iso": requested.isoformat(),
         "requested_at_text": fmt_dt(requested),
         "age": fmt_span((now - requested).total_seconds()),

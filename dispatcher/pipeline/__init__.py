@@ -11,7 +11,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from parkgate.models import Session, ToolUseBlock
@@ -25,6 +25,7 @@ from parkgate.pipeline.execution import GENERIC_FAILURE, Executor
 from parkgate.pipeline.subcall_runner import Approver, Emit, SubCallRunner
 from parkgate.registry import ToolRegistry
 from parkgate.rules.budget import Budget
+from parkgate.rules.budgets import BudgetSpec
 from parkgate.rules.cedar import CedarPolicies
 from parkgate.rules.policy import ConfirmationPolicy
 from parkgate.truncation import Limits
@@ -58,6 +59,7 @@ class Pipeline(Executor):
         budget: Budget | None = None,
         limits: Limits | None = None,
         cedar: CedarPolicies | None = None,
+        budgets: Mapping[str, BudgetSpec] | None = None,
     ) -> None:
         self.registry = registry
         self.policy = policy or ConfirmationPolicy()
@@ -66,6 +68,8 @@ class Pipeline(Executor):
         self.limits = limits or Limits()
         #: Cedar policies decided beside `policy` (parkgate.rules.cedar), if any.
         self.cedar = cedar
+        #: The named budgets (parkgate.rules.budgets); the store keeps their counts.
+        self.budgets: Mapping[str, BudgetSpec] = dict(budgets or {})
 
 
 # ---------------------------------------------------------------- wrappers

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -33,6 +33,7 @@ from parkgate.models import (
 )
 from parkgate.registry import ToolRegistry
 from parkgate.rules.budget import Budget
+from parkgate.rules.budgets import BudgetSpec, BudgetState
 from parkgate.rules.cedar import RULE_PREFIX as CEDAR_PREFIX
 from parkgate.rules.cedar import UNKNOWN_KEY, CedarPolicies, CedarRequest
 from parkgate.rules.hooks import HookHalt, hook_name, maybe_await
@@ -121,6 +122,8 @@ class Classifier:
     budget: Budget | None
     limits: Limits
     cedar: CedarPolicies | None
+    #: The settings' named budgets (their state reaches Cedar as context.budgets).
+    budgets: Mapping[str, BudgetSpec]
 
     async def classify(
         self,
@@ -131,6 +134,7 @@ class Classifier:
         client_tool: ToolDefinition | None = None,
         key_name: str | None = None,
         project: str | None = None,
+        budgets: Mapping[str, BudgetState] | None = None,
     ) -> Verdict:
         """Decide what happens to ``call``: Execute | Deny | NeedsApproval. No side effects.
 
@@ -138,6 +142,8 @@ class Classifier:
         (`parkgate.clients.client_tools`); it stands in for the registry's entry.
         `key_name`, `project`: who submitted it, for Cedar policies (the
         activity reads them from the store; None: unknown / the default project).
+        `budgets`: the budgets' states before this call (None: nothing used);
+        whether the call fits them is the caller's (parkgate.pipeline.budget_gate).
         """
         definition = client_tool or self.registry.get(call.name)
         if definition is None or not self.registry.visible_to(definition, session):
@@ -207,7 +213,7 @@ class Classifier:
         decision = self.policy.decide(definition, call.input, session, relative_paths=relpaths)
         if self.cedar is not None:
             decision = self._with_cedar(decision, call, session, definition, relpaths,
-                                        key_name, project)
+                                        key_name, project, budgets)
         if definition.human_decides and decision.mode != "deny" and (
                 decision.mode in ("auto", "prompt_once") or decision.self_approval):
             # Policy alone never lets it through (parkgate.clients.confinement).
@@ -236,6 +242,12 @@ class Classifier:
             )
         if decision.mode == "auto":
             return Execute(prepared=prepared)
+        return self.approval(prepared, decision)
+
+    def approval(self, prepared: PreparedCall, decision: PolicyDecision) -> NeedsApproval:
+        """The approval request of a call `decision` parks (its preview and people)."""
+        call, session, definition = prepared.call, prepared.session, prepared.definition
+        parent_tool_use_id = prepared.parent_tool_use_id
         preview = self.preview(definition, call.input, session)
         # Escalation people not already named (with named approvers they may decide).
         escalate_only = [n for n in decision.escalate_to if n not in decision.approvers] \
@@ -268,12 +280,14 @@ class Classifier:
         self, decision: PolicyDecision, call: ToolUseBlock, session: Session,
         definition: ToolDefinition, relpaths: dict[str, str],
         key_name: str | None, project: str | None,
+        budgets: Mapping[str, BudgetState] | None = None,
     ) -> PolicyDecision:
         """The YAML decision combined with the Cedar policies': strictest wins;
         between equals the YAML decision stands and the rule names both. No
         matching policy leaves the YAML decision as it is."""
         assert self.cedar is not None
-        request = self.cedar_request(call, session, definition, relpaths, key_name, project)
+        request = self.cedar_request(call, session, definition, relpaths, key_name, project,
+                                     budgets)
         cedar = self.cedar.decide(request)
         if cedar is None:
             return decision
@@ -286,6 +300,7 @@ class Classifier:
     def cedar_request(
         self, call: ToolUseBlock, session: Session, definition: ToolDefinition,
         relpaths: dict[str, str], key_name: str | None, project: str | None,
+        budgets: Mapping[str, BudgetState] | None = None,
     ) -> CedarRequest:
         """What Cedar policies see of a call (docs/POLICY.md, the request model).
 
@@ -320,6 +335,8 @@ class Classifier:
             inside_workspace=all(inside(p, root) for p in paths),
             session=session.session_id, workspace=session.workspace_path,
             hour=datetime.now(UTC).hour,
+            budgets={name: (budgets or {}).get(name, BudgetState(0, spec.limit_units)).cedar()
+                     for name, spec in self.budgets.items()},
         )
 
     def _check_input(

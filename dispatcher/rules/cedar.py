@@ -78,6 +78,8 @@ class CedarRequest:
     session: str
     workspace: str
     hour: int
+    #: Budget name -> {used, limit, remaining}, whole units (parkgate.rules.budgets).
+    budgets: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
 
 
 def split_policies(text: str) -> list[tuple[int, str]]:
@@ -340,6 +342,7 @@ def _request(request: CedarRequest) -> dict[str, Any]:
             "workspace": request.workspace,
             "project": request.project,
             "hour": request.hour,
+            "budgets": {name: dict(state) for name, state in request.budgets.items()},
         },
     }
 
@@ -394,10 +397,13 @@ def input_fields(tools: Iterable[ToolDefinition]) -> dict[str, str]:
     return {name: kind for name, kind in sorted(fields.items()) if kind is not None}
 
 
-def deployment_schema(tools: Iterable[ToolDefinition]) -> str:
-    """The Cedar schema of this deployment's request model (docs/POLICY.md)."""
+def deployment_schema(tools: Iterable[ToolDefinition], budgets: Iterable[str] = ()) -> str:
+    """The Cedar schema of this deployment's request model (docs/POLICY.md);
+    `budgets`: the settings' budget names (`context.budgets.NAME`)."""
     attrs = "".join(f"      {json.dumps(name)}?: {kind},\n"
                     for name, kind in input_fields(tools).items())
+    state = "{ used: Long, limit: Long, remaining: Long }"
+    named = "".join(f"        {json.dumps(name)}: {state},\n" for name in sorted(budgets))
     classes = ", ".join(c.value for c in SideEffects)
     return (
         f"// parkgate's request model. side_effects is one of: {classes}.\n"
@@ -420,6 +426,9 @@ def deployment_schema(tools: Iterable[ToolDefinition]) -> str:
         "      workspace: String,\n"
         "      project: String,\n"
         "      hour: Long,\n"
+        "      budgets: {\n"
+        f"{named}"
+        "      },\n"
         "    },\n"
         "  };\n"
         "}\n"

@@ -42,9 +42,10 @@ def policy_tools(registry: ToolRegistry) -> list[ToolDefinition]:
     return [*registry.definitions(), *claude]
 
 
-def policy_schema(registry: ToolRegistry) -> str:
-    """The Cedar schema of this deployment (`parkgate policy schema`)."""
-    return deployment_schema(policy_tools(registry))
+def policy_schema(registry: ToolRegistry, settings: Settings | None = None) -> str:
+    """The Cedar schema of this deployment (`parkgate policy schema`): its tools
+    and the settings' budget names."""
+    return deployment_schema(policy_tools(registry), settings.budgets if settings else ())
 
 
 def check_policies(policies: CedarPolicies, registry: ToolRegistry,
@@ -52,7 +53,8 @@ def check_policies(policies: CedarPolicies, registry: ToolRegistry,
     """Every problem of the loaded policies against the deployment's schema."""
     tools = policy_tools(registry)
     names = [t.name for t in tools]
-    problems = policies.check(deployment_schema(tools), names, input_fields(tools))
+    problems = policies.check(deployment_schema(tools, settings.budgets), names,
+                              input_fields(tools))
     if settings.mcp_servers:
         problems = [p for p in problems
                     if not (" unknown tool " in p and MCP_SEPARATOR in p.rsplit(" ", 1)[-1])]

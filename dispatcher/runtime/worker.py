@@ -157,7 +157,8 @@ def build_pipeline(settings: Settings, *, extra_tools: Iterable[ToolFactory] = (
         tool_exposed_paths={tool: tuple(str(p) for p in paths)
                             for tool, paths in settings.tool_exposed_paths.items()},
     )
-    return Pipeline(registry, policy, limits=limits, cedar=load_cedar(settings, registry))
+    return Pipeline(registry, policy, limits=limits, cedar=load_cedar(settings, registry),
+                    budgets=settings.budgets)
 
 
 async def build_deps(settings: Settings, *, store: HistoryStore | None = None) -> Deps:

@@ -23,6 +23,7 @@ from parkgate.calls.records import CallStatus, CallUpdate, RecordedFinish
 from parkgate.models import utcnow
 from parkgate.store import statements
 from parkgate.store.base import BATCH, enum_value, fit
+from parkgate.store.budget_store import settle_charges
 from parkgate.store.canonical import clean_text, normalize_json, redact
 from parkgate.store.errors import InvalidCursorError
 from parkgate.store.event_store import EventStore
@@ -155,6 +156,9 @@ class CallStore(EventStore):
         }
         guard = "status" in values and values["status"] not in TERMINAL
         conn.execute(statements.upsert_call(self.dialect, frozenset(values), guard), params)
+        if "status" in values and values["status"] in TERMINAL:
+            # A call's budget charges end with it (store/budget_store.py).
+            settle_charges(conn, update.session_id, update.tool_use_id)
 
     async def update_call(self, update: CallUpdate) -> None:
         """Upsert just the call row (no events)."""

@@ -365,3 +365,43 @@ class SessionPromptRow(Base):
     permission_mode: Mapped[str | None] = mapped_column(CleanString(32))
     recorded_by: Mapped[str | None] = mapped_column(CleanString(32))
     recorded_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
+class BudgetWindowRow(Base):
+    """What one budget's window holds for one scope (parkgate.rules.budgets): the
+    units its calls reserved or spent. Reservations are conditional UPDATEs of
+    this row, so concurrent calls never pass the limit (store/budget_store.py)."""
+
+    __tablename__ = "budget_windows"
+
+    budget: Mapped[str] = mapped_column(CleanString(64), primary_key=True)
+    #: The session id, project or key name the budget is counted per.
+    scope: Mapped[str] = mapped_column(CleanString(200), primary_key=True)
+    window_start: Mapped[datetime] = mapped_column(UTCDateTime, primary_key=True)
+    #: Micro-units (parkgate.rules.budgets.UNIT) reserved or spent.
+    used: Mapped[int] = mapped_column(BigInteger)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
+class BudgetChargeRow(Base):
+    """One call's charge to one budget: reserved when it is classified, `charged`
+    once it ran, `released` when it did not; `over` while it waits parked past
+    the limit (counted only if it runs). Keyed by the call: a retried
+    classification finds its charge instead of making a second."""
+
+    __tablename__ = "budget_charges"
+    __table_args__ = (Index("ix_budget_charges_window", "budget", "scope", "window_start"),)
+
+    session_id: Mapped[str] = mapped_column(ID, primary_key=True)
+    tool_use_id: Mapped[str] = mapped_column(ID, primary_key=True)
+    budget: Mapped[str] = mapped_column(CleanString(64), primary_key=True)
+    scope: Mapped[str] = mapped_column(CleanString(200))
+    window_start: Mapped[datetime] = mapped_column(UTCDateTime)
+    amount: Mapped[int] = mapped_column(BigInteger)
+    #: The limit when it was reserved (micro-units).
+    cap: Mapped[int] = mapped_column(BigInteger)
+    #: The window's units before this call (what the approval page shows).
+    used_before: Mapped[int] = mapped_column(BigInteger)
+    state: Mapped[str] = mapped_column(CleanString(16))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    settled_at: Mapped[datetime | None] = mapped_column(UTCDateTime)

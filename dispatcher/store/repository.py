@@ -12,6 +12,7 @@ engine and transactions of `StoreBase` (store/base.py):
 - remembered decisions: store/remembered.py
 - projects' workspaces (who holds which path): store/workspace_store.py
 - Claude Code turns' prompts: store/prompt_store.py
+- budgets' windows and calls' charges: store/budget_store.py
 
 Writes (`apply`, `save_approval`, `decide_approval`, ...) are idempotent and
 safe under concurrent callers; event appends for one session are serialized
@@ -31,6 +32,7 @@ from parkgate.calls.records import ApprovalRecord, CallUpdate, HistoryStore
 from parkgate.store.approval_store import ApprovalStore, WaitingApproval
 from parkgate.store.audit_store import AuditStore, ExportFormat
 from parkgate.store.blob_store import BlobTables
+from parkgate.store.budget_store import BudgetStore
 from parkgate.store.call_store import CallStore
 from parkgate.store.engine import make_engine
 from parkgate.store.errors import ApprovalNotFoundError
@@ -82,6 +84,7 @@ class Repository(
     RememberedRulesStore,
     WorkspaceStore,
     PromptStore,
+    BudgetStore,
 ):
     """History, approvals, sessions and API keys over one async engine."""
 

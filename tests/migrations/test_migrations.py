@@ -28,7 +28,7 @@ from tests.fixtures.db import fresh_pg_database, fresh_sqlite_url
 TABLES = {
     "tool_calls", "tool_events", "tool_event_chains", "approvals", "sessions", "api_keys",
     "call_submissions", "event_conflicts", "blobs", "blob_refs", "remembered_rules",
-    "workspace_holdings", "session_prompts",
+    "workspace_holdings", "session_prompts", "budget_windows", "budget_charges",
 }
 
 

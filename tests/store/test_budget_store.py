@@ -1,0 +1,123 @@
+"""Budgets' charges on real SQLite and PostgreSQL: twenty calls racing for the last
+units overspend by 0; a retried reservation charges once; a call's final row
+keeps or releases its charges; windows roll over."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime, timedelta
+
+from parkgate.calls.records import CallStatus
+from parkgate.rules.budgets import UNIT, BudgetSpec, charges_for
+from parkgate.store import Repository
+from parkgate.store.budget_store import CHARGED, OVER, RELEASED, RESERVED
+from tests.store.helpers import finished, uid
+
+NOW = datetime(2026, 11, 28, 7, 30, tzinfo=UTC)
+
+
+def _charges(spec: BudgetSpec, session: str, tool_input: dict | None = None,
+             now: datetime = NOW) -> list:
+    return charges_for({"b": spec}, "shell", tool_input or {}, session, "p", "k", now)
+
+
+async def _race(repo: Repository, spec: BudgetSpec, calls: int, deny: bool) -> list[bool]:
+    """`calls` agents, each its own session (no session lock between them), one
+    project budget: only the window row's conditional UPDATE keeps them apart."""
+    sessions = [uid("s") for _ in range(calls)]
+    charges = _charges(spec, sessions[0])
+    start = asyncio.Event()
+
+    async def one(i: int) -> bool:
+        await start.wait()
+        answers, kept = await repo.reserve_budgets(
+            sessions[i], "c", charges, frozenset({"b"}) if deny else frozenset())
+        assert kept == answers[0].fits or not deny
+        return answers[0].fits
+
+    tasks = [asyncio.create_task(one(i)) for i in range(calls)]
+    start.set()
+    fits = await asyncio.gather(*tasks)
+    usage = await repo.budget_usage([charges[0].key])
+    assert usage[charges[0].key] == sum(fits) * UNIT  # overspent by 0
+    return list(fits)
+
+
+async def test_twenty_calls_race_for_the_last_five_park(repo: Repository) -> None:
+    spec = BudgetSpec(limit=5, window="1d", per="project")
+    fits = await _race(repo, spec, 20, deny=False)
+    assert sum(fits) == 5 and fits.count(False) == 15
+
+
+async def test_twenty_calls_race_deny_mode_writes_nothing_for_the_refused(
+        repo: Repository) -> None:
+    spec = BudgetSpec(limit=5, window="1d", per="project", on_exceed="deny")
+    fits = await _race(repo, spec, 20, deny=True)
+    assert sum(fits) == 5 and fits.count(False) == 15
+
+
+async def test_costs_from_input_race_for_a_dollar_limit(repo: Repository) -> None:
+    """Fractional costs: exact micro-units, 100.0 taken by 40 calls of 2.5 at most."""
+    spec = BudgetSpec(limit=100, window="1d", counts="input.cost")
+    session = uid("s")
+    charges = _charges(spec, session, {"cost": 2.5})
+    results = await asyncio.gather(*(repo.reserve_budgets(session, f"c{i}", charges)
+                                     for i in range(45)))
+    assert sum(answers[0].fits for answers, _ in results) == 40
+    assert (await repo.budget_usage([charges[0].key]))[charges[0].key] == 100 * UNIT
+
+
+async def test_a_retried_reservation_charges_once(repo: Repository) -> None:
+    spec = BudgetSpec(limit=2)
+    session = uid("s")
+    charges = _charges(spec, session)
+    first, _ = await repo.reserve_budgets(session, "c1", charges)
+    again = await asyncio.gather(*(repo.reserve_budgets(session, "c1", charges)
+                                   for _ in range(5)))
+    assert all(a[0][0].fits == first[0].fits for a in again)
+    assert (await repo.budget_usage([charges[0].key]))[charges[0].key] == UNIT
+    (charge,) = await repo.call_charges(session, "c1")
+    assert charge.state == RESERVED and charge.used_before == 0
+
+
+async def test_final_row_keeps_a_run_call_and_releases_one_that_never_ran(
+        repo: Repository) -> None:
+    spec = BudgetSpec(limit=2)
+    session = uid("s")
+    charges = _charges(spec, session)
+    for cid in ("ran", "denied", "parked"):
+        await repo.reserve_budgets(session, cid, charges)
+    # The limit is 2: the third waits `over` (parked at the cap, not counted).
+    assert [c.state for c in await repo.call_charges(session, "parked")] == [OVER]
+    await repo.apply([], finished(session, "ran", started_at=NOW))
+    await repo.apply([], finished(session, "denied", status=CallStatus.DENIED))
+    await repo.apply([], finished(session, "denied", status=CallStatus.DENIED))  # again
+    assert [c.state for c in await repo.call_charges(session, "ran")] == [CHARGED]
+    assert [c.state for c in await repo.call_charges(session, "denied")] == [RELEASED]
+    assert (await repo.budget_usage([charges[0].key]))[charges[0].key] == UNIT
+    # A person let the parked one pass the limit, and it ran: charged once.
+    await repo.apply([], finished(session, "parked", started_at=NOW))
+    await repo.apply([], finished(session, "parked", started_at=NOW))
+    (charge,) = await repo.call_charges(session, "parked")
+    assert charge.state == CHARGED and charge.used_now == 2 * UNIT
+    assert (await repo.budget_usage([charges[0].key]))[charges[0].key] == 2 * UNIT
+
+
+async def test_a_live_row_settles_nothing(repo: Repository) -> None:
+    session = uid("s")
+    charges = _charges(BudgetSpec(limit=2), session)
+    await repo.reserve_budgets(session, "c", charges)
+    await repo.apply([], finished(session, "c", status=CallStatus.PARKED))
+    assert [c.state for c in await repo.call_charges(session, "c")] == [RESERVED]
+
+
+async def test_windows_roll_over(repo: Repository) -> None:
+    spec = BudgetSpec(limit=1, window="1h")
+    session = uid("s")
+    at_cap = _charges(spec, session, now=NOW)
+    assert (await repo.reserve_budgets(session, "a", at_cap))[0][0].fits
+    assert not (await repo.reserve_budgets(session, "b", at_cap))[0][0].fits
+    later = _charges(spec, session, now=NOW + timedelta(hours=1))
+    assert later[0].window_start == at_cap[0].window_start + timedelta(hours=1)
+    answers, _ = await repo.reserve_budgets(session, "c", later)
+    assert answers[0].fits and answers[0].used_before == 0
