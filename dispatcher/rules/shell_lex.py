@@ -146,6 +146,14 @@ def _dollar(text: str, i: int, word: Word, out: list[str]) -> int:
     return i + 1
 
 
+def _expansion(text: str, i: int, word: Word, out: list[str]) -> int:
+    """A ``$`` expansion or a backtick substitution at ``i`` (quoted or not):
+    the index after it, or -1 for an unbalanced backtick."""
+    if text[i] == "$":
+        return _dollar(text, i, word, out)
+    return _substitution(text, i, word, out)
+
+
 def _substitutions(text: str) -> list[str]:
     """Command texts of the ``$(...)`` and backtick substitutions in ``text``
     (a parameter expansion's word). Iterative: nesting cannot exhaust the stack."""
@@ -184,12 +192,9 @@ def _double_quoted(text: str, i: int, word: Word, out: list[str]) -> int:
             out.append("\\")
             i += 1
             continue
-        if ch == "$":
-            i = _dollar(text, i, word, out)
-            continue
-        if ch == "`":
-            i = _substitution(text, i, word, out)
-            if i < 0:
+        if ch in "$`":
+            i = _expansion(text, i, word, out)
+            if i < 0:  # an unbalanced backtick ran to the end
                 return n
             continue
         out.append(ch)
@@ -234,12 +239,9 @@ def _word(text: str, i: int) -> Word:
         if ch == '"':
             i = _double_quoted(text, i, word, out)
             continue
-        if ch == "$":
-            i = _dollar(text, i, word, out)
-            continue
-        if ch == "`":
-            i = _substitution(text, i, word, out)
-            if i < 0:
+        if ch in "$`":
+            i = _expansion(text, i, word, out)
+            if i < 0:  # an unbalanced backtick ran to the end
                 i = n
                 break
             continue
