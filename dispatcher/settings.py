@@ -241,6 +241,10 @@ class Settings(HostPaths, AgentSettings, BaseSettings):
     mcp_call_wait_seconds: float = Field(default=50.0, ge=0, le=3600)
     #: MCP endpoint: seconds between progress notifications while a call waits.
     mcp_progress_seconds: float = Field(default=2.0, gt=0, le=300)
+    #: MCP tasks: how long a tools/call that asked for a task waits for a direct answer
+    #: (an auto-allowed call) before answering with the task; the poll interval it suggests.
+    mcp_task_wait_seconds: float = Field(default=2.0, ge=0, le=60)
+    mcp_task_poll_seconds: float = Field(default=5.0, gt=0, le=3600)
     #: MCP servers whose tools join the registry as `<name>__<tool>`, behind the gate.
     mcp_servers: dict[str, McpServer] = Field(default_factory=dict)
     #: E-mail to named approvers (docs/APPROVERS.md): off while smtp_host is empty.

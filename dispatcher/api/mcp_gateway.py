@@ -8,6 +8,7 @@ class; `tools/call` goes through the same CallService as the /v1 submit route
 call holds the request with progress notifications until it is decided or
 `mcp_call_wait_seconds` pass; then the result is an error naming the
 tool_use_id, and calling again with `_meta.tool_use_id` attaches to the call.
+A client that asks for an MCP task gets one instead (parkgate.api.mcp_tasks).
 The route is mounted by parkgate.api.mcp_endpoint, which imports this module
 (and the SDK) on the endpoint's first request.
 """
@@ -16,11 +17,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import re
 import uuid
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from typing import Any
 
 import mcp_types as types
@@ -31,10 +30,22 @@ from starlette.responses import JSONResponse
 from starlette.types import Receive, Scope, Send
 
 from parkgate import jcs
-from parkgate.api import tool_classes
+from parkgate.api import mcp_tasks, tool_classes
 from parkgate.api.approval_links import link_for_principal, submitter_of
 from parkgate.api.attach import same_input_call
 from parkgate.api.deps import ApiDeps, principal_of
+from parkgate.api.mcp_common import (
+    META_TOOL_USE_ID,
+    META_TURN_ID,
+    STATE_KEY,
+    Caller,
+    caller_of,
+    error_result,
+    finished_result,
+    released_result,
+    result_meta,
+)
+from parkgate.api.mcp_tasks import McpTasks
 from parkgate.api.ratelimit import RateLimiter
 from parkgate.api.schemas import ID_RE, CallResource
 from parkgate.api.service import CallService
@@ -43,24 +54,11 @@ from parkgate.calls.records import CallStatus
 from parkgate.clients import client_tools
 from parkgate.durable.call_errors import TEMPORAL_NO_ANSWER
 from parkgate.durable.client import IdempotencyConflictError
-from parkgate.models import ImageBlock, SideEffects, ToolDefinition, ToolUseBlock
+from parkgate.models import SideEffects, ToolDefinition, ToolUseBlock
 from parkgate.settings import Settings
-from parkgate.store.results import SessionRecord
 
-#: `_meta` keys a tools/call may carry (and every result carries back).
-META_TOOL_USE_ID = "tool_use_id"
-META_TURN_ID = "turn_id"
 _ID_RE = re.compile(ID_RE)
-_STATE_KEY = "parkgate_mcp_caller"
 _READERS = (Role.AGENT, Role.APPROVER, Role.AUDITOR, Role.ADMIN)
-
-
-@dataclass(frozen=True)
-class Caller:
-    """Who is calling (from the API key) and in which session (from the path)."""
-
-    principal: Principal
-    session: SessionRecord
 
 
 def annotations_for(definition: ToolDefinition) -> types.ToolAnnotations:
@@ -82,6 +80,8 @@ def mcp_tool(definition: ToolDefinition) -> types.Tool:
         input_schema=definition.input_schema,
         annotations=annotations_for(definition),
         meta={"parkgate/side_effects": definition.side_effects.value},
+        # 2025-11-25 clients may ask for a task (docs/HTTP.md, "MCP tasks").
+        execution=types.ToolExecution(task_support="optional"),
     )
 
 
@@ -104,8 +104,12 @@ class McpGateway:
                 "tool_use_id; call the tool again with _meta.tool_use_id set to it to attach."
             ),
             on_list_tools=self._list_tools,
-            on_call_tool=self._call_tool,
         )
+        # Registered directly: a task-augmented call answers with a task, not a result.
+        self.server.add_request_handler("tools/call", types.CallToolRequestParams,
+                                        self._call_tool)
+        self.tasks = McpTasks(settings, deps.repo, calls)
+        self.tasks.install(self.server)
         self.manager = StreamableHTTPSessionManager(self.server, stateless=True)
         self.running = False
         self._runs = 0
@@ -137,7 +141,7 @@ class McpGateway:
             await _Refused(503, "unavailable", "the MCP endpoint needs the app lifespan "
                            "(run the server with lifespan on)").response(scope, receive, send)
             return
-        scope.setdefault("state", {})[_STATE_KEY] = caller
+        scope.setdefault("state", {})[STATE_KEY] = caller
         await self.manager.handle_request(scope, receive, send)
 
     async def _authenticate(self, request: Request) -> Caller:
@@ -169,28 +173,29 @@ class McpGateway:
     async def _list_tools(
         self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        caller = _caller(ctx)
+        caller = caller_of(ctx)
         definitions = self.deps.registry.definitions_for(caller.session.for_turn("-"))
         return types.ListToolsResult(tools=[mcp_tool(d) for d in definitions])
 
     async def _call_tool(
         self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
-    ) -> types.CallToolResult:
-        caller = _caller(ctx)
+    ) -> types.CallToolResult | dict[str, Any]:
+        caller = caller_of(ctx)
+        as_task = mcp_tasks.requested(ctx, params)
         meta = dict(ctx.meta or {})
         if not caller.principal.has(Role.AGENT):
-            return _error(f"API key {caller.principal.name!r} lacks the agent role: "
+            return error_result(f"API key {caller.principal.name!r} lacks the agent role: "
                           "it may list tools but not call them")
         tool_use_id = str(meta.get(META_TOOL_USE_ID) or f"mcp_{uuid.uuid4().hex}")
         turn_id = str(meta.get(META_TURN_ID) or "mcp")
         for label, value in (("tool_use_id", tool_use_id), ("turn_id", turn_id)):
             if not _ID_RE.match(value):
-                return _error(f"_meta.{label} may contain only letters, digits and _ . : - "
+                return error_result(f"_meta.{label} may contain only letters, digits and _ . : - "
                               "(1-200 characters)")
         arguments = dict(params.arguments or {})
         found = jcs.problem(arguments, "arguments", text=False)
         if found is not None:  # NaN or Infinity: no JSON, no input_sha256
-            return _error(str(found))
+            return error_result(str(found))
         block = ToolUseBlock(id=tool_use_id, name=params.name, input=arguments)
         session = caller.session.for_turn(turn_id)
         if not meta.get(META_TOOL_USE_ID):
@@ -206,12 +211,14 @@ class McpGateway:
                                         client_tools.definitions(
                                             caller.session.client_tools,
                                             tool_classes.floor(self.settings, self.deps.registry)))
+            if as_task:
+                return await self.tasks.answer(ctx, caller, block, turn_id)
             return await self._follow(ctx, caller, block, turn_id)
         except IdempotencyConflictError as exc:
-            return _error(f"_meta.tool_use_id {tool_use_id!r} already names another call "
+            return error_result(f"_meta.tool_use_id {tool_use_id!r} already names another call "
                           f"({exc.existing_tool} with other input): {exc}", tool_use_id)
         except TEMPORAL_NO_ANSWER:
-            return _error(f"parkgate cannot reach Temporal right now; call again with "
+            return error_result(f"parkgate cannot reach Temporal right now; call again with "
                           f"_meta.tool_use_id={tool_use_id!r} (nothing runs twice)",
                           tool_use_id)
 
@@ -227,9 +234,9 @@ class McpGateway:
             step = max(0.0, min(self.progress_seconds, deadline - loop.time()))
             resource = await self.calls.wait(sid, block.id, step, turn_id=turn_id)
             if resource is not None and resource.finished:
-                return _finished(resource)
+                return finished_result(resource)
             if resource is not None and resource.status == CallStatus.RELEASED:
-                return _released(block, resource)
+                return released_result(block, resource)
             url = await self._visible_link(caller.principal, resource)
             status = resource.status if resource is not None else CallStatus.QUEUED
             tick += 1
@@ -267,41 +274,6 @@ class _Refused(Exception):
         return JSONResponse(body, self.status, headers=self.headers)(scope, receive, send)
 
 
-def _caller(ctx: ServerRequestContext[Any]) -> Caller:
-    request = ctx.request
-    if not isinstance(request, Request):
-        raise RuntimeError("the MCP endpoint is served over HTTP only")
-    caller: Caller = request.scope["state"][_STATE_KEY]
-    return caller
-
-
-def _content(resource: CallResource) -> list[types.ContentBlock]:
-    out: list[types.ContentBlock] = []
-    for block in resource.result.content if resource.result else []:
-        if isinstance(block, ImageBlock):
-            out.append(types.ImageContent(data=block.source.data,
-                                          mime_type=block.source.media_type))
-        else:
-            out.append(types.TextContent(text=block.text))
-    return out
-
-
-def _meta(tool_use_id: str, status: CallStatus, **extra: Any) -> dict[str, Any]:
-    return {META_TOOL_USE_ID: tool_use_id, "parkgate/status": status.value,
-            **{f"parkgate/{k}": v for k, v in extra.items() if v is not None}}
-
-
-def _finished(resource: CallResource) -> types.CallToolResult:
-    result = resource.result
-    return types.CallToolResult(
-        content=_content(resource),
-        is_error=bool(result and result.is_error),
-        meta=_meta(resource.tool_use_id, resource.status,
-                   error_class=result.error_class.value if result and result.error_class
-                   else None),
-    )
-
-
 def _status_line(block: ToolUseBlock, status: CallStatus, resource: CallResource | None,
                  url: str | None) -> str:
     if status == CallStatus.PARKED:
@@ -320,29 +292,5 @@ def _still_waiting(block: ToolUseBlock, status: CallStatus, resource: CallResour
             "to attach to this call and get its result (it will not run twice).")
     return types.CallToolResult(
         content=[types.TextContent(text=text)], is_error=True,
-        meta=_meta(block.id, status, approval_url=url),
+        meta=result_meta(block.id, status, approval_url=url),
     )
-
-
-def _released(block: ToolUseBlock, resource: CallResource) -> types.CallToolResult:
-    """A client tool's call, approved: the client runs it (parkgate does not).
-
-    For an MCP client that runs its own tools and uses parkgate as the gate:
-    claim, start, run exactly the released input, report (docs/CLIENT_TOOLS.md)."""
-    base = f"/v1/sessions/{resource.session_id}/tool-calls/{block.id}"
-    text = (f"{block.name} ({block.id}) is approved and released to its client, which runs "
-            f"it itself: claim it (POST {base}/claim), start the claim just before "
-            f"running (POST {base}/start with its claim_id), run exactly input "
-            f"{json.dumps(resource.input, sort_keys=True)} (input_sha256 "
-            f"{resource.input_sha256}), then report the outcome (POST {base}/outcome). "
-            "parkgate has not run it.")
-    return types.CallToolResult(
-        content=[types.TextContent(text=text)], is_error=False,
-        meta=_meta(block.id, CallStatus.RELEASED, input_sha256=resource.input_sha256,
-                   claim=f"{base}/claim", start=f"{base}/start", outcome=f"{base}/outcome"),
-    )
-
-
-def _error(text: str, tool_use_id: str | None = None) -> types.CallToolResult:
-    meta = {META_TOOL_USE_ID: tool_use_id} if tool_use_id else None
-    return types.CallToolResult(content=[types.TextContent(text=text)], is_error=True, meta=meta)

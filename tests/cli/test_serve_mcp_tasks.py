@@ -1,0 +1,79 @@
+"""An MCP task outlives its client and `parkgate serve`: the official `mcp` SDK
+client (protocol 2026-07-28, tasks extension) creates a task for a parked call
+and disconnects; serve stops and starts again; `parkgate approve` decides; a new
+client connection polls the same task id to the tool's result."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+from pathlib import Path
+
+import httpx
+import pytest
+
+from parkgate.runtime.ports import free_port
+from tests.api.test_mcp_tasks import create, get, official, poll_until
+from tests.cli.conftest import parkgate_argv
+from tests.fixtures.serve import Serve, serve_environment
+
+pytestmark = [pytest.mark.devserver, pytest.mark.slow, pytest.mark.timeout(300)]
+
+
+def test_a_task_survives_a_serve_restart(tmp_path: Path) -> None:
+    env = serve_environment(tmp_path)
+    work = tmp_path / "work"
+    port = free_port()
+    runs: list[Serve] = []
+    try:
+        first = Serve(env, port, tmp_path / "serve-1.log")
+        runs.append(first)
+        urls = first.wait_ready()
+        key, base = urls["key"], urls["api"]
+        with httpx.Client(base_url=base, headers={"Authorization": f"Bearer {key}"},
+                          timeout=30) as api:
+            reg = api.post("/v1/sessions", json={"session_id": "s1", "workspace_path": str(work)})
+            assert reg.status_code in (200, 201), reg.text
+
+        async def start_task() -> str:
+            async with official(base, "s1", key) as mcp:
+                made = await create(mcp, "write_file", {"path": "late.txt", "content": "ok\n"},
+                                    "toolu_late")
+                task_id: str = made.task_id  # type: ignore[union-attr]
+                assert (await get(mcp, task_id)).status == "working"
+                return task_id
+
+        task_id = asyncio.run(start_task())
+        assert first.interrupt() == 0, first.text()
+
+        second = Serve(env, port, tmp_path / "serve-2.log")
+        runs.append(second)
+        assert second.wait_ready()["key"] == key
+
+        async def still_working() -> str:
+            async with official(base, "s1", key) as mcp:
+                task = await get(mcp, task_id)
+                assert task.status == "working", task
+                return task.status_message or ""
+
+        message = asyncio.run(still_working())
+        assert "parked for approval" in message and "/approve/" not in message
+        request_id = message.split("(request ")[1].split(")")[0]
+        decided = subprocess.run(
+            [*parkgate_argv(), "approve", request_id, "--reason", "fine", "--as", "tester"],
+            env=env, capture_output=True, text=True, timeout=60)
+        assert decided.returncode == 0, decided.stderr
+
+        async def result() -> None:
+            async with official(base, "s1", key) as mcp:
+                done = await poll_until(mcp, task_id, "completed", "failed", "cancelled")
+                assert done.status == "completed", done
+                assert done.result is not None and not done.result.get("isError")
+
+        asyncio.run(result())
+        assert (work / "late.txt").read_text() == "ok\n"
+        assert second.interrupt() == 0, second.text()
+    finally:
+        for run in runs:
+            if run.proc.poll() is None:
+                run.kill()
