@@ -21,6 +21,7 @@ from pydantic_core import to_jsonable_python
 
 from parkgate.agent_client import AsyncParkgateClient, AsyncToolGate, ParkedError, tool_gate
 from parkgate.agent_client.client_tools import SideEffectsSpec, definition, side_effects_for
+from parkgate.agent_client.edited import model_value
 from parkgate.models import ToolUseBlock
 
 _CALL_ID: ContextVar[str | None] = ContextVar("parkgate_langchain_call_id", default=None)
@@ -133,7 +134,7 @@ class GatedTool(_CalledById):
                                                tool_use_id=call_id, wait=None)
         if result.is_error:
             raise ToolException(result.text)
-        return ran[0] if ran else result.text
+        return model_value(ran, result)  # an approver's edit: the note first
 
 
 def gated_tools(

@@ -25,6 +25,7 @@ from agents.tool_context import ToolContext
 
 from parkgate.agent_client import AsyncParkgateClient, AsyncToolGate, tool_gate
 from parkgate.agent_client.client_tools import SideEffectsSpec, definition, side_effects_for
+from parkgate.agent_client.edited import model_value
 from parkgate.calls.records import CallStatus
 from parkgate.models import ToolDefinition, ToolUseBlock
 
@@ -123,9 +124,11 @@ def _gated_invoke(
 
         result = await gate.call(tool.name, json.loads(arguments or "{}"), execute,
                                  tool_use_id=ctx.tool_call_id, wait=wait)
-        if ran and not result.is_error:
-            return ran[0]  # ran here: the tool's own output
-        return result.text if not result.is_error else f"Error: {result.text}"
+        if result.is_error:
+            return f"Error: {result.text}"
+        # Ran here: the tool's own value, unless an approver edited its input
+        # (then parkgate's text, which begins with the note saying so).
+        return model_value(ran, result)
 
     return invoke
 

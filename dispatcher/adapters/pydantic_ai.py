@@ -30,6 +30,7 @@ from parkgate.agent_client import (
     tool_gate,
 )
 from parkgate.agent_client.client_tools import SideEffectsSpec, definition, side_effects_for
+from parkgate.agent_client.edited import model_value
 from parkgate.models import SideEffects, ToolDefinition, ToolUseBlock
 
 
@@ -140,9 +141,11 @@ class GatedToolset(WrapperToolset[Any]):
             raise ApprovalRequired(metadata={
                 "tool_use_id": res.tool_use_id, "request_id": res.request_id,
                 "status": res.status.value, "approval_url": res.approval_url}) from exc
-        if ran and not result.is_error:
-            return ran[0]  # ran here: the tool's own value, as Pydantic AI would return it
-        return result.text if not result.is_error else f"Error: {result.text}"
+        if result.is_error:
+            return f"Error: {result.text}"
+        # Ran here: the tool's own value, unless an approver edited its input
+        # (then parkgate's text, which begins with the note saying so).
+        return model_value(ran, result)
 
 
 def gated_toolset(

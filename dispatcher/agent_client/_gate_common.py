@@ -27,6 +27,7 @@ from parkgate.agent_client.client_tools import (
     error_text,
     local_result,
 )
+from parkgate.agent_client.edited import note_for, with_note
 from parkgate.agent_client.errors import (
     CallNotFinishedError,
     ConflictError,
@@ -331,7 +332,9 @@ def call_flow(
     if won is not None:
         started = yield from start_flow(session_id, tid, won)
         if started is not None:
-            return (yield from run_flow(session_id, tid, started))
+            # A restarted agent's submit claims a call released while it was away.
+            note = note_for(resource, block.input, started.input)
+            return (yield from run_flow(session_id, tid, started, note))
         resource = yield Use.of("get_call", session_id, tid)
     lost_claim = False
     while True:
@@ -354,7 +357,9 @@ def call_flow(
             else:
                 started = yield from start_flow(session_id, tid, claim)
                 if started is not None:
-                    return (yield from run_flow(session_id, tid, started))
+                    # An approver's edit: the model is told (the note leads the report).
+                    note = note_for(resource, block.input, started.input)
+                    return (yield from run_flow(session_id, tid, started, note))
                 lost_claim = True
             resource = yield Use.of("get_call", session_id, tid)
             continue
@@ -392,16 +397,19 @@ def start_flow(session_id: str, tid: str, claim: Claim) -> Flow[Claim | None]:
     return started.model_copy(update={"claim_id": claim.claim_id})
 
 
-def run_flow(session_id: str, tid: str, claim: Claim) -> Flow[ToolResultBlock]:
-    """Run the claimed input here and report what it did; an exception in the
+def run_flow(session_id: str, tid: str, claim: Claim,
+             note: str | None = None) -> Flow[ToolResultBlock]:
+    """Run the claimed input here and report what it did, after `note` (what
+    an approver changed, parkgate.agent_client.edited); an exception in the
     function is reported as is_error and raised again."""
     try:
         value = yield Execute(claim.input)
     except Exception as exc:
-        yield from report_flow(session_id, tid, claim, error_text(exc), True)
+        yield from report_flow(session_id, tid, claim, with_note(error_text(exc), note), True)
         raise
     ran = value if isinstance(value, Ran) else Ran(content_of(value))
-    return (yield from report_flow(session_id, tid, claim, ran.content, ran.is_error))
+    return (yield from report_flow(session_id, tid, claim, with_note(ran.content, note),
+                                   ran.is_error))
 
 
 def report_flow(session_id: str, tid: str, claim: Claim, content: str | list[dict[str, Any]],

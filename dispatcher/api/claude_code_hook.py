@@ -44,6 +44,7 @@ from parkgate.api.schemas import ID_RE, CallResource
 from parkgate.api.service import CallService
 from parkgate.api.workspace_checks import check_workspace, claim_ground
 from parkgate.approvals.access import Principal
+from parkgate.approvals.edits import edit_note
 from parkgate.calls.events import ToolEvent, make_event_id
 from parkgate.calls.records import CallStatus
 from parkgate.clients import client_tools
@@ -367,7 +368,10 @@ async def _claimed(ctx: HookContext, hook: HookInput, call: ToolUseBlock,
     released = claimed.input
     edited = input_sha256(released) != input_sha256(hook.tool_input or {})
     reason = "approved with edits" if edited else "allowed"
-    answer = ctx.gate.allow(f"parkgate: {reason}", released if edited else None)
+    # The model runs other input than it sent: it is told what changed, as a
+    # hosted call's result is (an allow's reason reaches only the user).
+    note = edit_note(hook.tool_input or {}, released) if edited else None
+    answer = ctx.gate.allow(f"parkgate: {reason}", released if edited else None, note)
     if claimed.claim_id is None:
         return answer
     if ctx.confirm:  # the hook process starts it, just before Claude Code runs it

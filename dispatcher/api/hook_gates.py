@@ -51,8 +51,12 @@ class Gate:
         """The call as Claude Code calls, for the confinement checks."""
         return [(tool_name, tool_input)]
 
-    def allow(self, reason: str, updated_input: dict[str, Any] | None) -> dict[str, Any]:
-        return claude_code.pre_tool_use("allow", reason, updated_input=updated_input)
+    def allow(self, reason: str, updated_input: dict[str, Any] | None,
+              note: str | None = None) -> dict[str, Any]:
+        """Let it run (edited: `updated_input`); `note` tells the model what an
+        approver changed (Claude Code's `additionalContext`)."""
+        return claude_code.pre_tool_use("allow", reason, updated_input=updated_input,
+                                        context=note)
 
     def deny(self, reason: str) -> dict[str, Any]:
         return claude_code.pre_tool_use("deny", reason)
@@ -106,7 +110,9 @@ class DialectGate(Gate):
               ) -> list[tuple[str, dict[str, Any]]]:
         return self.dialect.views(self.dialect.own_name(tool_name), tool_input)
 
-    def allow(self, reason: str, updated_input: dict[str, Any] | None) -> dict[str, Any]:
+    def allow(self, reason: str, updated_input: dict[str, Any] | None,
+              note: str | None = None) -> dict[str, Any]:
+        # Dialects answer no context for the model yet: the edit note stays out.
         return self.dialect.allow(reason, updated_input)
 
     def deny(self, reason: str) -> dict[str, Any]:

@@ -18,6 +18,8 @@ from typing import Any
 _SECRET_KEY = re.compile(r"password|passwd|secret|token|api[_-]?key|authorization", re.I)
 #: A value longer than this is cut in the note.
 _VALUE_CHARS = 120
+#: How every note begins (a client tells a noted result by it).
+NOTE_HEAD = "Note: the approver changed this call's input before it ran"
 #: At most this many diff lines per multi-line field.
 _DIFF_LINES = 20
 #: Longer text is not diffed (the workflow builds the note: it stays cheap).
@@ -59,6 +61,6 @@ def edit_note(original: dict[str, Any], edited: dict[str, Any]) -> str | None:
             lines.append(_changed(key, original[key], edited[key]))
     if not lines:
         return None
-    return ("Note: the approver changed this call's input before it ran (approve with "
+    return (f"{NOTE_HEAD} (approve with "
             "edits); the output below is for the changed input, not for the one you "
             "sent. Changed:\n" + "\n".join(lines))

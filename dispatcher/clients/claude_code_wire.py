@@ -27,13 +27,17 @@ START_FIELD = "parkgate_start"
 
 
 def pre_tool_use(decision: Decision, reason: str | None = None,
-                 updated_input: dict[str, Any] | None = None) -> dict[str, Any]:
-    """A PreToolUse answer: `hookSpecificOutput.permissionDecision` and its reason."""
+                 updated_input: dict[str, Any] | None = None,
+                 context: str | None = None) -> dict[str, Any]:
+    """A PreToolUse answer: `hookSpecificOutput.permissionDecision` and its reason;
+    `context` goes to the model (`additionalContext`: an allow's reason does not)."""
     out: dict[str, Any] = {"hookEventName": "PreToolUse", "permissionDecision": decision}
     if reason:
         out["permissionDecisionReason"] = reason
     if updated_input is not None:
         out["updatedInput"] = updated_input
+    if context:
+        out["additionalContext"] = context
     return {"hookSpecificOutput": out}
 
 

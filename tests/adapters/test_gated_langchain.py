@@ -19,6 +19,7 @@ from langgraph.types import Command
 from temporalio.client import Client
 
 from parkgate.adapters.langchain import GatedTool, gated_tool_node, gated_tools
+from parkgate.approvals.edits import NOTE_HEAD
 from parkgate.store.repository import Repository
 from tests.adapters.test_gated_pydantic_ai import clients
 from tests.agent_client.test_gate import parked
@@ -93,7 +94,9 @@ async def test_allowed_runs_once_a_write_runs_edited_after_approval_a_denial_nev
         await human.decide(sid, "lc_g_write_1", "allow_with_edits",
                            edited_input={"key": "k2", "text": "call mom at 6"})
         written = await asyncio.wait_for(run, 60)
-        assert tool_messages(written)[0].content == "wrote k2"
+        told = str(tool_messages(written)[0].content)  # the edit note, then the output
+        assert told.startswith(NOTE_HEAD) and '- text: "call mom" -> "call mom at 6"' in told
+        assert told.endswith("\nwrote k2")
         assert RUNS[-1] == ("write_note", {"key": "k2", "text": "call mom at 6"})
 
         run = asyncio.create_task(graph(tools, [{

@@ -13,6 +13,7 @@ from agents.testing.model import ScriptedModel, assistant_message, function_call
 from temporalio.client import Client
 
 from parkgate.adapters.openai_agents import gated_function_tools
+from parkgate.approvals.edits import NOTE_HEAD
 from parkgate.store.repository import Repository
 from tests.adapters.test_gated_pydantic_ai import clients
 from tests.adapters.test_openai_agents import OFFLINE
@@ -76,6 +77,10 @@ async def test_allowed_runs_once_and_a_parked_write_interrupts_then_runs_edited(
         assert resumed.final_output == "write done"
         assert RUNS[-1] == ("write_note", {"key": "k2", "text": "call mom at 6"})
         assert model.last_call is not None and "wrote k2" in str(model.last_call.input)
+        told = [i["output"] for i in model.last_call.input  # type: ignore[union-attr]
+                if isinstance(i, dict) and i.get("type") == "function_call_output"][-1]
+        assert str(told).startswith(NOTE_HEAD)  # told its input was changed, then the output
+        assert '- text: "call mom" -> "call mom at 6"' in str(told)
 
 
 async def test_a_denied_call_never_runs_and_the_model_reads_the_reason(

@@ -14,6 +14,7 @@ from temporalio.client import Client
 
 from parkgate.adapters.pydantic_ai import gated_toolset, parkgate_toolset
 from parkgate.agent_client import AsyncParkgateClient
+from parkgate.approvals.edits import NOTE_HEAD
 from parkgate.store.repository import Repository
 from tests.adapters.test_pydantic_ai import one_call
 from tests.agent_client.test_gate import parked
@@ -76,7 +77,10 @@ async def test_allowed_runs_once_a_write_runs_edited_after_approval_a_denial_nev
         await human.decide(sid, "pa_write_1", "allow_with_edits",
                            edited_input={"key": "k2", "text": "call mom at 6"})
         written = await asyncio.wait_for(run, 60)
-        assert written.output == "tool said: wrote k2"
+        # The model reads that an approver changed its input, then the output.
+        assert written.output.startswith(f"tool said: {NOTE_HEAD}")
+        assert '- text: "call mom" -> "call mom at 6"' in written.output
+        assert written.output.endswith("\nwrote k2")
         assert notes.runs[-1] == ("write_note", {"key": "k2", "text": "call mom at 6"})
 
         denied = Agent(one_call("write_note", {"key": "k3", "text": "x"}, "pa_write_2"),

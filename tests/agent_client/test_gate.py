@@ -112,7 +112,9 @@ async def test_a_write_parks_and_runs_after_approval_with_the_edited_input(
                            edited_input={"account": "acme", "cents": 90})
         result = await asyncio.wait_for(task, 60)
         assert received == [("acme", 90)]  # the released (edited) arguments
-        assert result.text == "moved 90 to acme" and not result.is_error
+        note, output = result.text.split("\n", 1)[0], result.text.rsplit("\n", 1)[-1]
+        assert output == "moved 90 to acme" and not result.is_error
+        assert note.startswith("Note: the approver changed") and "- cents: 900 -> 90" in result.text
         r = await api.http.get(f"/v1/sessions/{s}/tool-calls/g-write-1/events")
         types = [e["type"] for e in r.json()["events"]]
         assert types.count("tool.released") == 1 and types.count("tool.claimed") == 1

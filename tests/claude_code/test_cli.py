@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
+from parkgate.approvals.edits import NOTE_HEAD
 from tests.claude_code.conftest import Stack, new_session, until
 from tests.claude_code.fake_anthropic import FakeAnthropic, TextStep, ToolStep
 from tests.claude_code.test_hook_endpoint import audit_page
@@ -109,6 +111,10 @@ async def test_edited_input_is_what_runs(stack: Any) -> None:
         assert run.returncode == 0, run.stderr
         assert target.read_text() == "version 2\n"
         assert (await call_row(s, sid, write.id)).status.value == "succeeded"
+        # The model is told its input was changed (the hook's additionalContext):
+        # the request after the Write carries the note, naming the field.
+        after = json.dumps(fake.requests[-1].get("messages"))
+        assert NOTE_HEAD in after and "- content: changed" in after, after[-2000:]
 
 
 BASH_LS_AUTO = {"rules": [{"tool": "Bash", "command_pattern": r"ls( .*)?", "mode": "auto"}]}
