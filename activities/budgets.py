@@ -14,19 +14,10 @@ from datetime import datetime
 
 from parkgate.approvals.access import DEFAULT_PROJECT
 from parkgate.calls.records import HistoryStore
-from parkgate.models import Session, ToolErrorClass, ToolUseBlock
-from parkgate.pipeline import Pipeline, deny_result
-from parkgate.pipeline.budget_gate import over_budget
-from parkgate.rules.budgets import (
-    RULE_PREFIX,
-    BudgetError,
-    BudgetSpec,
-    BudgetState,
-    Over,
-    charges_for,
-    states,
-    windows,
-)
+from parkgate.models import Session, ToolUseBlock
+from parkgate.pipeline import Pipeline
+from parkgate.pipeline.budget_gate import charges_of, over_budget
+from parkgate.rules.budgets import BudgetSpec, BudgetState, Over, states, windows
 from parkgate.rules.cedar import UNKNOWN_KEY
 from parkgate.verdicts import Deny, Verdict
 
@@ -52,16 +43,10 @@ async def charge_call(pipeline: Pipeline, store: HistoryStore, verdict: Verdict,
     reserves nothing."""
     if isinstance(verdict, Deny) or not pipeline.budgets:
         return verdict
-    prepared = verdict.prepared
     budgets = pipeline.budgets
-    try:
-        charges = charges_for(budgets, call.name, prepared.call.input,
-                              *_who(session, key_name, project), now)
-    except BudgetError as exc:
-        return deny_result(call.id, ToolErrorClass.VALIDATION_ERROR,
-                           f"Invalid input for tool '{call.name}': {exc}",
-                           rule=RULE_PREFIX + str(exc).split("'")[1],
-                           definition=prepared.definition)
+    charges = charges_of(pipeline, verdict.prepared, _who(session, key_name, project), now)
+    if isinstance(charges, Deny):
+        return charges
     deny = frozenset(n for n, spec in budgets.items() if spec.on_exceed == "deny")
     answers, _kept = await store.reserve_budgets(  # type: ignore[attr-defined]
         session.session_id, call.id, charges, deny)

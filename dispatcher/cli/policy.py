@@ -52,12 +52,16 @@ def _registry() -> ToolRegistry:
 
 def require_valid_policies(settings: Settings) -> None:
     """ConfigError (exit 2, one line) when a `policy_files` entry does not load
-    or check: what `parkgate serve` runs before it starts anything."""
-    if not settings.policy_files:
+    or check, or a budget names a tool the deployment does not have: what
+    `parkgate serve` runs before it starts anything."""
+    if not settings.policy_files and not settings.budgets:
         return
     from parkgate.rules.cedar import CedarError
-    from parkgate.runtime.cedar_policy import load_cedar
+    from parkgate.runtime.cedar_policy import budget_problems, load_cedar
 
+    problems = budget_problems(settings, _registry())
+    if problems:
+        raise ConfigError(f"invalid budget: {problems[0]}")
     try:
         load_cedar(settings, _registry())
     except CedarError as exc:
@@ -93,11 +97,10 @@ def check(
 
 @app.command("schema")
 def schema() -> None:
-    """Print the Cedar schema generated from this deployment's tools."""
+    """Print the Cedar schema generated from this deployment's tools and budgets."""
     from parkgate.runtime.cedar_policy import policy_schema
 
-    load_settings()
-    typer.echo(policy_schema(_registry()), nl=False)
+    typer.echo(policy_schema(_registry(), load_settings()), nl=False)
 
 
 class PolicyCase(BaseModel):
@@ -118,6 +121,9 @@ class PolicyCase(BaseModel):
     rule: str | None = None
     approvers: list[str] | None = None
     quorum: int | None = None
+    #: Budget state: units each named budget has used in the case's window
+    #: (the rest: none); a call that does not fit parks or is denied.
+    budgets: dict[str, float] = Field(default_factory=dict)
 
 
 class PolicyCases(BaseModel):
@@ -142,12 +148,19 @@ def _load_cases(path: Path) -> list[PolicyCase]:
         raise ConfigError(f"{path}: {describe_validation_error(exc)}") from exc
 
 
-async def _classify(pipeline: Pipeline, case: PolicyCase, index: int, workspace: str) -> Verdict:
-    """`case` through the pipeline as the classify activity runs it; a tool the
-    registry lacks but Claude Code has is classified as its hook's call."""
+async def _classify(pipeline: Pipeline, case: PolicyCase, index: int,
+                    workspace: str) -> tuple[Verdict, str]:
+    """`case` through the pipeline as the classify activity runs it, with the
+    case's budget state (and what the call would add to it, as text); a tool
+    the registry lacks but Claude Code has is classified as its hook's call."""
+    from parkgate.approvals.access import DEFAULT_PROJECT
     from parkgate.clients.claude_code import BUILTIN_TOOLS, client_tool
-    from parkgate.models import Session, ToolUseBlock
+    from parkgate.models import Session, ToolUseBlock, utcnow
+    from parkgate.pipeline.budget_gate import charges_of, over_budget
     from parkgate.pipeline.classification import CLAUDE_CODE_TURN
+    from parkgate.rules.budgets import overs, show_units, states, to_units
+    from parkgate.rules.cedar import UNKNOWN_KEY
+    from parkgate.verdicts import Deny
 
     client = None
     turn = "policy-test"
@@ -157,8 +170,18 @@ async def _classify(pipeline: Pipeline, case: PolicyCase, index: int, workspace:
     session = Session(session_id=f"policy-test-{index}", turn_id=turn,
                       workspace_path=case.workspace or workspace)
     call = ToolUseBlock(id=f"case-{index}", name=case.tool, input=case.input)
-    return await pipeline.classify(call, session, client_tool=client, key_name=case.key,
-                                   project=case.project)
+    before = states(pipeline.budgets, {n: to_units(v) for n, v in case.budgets.items()})
+    verdict = await pipeline.classify(call, session, client_tool=client, key_name=case.key,
+                                      project=case.project, budgets=before)
+    if isinstance(verdict, Deny) or not pipeline.budgets:
+        return verdict, ""
+    who = (session.session_id, case.project or DEFAULT_PROJECT, case.key or UNKNOWN_KEY)
+    charges = charges_of(pipeline, verdict.prepared, who, utcnow())
+    if isinstance(charges, Deny):
+        return charges, ""
+    shown = ", ".join(f"{c.budget} {before[c.budget].text()} +{show_units(c.amount)}"
+                      for c in charges)
+    return over_budget(pipeline, verdict, overs(pipeline.budgets, charges, before)), shown
 
 
 def _outcome(verdict: Verdict) -> tuple[str, str, list[str], int]:
@@ -183,7 +206,7 @@ def _mismatch(case: PolicyCase, mode: str, rule: str, approvers: list[str], quor
 @app.command("test")
 def test(
     cases_file: Path = typer.Argument(..., help="YAML: cases: [{tool, input, key, project, "
-                                      "expect, rule?, approvers?, quorum?}]"),
+                                      "budgets?, expect, rule?, approvers?, quorum?}]"),
 ) -> None:
     """Classify each sample call with today's policies (YAML and Cedar); exit 1 with a
     table of the cases that do not get the expected mode."""
@@ -192,22 +215,28 @@ def test(
 
     settings = load_settings()
     cases = _load_cases(cases_file)
+    for index, case in enumerate(cases):
+        unknown = sorted(set(case.budgets) - set(settings.budgets))
+        if unknown:
+            raise ConfigError(f"{cases_file}: case {case.name or index + 1}: unknown "
+                              f"budget {unknown[0]!r} (the settings' budgets: "
+                              f"{', '.join(settings.budgets) or 'none'})")
     try:
         pipeline = build_pipeline(settings)
     except (CedarError, ValueError) as exc:
         raise ConfigError(f"invalid policy: {one_line(str(exc))}") from exc
 
-    async def run_all() -> list[Verdict]:
+    async def run_all() -> list[tuple[Verdict, str]]:
         with tempfile.TemporaryDirectory(prefix="parkgate-policy-test-") as workspace:
             return [await _classify(pipeline, case, i, workspace)
                     for i, case in enumerate(cases)]
 
     verdicts = run(run_all())
     table = Table(title="Cases that do not get the expected mode", title_justify="left")
-    for column in ("case", "tool", "expected", "got", "rule"):
+    for column in ("case", "tool", "expected", "got", "rule", "budgets"):
         table.add_column(column, overflow="fold")
     failed = 0
-    for index, (case, verdict) in enumerate(zip(cases, verdicts, strict=True)):
+    for index, (case, (verdict, spent)) in enumerate(zip(cases, verdicts, strict=True)):
         mode, rule, approvers, quorum = _outcome(verdict)
         if not _mismatch(case, mode, rule, approvers, quorum):
             continue
@@ -217,11 +246,21 @@ def test(
             want += f" by {case.approvers or approvers} quorum {case.quorum or quorum}"
         got = mode + (f" by {approvers} quorum {quorum}" if approvers else "")
         table.add_row(*(escape(cell) for cell in (case.name or f"#{index + 1}", case.tool,
-                                                  want, got, rule)))
+                                                  want, got, rule, spent)))
     if failed:
         console.print(table)
         raise CliError(f"{failed} of {len(cases)} case(s) do not get the expected mode",
                        EXIT_RUNTIME)
+    with_budgets = [(case, verdict, text) for case, (verdict, text)
+                    in zip(cases, verdicts, strict=True) if text]
+    if with_budgets:
+        state = Table(title="Budget state", title_justify="left")
+        for column in ("case", "budgets", "got"):
+            state.add_column(column, overflow="fold")
+        for case, verdict, text in with_budgets:
+            state.add_row(*(escape(cell) for cell in (case.name or case.tool, text,
+                                                      _outcome(verdict)[0])))
+        console.print(state)
     console.print(f"all {len(cases)} case(s) get the expected mode", markup=False)
 
 

@@ -11,12 +11,26 @@ denies stays denied, one it parks stays parked with the budget's reason added.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 
 from parkgate.models import ToolErrorClass
 from parkgate.pipeline.classification import Classifier, deny_result
-from parkgate.rules.budgets import RULE_PREFIX, Over
+from parkgate.rules.budgets import RULE_PREFIX, BudgetError, Charge, Over, charges_for
 from parkgate.rules.policy import PolicyDecision
-from parkgate.verdicts import Deny, NeedsApproval, Verdict
+from parkgate.verdicts import Deny, NeedsApproval, PreparedCall, Verdict
+
+
+def charges_of(classifier: Classifier, prepared: PreparedCall, who: tuple[str, str, str],
+               now: datetime) -> list[Charge] | Deny:
+    """What the call adds to each budget (`who`: session, project, key), or the
+    denial of an input a budget cannot count (negative, not a number)."""
+    call = prepared.call
+    try:
+        return charges_for(classifier.budgets, call.name, call.input, *who, now)
+    except BudgetError as exc:
+        return deny_result(call.id, ToolErrorClass.VALIDATION_ERROR,
+                           f"Invalid input for tool '{call.name}': {exc}",
+                           rule=RULE_PREFIX + exc.budget, definition=prepared.definition)
 
 
 def over_budget(classifier: Classifier, verdict: Verdict, overs: Sequence[Over]) -> Verdict:

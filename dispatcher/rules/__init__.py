@@ -2,6 +2,7 @@
 
 The confirmation policy (`policy`), the one shell tokenizer every command rule
 reads (`shellwords`), an approver's remembered "allow this again" (`remembered`,
-`remember_spec`), before/after hooks (`hooks`) and call budgets (`budget`).
+`remember_spec`), before/after hooks (`hooks`), the in-process call cap (`budget`)
+and named budgets that park at their limit (`budgets`).
 Pure: over `parkgate.models` and `parkgate.verdicts` only.
 """

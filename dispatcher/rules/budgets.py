@@ -38,6 +38,10 @@ EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 class BudgetError(ValueError):
     """A call's input cannot be counted against a budget (negative, not a number)."""
 
+    def __init__(self, message: str, budget: str = "") -> None:
+        super().__init__(message)
+        self.budget = budget
+
 
 def window_seconds(text: str) -> int:
     """`1h` -> 3600; ValueError naming the accepted shapes otherwise."""
@@ -209,7 +213,7 @@ def charges_for(budgets: Mapping[str, BudgetSpec], tool: str, tool_input: Mappin
         try:
             amount = spec.amount(tool_input)
         except BudgetError as exc:
-            raise BudgetError(f"budget '{name}' counts {spec.counts}: {exc}") from None
+            raise BudgetError(f"budget '{name}' counts {spec.counts}: {exc}", name) from None
         if amount:
             out.append(Charge(name, scope_of(spec, session, project, key),
                               spec.window_start(now), amount, spec.limit_units))

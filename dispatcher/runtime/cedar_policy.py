@@ -61,6 +61,15 @@ def check_policies(policies: CedarPolicies, registry: ToolRegistry,
     return problems
 
 
+def budget_problems(settings: Settings, registry: ToolRegistry) -> list[str]:
+    """Budgets whose `tools` name a tool the deployment does not have (such a
+    budget would silently never count it); MCP tools are left to their servers."""
+    known = {t.name for t in policy_tools(registry)}
+    return [f"budgets.{name}.tools: unknown tool {tool!r}"
+            for name, spec in settings.budgets.items() for tool in spec.tools or ()
+            if tool not in known and not (settings.mcp_servers and MCP_SEPARATOR in tool)]
+
+
 def load_cedar(settings: Settings, registry: ToolRegistry) -> CedarPolicies | None:
     """The `policy_files` loaded and checked, None when there are none.
 

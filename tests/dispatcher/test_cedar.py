@@ -271,6 +271,7 @@ def test_the_docs_examples_check(tmp_path: Path) -> None:
         path = tmp_path / f"example{index}.cedar"
         path.write_text(block)
         paths.append(path)
-    groups = {"oncall": ["alice", "bob", "carol"]}
+    groups = {"oncall": ["alice", "bob", "carol"], "finance": ["alice"]}
     policies = CedarPolicies.load(paths, approvers=APPROVERS, groups=groups)
-    assert check_policies(policies, build_registry(), Settings()) == []
+    settings = Settings(budgets={"cloud-spend": {"limit": 100, "window": "1d"}})
+    assert check_policies(policies, build_registry(), settings) == []
