@@ -34,13 +34,15 @@ def install(
     project: Path | None = typer.Option(None, "--project", help="Project directory (default: .)."),
     user: bool = typer.Option(False, "--user", help="Install into ~/.claude/settings.json."),
     print_only: bool = typer.Option(False, "--print", help="Print the merged JSON, write nothing."),
-    url: str | None = typer.Option(None, "--url", help="parkgate's URL (public_base_url)."),
+    url: str | None = typer.Option(None, "--url", help="parkgate's URL (default: "
+                                   "PARKGATE_API_URL, the running serve, public_base_url)."),
     command: bool = typer.Option(False, "--command",
                                  help="A command hook (`parkgate hook claude-code`), not HTTP."),
     fail_open: bool = typer.Option(False, "--fail-open",
                                    help="Let calls through when parkgate is unreachable."),
 ) -> None:
     """Merge the PreToolUse / PostToolUse / PostToolUseFailure hooks into Claude Code's settings."""
+    from parkgate.cli.agent_install import parkgate_executable, resolve_url
     from parkgate.clients.claude_code import merge_settings
 
     if user and project is not None:
@@ -56,13 +58,16 @@ def install(
         if not isinstance(loaded, dict):
             raise CliError(f"{path} is not a JSON object")
         existing = loaded
-    merged = merge_settings(existing, url or settings.public_base_url, command=command,
+    base, source = resolve_url(url, settings)
+    merged = merge_settings(existing, base, command=command,
                             wait_seconds=settings.claude_code_wait_seconds,
-                            fail_closed=settings.claude_code_fail_closed and not fail_open)
+                            fail_closed=settings.claude_code_fail_closed and not fail_open,
+                            executable=parkgate_executable() if command else "parkgate")
     text = json.dumps(merged, indent=2) + "\n"
     if print_only:
         typer.echo(text, nl=False)
         return
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")
-    console.print(f"parkgate hooks installed in {path}; export PARKGATE_API_KEY (an agent key).")
+    console.print(f"parkgate hooks installed in {path} (posting to {base}, from {source}); "
+                  "export PARKGATE_API_KEY (an agent key).")

@@ -171,6 +171,8 @@ _MODULES = (
     "config",
     "policy",
     "claude_code",
+    "codex",
+    "gemini",
     "hook",
 )
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import fnmatch
 import json
 import os
+import shlex
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
@@ -218,16 +219,18 @@ EVENTS = ("UserPromptSubmit", "PreToolUse", "PostToolUse", "PostToolUseFailure")
 
 
 def hook_entry(event: str, base_url: str, *, command: bool, wait_seconds: float,
-               fail_closed: bool) -> dict[str, Any]:
+               fail_closed: bool, executable: str = "parkgate") -> dict[str, Any]:
     """One hook (HTTP or command) for `event`; PreToolUse blocks on failure when
-    `fail_closed` (parkgate unreachable, timed out, a bad answer)."""
+    `fail_closed` (parkgate unreachable, timed out, a bad answer). A command
+    hook runs `executable` (the absolute path `install` ran from)."""
     timeout = int(wait_seconds) + TIMEOUT_MARGIN
     hook: dict[str, Any]
     if command:
         # The command's own deadline sits inside the hook's timeout (it answers
         # before Claude Code gives up), and spares it reading the settings.
         hook = {"type": "command", "timeout": timeout,
-                "command": f"{HOOK_COMMAND} --url {base_url.rstrip('/')} "
+                "command": f"{shlex.quote(executable)} {HOOK_COMMAND.removeprefix('parkgate ')} "
+                           f"--url {shlex.quote(base_url.rstrip('/'))} "
                            f"--timeout {timeout - COMMAND_MARGIN}"}
     else:
         hook = {"type": "http", "url": base_url.rstrip("/") + HOOK_PATH,
@@ -246,7 +249,8 @@ def is_parkgate_hook(hook: Any) -> bool:
 
 
 def merge_settings(existing: Mapping[str, Any], base_url: str, *, command: bool,
-                   wait_seconds: float, fail_closed: bool) -> dict[str, Any]:
+                   wait_seconds: float, fail_closed: bool,
+                   executable: str = "parkgate") -> dict[str, Any]:
     """`existing` Claude Code settings with parkgate's hooks in, everything else kept."""
     merged = dict(existing)
     hooks = dict(merged.get("hooks") or {})
@@ -260,7 +264,7 @@ def merge_settings(existing: Mapping[str, Any], base_url: str, *, command: bool,
             if inner:
                 kept.append({**group, "hooks": inner})
         kept.append(hook_entry(event, base_url, command=command, wait_seconds=wait_seconds,
-                               fail_closed=fail_closed))
+                               fail_closed=fail_closed, executable=executable))
         hooks[event] = kept
     merged["hooks"] = hooks
     return merged

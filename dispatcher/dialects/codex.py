@@ -2,8 +2,11 @@
 
 Codex runs its tools itself and asks its hooks first. Its PreToolUse event
 carries `session_id`, `turn_id`, `cwd`, `tool_name` (`Bash` for a shell
-call, `apply_patch` for a patch, `mcp__<server>__<tool>`), `tool_input` and
-`tool_use_id`; PostToolUse adds `tool_response`.
+call, its `tool_input` `{"command": ...}`; `mcp__<server>__<tool>`),
+`tool_input` and `tool_use_id`; PostToolUse adds `tool_response` (the output
+as a string). A patch arrives as a `Bash` call whose command is
+`apply_patch <<'EOF' ... EOF` (or as `apply_patch` where the model has that
+tool): the approver sees the patch and the files it touches.
 
 Codex's answers: a deny is `permissionDecision: "deny"` with a NON-EMPTY
 `permissionDecisionReason` (an empty reason, `ask`, exit 1, output that is not
@@ -110,9 +113,11 @@ class CodexDialect(Dialect):
 
     def views(self, tool_name: str, tool_input: Mapping[str, Any]
               ) -> list[tuple[str, dict[str, Any]]]:
+        patch = patch_of(tool_input) if tool_name == "apply_patch" or \
+            tool_name in SHELL_TOOLS else None
+        writes = [("Write", {"file_path": path}) for _, path in patch.files] if patch else []
         if tool_name == "apply_patch":
-            patch = patch_of(tool_input)
-            return [("Write", {"file_path": path}) for _, path in patch.files] if patch else []
+            return writes
         if tool_name in ("read_file", "view_image"):
             path = tool_input.get("file_path") or tool_input.get("path")
             return [("Read", {"file_path": path})] if isinstance(path, str) else []
@@ -123,12 +128,12 @@ class CodexDialect(Dialect):
         if isinstance(command, list):
             command = " ".join(str(c) for c in command)
         if tool_name in SHELL_TOOLS and isinstance(command, str):
-            return [("Bash", {"command": command})]
+            return [*writes, ("Bash", {"command": command})]
         return []
 
     def preview(self, tool_name: str, tool_input: Mapping[str, Any], workspace: str,
                 off_limits: tuple[str, ...] | list[str] = ()) -> ImpactPreview | None:
-        if tool_name != "apply_patch":
+        if tool_name != "apply_patch" and tool_name not in SHELL_TOOLS:
             return None
         patch = patch_of(tool_input)
         if patch is None:

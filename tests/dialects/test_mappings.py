@@ -151,3 +151,15 @@ def test_the_registry_is_standard_library_only() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_codex_a_patch_through_the_shell_shows_its_files() -> None:
+    """Codex sends a patch as `Bash` with `apply_patch <<'EOF' ... EOF`."""
+    command = "apply_patch <<'EOF'\n" + PATCH + "EOF\n"
+    views = CODEX.views("Bash", {"command": command})
+    assert views[:2] == [("Write", {"file_path": "notes/new.txt"}),
+                         ("Write", {"file_path": "src/app.py"})]
+    assert views[2] == ("Bash", {"command": command})
+    shown = CODEX.preview("Bash", {"command": command}, "/w")
+    assert shown is not None and shown.files == ["notes/new.txt", "src/app.py"]
+    assert CODEX.preview("Bash", {"command": "ls"}, "/w") is None
