@@ -12,6 +12,8 @@ approve/ are submitted over HTTP (C at a time) and park. With all N parked:
   form, as a person does) and the audit call list (`GET /v1/tool-calls`,
   newest first, one session's parked calls and all sessions) are each asked
   `requests` times, one after another: p50/p95 against p95 < 200 ms;
+- before all that, each process at rest (`bench.at_rest`: started, up, nothing
+  served): its RSS and the modules it imported, the API's against < 100 MB;
 - the worker's and the API's RSS again (after those requests), and their sum
   against < 400 MB; the dev server's RSS is reported beside it (not in the
   target: it is Temporal's, and a production deployment runs its own).
@@ -37,6 +39,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 import httpx
 import psutil
 
+from bench import at_rest
 from bench.approval import wait_parked
 from bench.parked import Retries, _approve, _submit, _wait_count
 from bench.progress import Reporter
@@ -185,6 +188,12 @@ async def run(
     requests: int, max_cached_workflows: int | None = None,
 ) -> None:
     floor = await _floor(stack, report, ui, requests)
+    rest_settings = stack.settings(stack.task_queue("scale-rest"))
+    at_rest.add_rows(
+        report,
+        await at_rest.api_at_rest(stack.root, rest_settings, API_ARGV),
+        await at_rest.worker_at_rest(stack.root, rest_settings, stack.client),
+    )
     overrides = {} if max_cached_workflows is None else {
         "max_cached_workflows": max_cached_workflows}
     settings = stack.settings(stack.task_queue("scale"), **overrides)

@@ -249,13 +249,13 @@ def temporal_address_for(settings: Settings) -> str:
 @contextlib.asynccontextmanager
 async def _external(
     settings: Settings, stop: asyncio.Event, connect_timeout: float
-) -> AsyncIterator[tuple[Repository, Client, Deps]]:
+) -> AsyncIterator[tuple[Repository, Client]]:
     """What `parkgate api` and `worker` stand on: the migrated store (closed on the
-    way out), Temporal (Interrupted once `stop` is set), the worker's deps."""
+    way out) and Temporal (Interrupted once `stop` is set)."""
     repo = await migrated_repository(settings)
     try:
-        client = await connect_temporal(settings, timeout=connect_timeout, stop=stop, blobs=repo)
-        yield repo, client, await worker_deps(settings, repo)
+        yield repo, await connect_temporal(
+            settings, timeout=connect_timeout, stop=stop, blobs=repo)
     finally:
         await repo.close()
 
@@ -278,8 +278,13 @@ async def run_api(
         if announce is not None:
             announce()
         try:
-            async with _external(settings, stop, connect_timeout) as (repo, client, deps):
-                app = app_factory(settings, repo, client, deps.pipeline.registry)
+            async with _external(settings, stop, connect_timeout) as (repo, client):
+                # The API needs the tools' definitions, not the worker's pipeline:
+                # no policy, Cedar or sandbox loads here (they are the worker's).
+                from parkgate.runtime.tool_registry import tool_registry
+
+                registry = await tool_registry(settings)
+                app = app_factory(settings, repo, client, registry)
                 server = api_server(app, settings.api_host, settings.api_port, log_level=log_level)
                 await serve_until(server, stop)
         except Interrupted:
@@ -302,7 +307,8 @@ async def run_worker(
         from parkgate.runtime.worker import working
 
         try:
-            async with _external(settings, stop, connect_timeout) as (_, client, deps):
+            async with _external(settings, stop, connect_timeout) as (repo, client):
+                deps = await worker_deps(settings, repo)
                 queues = served_queues(
                     settings.temporal_task_queue, settings.serve_groups,
                     main=settings.serve_main_queue,

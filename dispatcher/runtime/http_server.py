@@ -68,6 +68,9 @@ def api_server(
         proxy_headers=proxy_headers,
         timeout_keep_alive=timeout_keep_alive,
         timeout_graceful_shutdown=timeout_graceful_shutdown,
+        # No route is a WebSocket (events are SSE, MCP is streamable HTTP): "auto"
+        # would import the websockets library into every API process for nothing.
+        ws="none",
     )
     return ApiServer(config)
 

@@ -23,15 +23,16 @@ from parkgate import activities, workflows
 from parkgate.activities.deps import Deps
 from parkgate.calls.records import HistoryStore
 from parkgate.durable.plugin import ParkgatePlugin, plugin_of, with_plugin
+from parkgate.runtime.tool_registry import build_registry, mcp_tools
 from parkgate.settings import Settings, get_settings
 from parkgate.workspaces.worker_groups import group_queue
 
 if TYPE_CHECKING:
     from parkgate.durable.blobs import BlobStore
     from parkgate.pipeline import Pipeline
-    from parkgate.registry import ToolFactory, ToolRegistry
+    from parkgate.registry import ToolFactory
 
-__all__ = ["build_worker", "build_workers", "main", "serving", "working"]
+__all__ = ["build_registry", "build_worker", "build_workers", "main", "serving", "working"]
 
 log = logging.getLogger("parkgate.worker")
 
@@ -111,22 +112,6 @@ async def working(client: Client, settings: Settings, deps: Deps) -> AsyncIterat
         yield
 
 
-def build_registry(extra_tools: Iterable[ToolFactory] = ()) -> ToolRegistry:
-    """The registry every worker (and the API, for definitions) uses.
-
-    The built-in tools, then the built-in composed tools (atomic_edit,
-    atomic_edit_checked: their sub-tools must be registered first), then
-    `extra_tools` in order (tests and embedders add theirs here).
-    """
-    from parkgate.registry import ToolRegistry
-    from parkgate.tools import builtin_tools, composed_tools
-
-    registry = ToolRegistry()
-    for factory in [*builtin_tools(), *composed_tools(), *extra_tools]:
-        registry.register(factory)
-    return registry
-
-
 def build_pipeline(settings: Settings, *, extra_tools: Iterable[ToolFactory] = ()) -> Pipeline:
     """The pipeline from settings: built-in and composed tools, confirmation policy
     (YAML and Cedar), limits. A Cedar policy that does not check raises CedarError."""
@@ -169,11 +154,7 @@ async def build_deps(settings: Settings, *, store: HistoryStore | None = None) -
         repo = await Repository.connect(settings.effective_database_url, check_schema=True)
         # Repository.apply returns the number of new events; the protocol ignores it.
         store = cast(HistoryStore, repo)
-    extra: list[ToolFactory] = []
-    if settings.mcp_servers:
-        from parkgate.mcp_source.discover import discover
-
-        extra = (await discover(settings.mcp_servers)).factories
+    extra = await mcp_tools(settings)
     from parkgate.sandbox.launch import announce
     from parkgate.sandbox.tool_user import root_warning
 

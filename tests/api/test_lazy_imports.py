@@ -5,6 +5,7 @@ webhooks) httpx. The worker's recipe is imported too."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -37,3 +38,38 @@ def test_app_and_store_at_head_load_no_optional_package(tmp_path: Path) -> None:
         capture_output=True, text=True, timeout=120, check=True,
     )
     assert out.stdout.strip() == ""
+
+
+#: The worker's side: `parkgate api` serves definitions, it runs no tool.
+WORKER_ONLY = ("cedarpy", "websockets", "parkgate.workflows", "parkgate.activities",
+               "parkgate.pipeline", "parkgate.runtime.worker", "parkgate.rules.cedar")
+
+API_PROBE = """
+import asyncio, sys
+import parkgate.api.app
+from parkgate.runtime.embedded import run_api
+from parkgate.runtime.http_server import api_server
+from parkgate.runtime.tool_registry import tool_registry
+from parkgate.settings import Settings
+
+async def asgi(scope, receive, send) -> None:
+    pass
+
+registry = asyncio.run(tool_registry(Settings(mcp_servers=dict())))
+api_server(asgi).config.load()  # uvicorn picks its protocols here
+print(len(registry.names()))
+print(",".join(sorted(m for m in {worker_only!r} if m in sys.modules)))
+"""
+
+
+def test_the_api_process_loads_no_worker_part(tmp_path: Path) -> None:
+    # `parkgate api` builds the tools' registry, not the worker's pipeline (no
+    # policy, Cedar, sandbox, activities or workflows), and serves no WebSocket.
+    out = subprocess.run(
+        [sys.executable, "-c", API_PROBE.format(worker_only=WORKER_ONLY)],
+        capture_output=True, text=True, timeout=120, check=True, cwd=tmp_path,
+        env={**os.environ, "PARKGATE_DATA_DIR": str(tmp_path / "data")},
+    )
+    tools, loaded = out.stdout.split("\n")[:2]
+    assert int(tools) > 0  # the built-in tools are there
+    assert loaded == ""

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from bench.at_rest import API_ROW, WORKER_ROW
 from bench.cli import DEFAULT_PHASES, PHASES
 from bench.client_call import CALL_ROW, STEPS
 from bench.peers import missing_extra
@@ -119,6 +120,11 @@ def _check_scale_rows(rows: dict[str, Any]) -> None:
         abs=0.2)
     assert total["target"] == "< 400 MB" and total["met"] in (True, False)
     assert rows["dev server RSS with 4 parked (not in the target)"]["target"] is None
+    # Each process at rest, before it served anything: RSS and the modules it imported.
+    for name in (API_ROW, WORKER_ROW):
+        assert rows[name]["value"] > 0 and "modules imported" in rows[name]["note"]
+        assert int(rows[name]["note"].split()[0]) > 100
+    assert rows[API_ROW]["target"] == "< 100 MB" and rows[API_ROW]["met"] in (True, False)
 
 
 @pytest.mark.slow
