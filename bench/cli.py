@@ -13,6 +13,8 @@ Optional phases (`--phases` names them; not run by default):
   drain       the parked phase's drain with 1, 2, 3 worker processes
   claude_code the Claude Code hook for a Read allowed by policy (PreToolUse ->
               allow, PostToolUse recorded), beside the floor
+  command_hook  `parkgate hook codex|claude-code|gemini` processes answering a
+              read allowed by policy, process start included (target p50 <= 150 ms)
   client      a client-executed call through the agent's gate (submit ->
               released -> claim -> run -> outcome) and each request, beside
               the floor (--calls calls, one after another)
@@ -45,7 +47,8 @@ from bench.progress import Reporter
 from bench.report import Machine, Report
 
 DEFAULT_PHASES = ("latency", "approval", "parked", "history")
-PHASES = (*DEFAULT_PHASES, "throughput", "drain", "peers", "claude_code", "client", "scale")
+PHASES = (*DEFAULT_PHASES, "throughput", "drain", "peers", "claude_code", "command_hook",
+          "client", "scale")
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_PG_ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
 INTEGRITY = ("lost", "ran twice", "hash chain")
@@ -232,6 +235,7 @@ async def run_phases(args: argparse.Namespace, report: Report, ui: Reporter) -> 
         approval,
         claude_code_hook,
         client_call,
+        command_hook,
         drain,
         history,
         latency,
@@ -299,6 +303,8 @@ async def run_phases(args: argparse.Namespace, report: Report, ui: Reporter) -> 
                     "claude_code": lambda: claude_code_hook.run(stack, report, ui,
                                                                 samples=size["approvals"],
                                                                 profile=args.profile),
+                    "command_hook": lambda: command_hook.run(stack, report, ui,
+                                                             samples=size["approvals"]),
                     "client": lambda: client_call.run(stack, report, ui, calls=size["calls"],
                                                       profile=args.profile),
                 }
