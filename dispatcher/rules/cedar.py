@@ -8,6 +8,9 @@ resource ``Parkgate::Tool::"<tool>"``. A matching ``forbid`` denies; matching
 ``@approvers``, ``@quorum``), the strictest of them wins; no permit says nothing
 (the YAML policy decides). The caller combines this with the YAML decision,
 strictest wins. Evaluation is pure (no I/O), so it runs inside classification.
+
+cedarpy is imported where a policy is parsed, checked or evaluated: a
+deployment without ``policy_files`` never loads it (issue 41).
 """
 
 from __future__ import annotations
@@ -19,8 +22,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-import cedarpy
 
 from parkgate.models import SideEffects, ToolDefinition
 from parkgate.rules.policy import PolicyDecision, PolicyError, strictness
@@ -149,6 +150,8 @@ def _resolve_approvers(raw: str, where: str, approvers: Iterable[str],
 
 def _policy(file: str, line: int, text: str, approvers: Iterable[str],
             groups: Mapping[str, Iterable[str]]) -> CedarPolicy:
+    import cedarpy
+
     where = f"{file}:{line}"
     try:
         parsed = json.loads(cedarpy.policies_to_json_str(text))
@@ -180,6 +183,8 @@ class CedarPolicies:
     """The loaded policy files: decide one call, check against a schema."""
 
     def __init__(self, policies: list[CedarPolicy]) -> None:
+        import cedarpy
+
         self.policies = policies
         self.by_id = {p.id: p for p in policies}
         document = {"staticPolicies": {p.id: p.body for p in policies},
@@ -220,6 +225,8 @@ class CedarPolicies:
         ``context.input has comand`` when no tool has that field (``fields``):
         Cedar types it false, which would make the policy silently never match.
         """
+        import cedarpy
+
         known = set(tools)
         input_names = None if fields is None else set(fields)
         problems: list[str] = []
@@ -247,6 +254,8 @@ class CedarPolicies:
         A matching forbid denies; so does a forbid that could not be evaluated
         on this call (fail closed). Matching permits: the strictest mode wins.
         """
+        import cedarpy
+
         result = cedarpy.is_authorized(_request(request), self._set, _entities(request))
         reasons = [r for r in result.diagnostics.reasons if r in self.by_id]
         broken = [m.group(1) for e in result.diagnostics.errors

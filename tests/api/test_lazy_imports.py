@@ -1,7 +1,7 @@
 """The optional integrations stay unloaded until used (docs/PERFORMANCE.md, "Scale on
 one machine"): an API without MCP clients, Slack or OIDC, and a store opened at head,
-do not pay for the MCP SDK, slack-sdk/aiohttp, Authlib/joserfc, Alembic, or (without
-webhooks) httpx. The worker's recipe is imported too."""
+do not pay for the MCP SDK, slack-sdk/aiohttp, Authlib/joserfc, Alembic, (without
+webhooks) httpx, or (without policy_files) cedarpy. The worker's recipe is imported too."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ from pathlib import Path
 from parkgate.store.migrate import upgrade
 from tests.fixtures.db import fresh_sqlite_url
 
-OPTIONAL = ("mcp", "mcp_types", "slack_sdk", "aiohttp", "authlib", "joserfc", "alembic", "httpx")
+OPTIONAL = ("mcp", "mcp_types", "slack_sdk", "aiohttp", "authlib", "joserfc", "alembic", "httpx",
+            "cedarpy")
 
 PROBE = """
 import asyncio, sys
