@@ -95,6 +95,7 @@ def settle_charges(conn: Connection, session_id: str, tool_use_id: str) -> None:
                CHARGES.c.state)
         .where(CHARGES.c.session_id == session_id, CHARGES.c.tool_use_id == tool_use_id,
                CHARGES.c.state.in_((RESERVED, OVER)))
+        .order_by(CHARGES.c.budget, CHARGES.c.scope, CHARGES.c.window_start)  # lock order
     ).mappings().all()
     if not open_rows:
         return
