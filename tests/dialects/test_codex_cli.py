@@ -53,6 +53,20 @@ async def test_a_read_runs_a_write_parks_and_runs_once_approved(
             ("Bash", CallStatus.SUCCEEDED), ("Bash", CallStatus.SUCCEEDED)]
 
 
+async def test_an_approvers_edit_is_what_runs(
+        codex_cli: Path, dev_temporal: Client, pg_repo: Repository, tmp_path: Path) -> None:
+    async with served(dev_temporal, pg_repo, tmp_path, codex_wait_seconds=60) as s:
+        write = ToolCall("exec_command", {"cmd": "printf v1 > app.txt"})
+        fake = FakeResponses([write, Reply("codex finished")])
+        async with fake.running():
+            run = asyncio.create_task(codex(s, codex_cli, fake))
+            await s.decide(await s.parked(), {"decision": "allow_with_edits", "edited_input":
+                                              {"command": "printf v2 > app.txt"}})
+            await run
+        assert (s.workspace / "app.txt").read_text() == "v2"
+        assert [c.status for c in await s.settled()] == [CallStatus.SUCCEEDED]
+
+
 async def test_a_denial_never_runs_and_the_model_reads_why(
         codex_cli: Path, dev_temporal: Client, pg_repo: Repository, tmp_path: Path) -> None:
     async with served(dev_temporal, pg_repo, tmp_path, codex_wait_seconds=60) as s:

@@ -151,3 +151,14 @@ async def test_codex_a_path_of_parkgates_own_is_denied(api_pg: ApiRig) -> None:
     out = r.json()["hookSpecificOutput"]
     assert out["permissionDecision"] == "deny" and "may not reach" in out[
         "permissionDecisionReason"], out
+
+
+async def test_codex_two_hooks_for_one_parked_call_run_it_once(api_pg: ApiRig) -> None:
+    sid = f"cx-{uuid.uuid4().hex[:8]}"
+    body = codex(api_pg, sid, tool_input={"command": "make deploy"})
+    await post(api_pg, "codex", body)
+    await approve(api_pg, sid, "turn-1")
+    answers = await asyncio.gather(post(api_pg, "codex", body), post(api_pg, "codex", body))
+    allowed = [a.json() for a in answers if a.json() == {}]
+    denied = [a.json() for a in answers if a.json() != {}]
+    assert len(allowed) == 1 and "claimed" in str(denied), [a.json() for a in answers]
