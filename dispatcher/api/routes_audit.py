@@ -17,6 +17,7 @@ from sqlalchemy import select
 
 from parkgate.api import csrf, oidc_sessions, routes_oidc
 from parkgate.api.approval_links import link_for_principal, links_for_admin, submitter_of
+from parkgate.api.budget_view import budget_lines
 from parkgate.api.deps import principal_of
 from parkgate.api.full_output import OutputFormat, output_response
 from parkgate.api.key_sessions import posted_form, sign_in, signed_in_key
@@ -282,6 +283,7 @@ async def audit_call(request: Request, call_id: str) -> Response:
         approval_url=approval_url, approver_links=approver_links,
         output_url=f"/audit/calls/{call_id}/output" if record.full_output is not None else None,
         identified=identity.describe(record.identity), turn_prompt=turn_prompt,
+        budgets=await budget_lines(repo, record.session_id, record.tool_use_id),
         **routes_oidc.signout_context(request, signout),
     )
     for nonce_signout in signout:

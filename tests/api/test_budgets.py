@@ -18,6 +18,7 @@ from parkgate.rules.budgets import UNIT
 from parkgate.store.budget_store import CHARGED, RELEASED
 from parkgate.store.repository import Repository
 from tests.api.rig import ApiRig, api_rig
+from tests.api.test_audit_pages import login as audit_login
 from tests.api.test_inbox import browser_for, login
 
 WRITES = {"writes": {"limit": 1, "tools": ["write_file"]}}
@@ -69,6 +70,16 @@ async def test_park_at_the_cap_then_approve_runs_and_charges_once(
         assert charge.state == CHARGED and charge.used_now == 2 * UNIT  # once, past the cap
         row = await api.repo.get_call(sid, "c2")
         assert row is not None and row.rule is not None and "budget:writes" in row.rule
+        # The audit: the parked event names the budget; the call's page shows its charge.
+        [asked] = [e for e in await api.repo.call_events(sid, "c2")
+                   if e.type == "tool.confirmation_requested"]
+        assert "budget:writes over its limit" in str(asked.data["rule"])
+        async with browser_for(api) as browser:
+            assert (await audit_login(api, browser, api.key)).status_code == 303
+            audit = await browser.get(f"/audit/calls/{row.id}")
+        assert audit.status_code == 200, audit.text
+        assert f"writes ({sid}): 2 of 1 used now (0 left); this call 1, charged" in \
+            html.unescape(audit.text)
 
 
 async def test_deny_budget_refuses_naming_it_and_a_call_that_never_ran_gives_back(
