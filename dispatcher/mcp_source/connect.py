@@ -1,4 +1,8 @@
-"""One client session to an MCP server, over stdio or streamable HTTP."""
+"""One client session to an MCP server, over stdio or streamable HTTP.
+
+The SDK's `Client` negotiates the protocol (2026-07-28 where the server speaks
+it, else the 2025 handshake) and declares the tasks extension, so a server may
+answer a long-running call with a task that parkgate follows (mcp_source.tasks)."""
 
 from __future__ import annotations
 
@@ -6,11 +10,13 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import httpx2
+from mcp import Client
 from mcp.client.session import ClientSession
-from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
 from parkgate.mcp_source.config import McpServer
+from parkgate.mcp_source.tasks import TasksClient
 
 
 @asynccontextmanager
@@ -21,13 +27,11 @@ async def open_session(server: McpServer) -> AsyncIterator[ClientSession]:
             command=server.command[0], args=server.command[1:], env=server.env or None,
             cwd=server.cwd,
         )
-        async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
-            await session.initialize()
-            yield session
+        async with Client(params, extensions=[TasksClient()]) as client:
+            yield client.session
         return
     assert server.url is not None
-    async with httpx2.AsyncClient(headers=server.headers, timeout=30) as http, \
-            streamable_http_client(server.url, http_client=http) as (read, write), \
-            ClientSession(read, write) as session:
-        await session.initialize()
-        yield session
+    http = httpx2.AsyncClient(headers=server.headers, timeout=30)
+    transport = streamable_http_client(server.url, http_client=http)
+    async with http, Client(transport, extensions=[TasksClient()]) as client:
+        yield client.session

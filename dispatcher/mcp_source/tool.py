@@ -12,6 +12,7 @@ from parkgate.context import ToolContext
 from parkgate.errors import ToolExecutionError
 from parkgate.mcp_source.config import McpServer
 from parkgate.mcp_source.connect import open_session
+from parkgate.mcp_source.tasks import TaskCreated, follow
 from parkgate.models import ImageBlock, ImageSource, TextBlock, ToolDefinition, ToolOutput
 
 
@@ -45,7 +46,14 @@ class McpTool:
     async def _call(self, input: dict[str, Any], tool_use_id: str) -> types.CallToolResult:
         async with open_session(self.server) as session:
             meta = cast(types.RequestParamsMeta, {"parkgate/tool_use_id": tool_use_id})
-            return await session.call_tool(self.remote_name, input, meta=meta)
+            result = await session.call_tool(self.remote_name, input, meta=meta,
+                                             allow_claimed=True)
+            if isinstance(result, TaskCreated):
+                return await follow(session, result)
+            if not isinstance(result, types.CallToolResult):
+                raise ToolExecutionError(f"MCP server {self.server_name!r} answered "
+                                         f"{self.remote_name!r} with {type(result).__name__}")
+            return result
 
     async def cancel(self) -> bool:
         """Cancel the request: the SDK sends notifications/cancelled and closes

@@ -11,6 +11,7 @@ import asyncio
 import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ import pytest
 from mcp import Client as McpClient
 from mcp.client.streamable_http import streamable_http_client
 from temporalio.client import Client
+from temporalio.testing import WorkflowEnvironment
 
 from parkgate.store.repository import Repository
 from tests.api.rig import ApiRig
@@ -164,6 +166,38 @@ async def test_fastmcp_client_task_handle_and_twenty_concurrent_tasks(
             assert all(not r.is_error for r in results)
         for i in range(20):
             assert (api.workspace / f"f{i}.txt").read_text() == f"{i}\n"
+
+
+async def test_a_task_waits_through_hours_of_skipped_time(
+    temporal_env: WorkflowEnvironment, sqlite_repo: Repository, tmp_path: Path
+) -> None:
+    """Approved three hours later: completed. Left a day: expired, failed with why.
+    (Time-skipping server; the task is created at once, `mcp_task_wait_seconds=0`,
+    so no wait on a workflow result skips time past the approval's expiry.)"""
+    settings = {**TASKS, "mcp_task_wait_seconds": 0.0}
+    async with served(temporal_env.client, sqlite_repo, tmp_path, **settings) as (api, base):
+        sid = await api.register()
+        async with official(base, sid, api.key) as mcp:
+            late = await create(mcp, "write_file", {"path": "h.txt", "content": "h\n"}, "toolu_h")
+            never = await create(mcp, "write_file", {"path": "n.txt", "content": "n"}, "toolu_n")
+            assert isinstance(late, ClientCreateTaskResult)
+            assert isinstance(never, ClientCreateTaskResult)
+            await api.wait_parked(sid, "toolu_h")
+            await api.wait_parked(sid, "toolu_n")
+            await temporal_env.sleep(timedelta(hours=3))
+            still = await get(mcp, late.task_id)
+            assert still.status == "working" and "parked for approval" in (
+                still.status_message or "")
+        await decide(api, sid, "toolu_h", "allow")
+        async with official(base, sid, api.key) as mcp:
+            done = await poll_until(mcp, late.task_id, "completed", "failed", "cancelled")
+            assert done.status == "completed", done
+            await temporal_env.sleep(timedelta(hours=25))
+            expired = await poll_until(mcp, never.task_id, "completed", "failed", "cancelled")
+            assert expired.status == "failed" and expired.error is not None, expired
+            assert expired.error["data"]["status"] == "expired"
+        assert (api.workspace / "h.txt").read_text() == "h\n"
+        assert not (api.workspace / "n.txt").exists()
 
 
 async def rpc(http: httpx.AsyncClient, url: str, method: str, params: dict[str, Any],
