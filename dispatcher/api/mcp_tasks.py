@@ -34,6 +34,7 @@ from parkgate.api.schemas import ID_RE, CallResource, call_resource
 from parkgate.api.service import CallService
 from parkgate.approvals.access import Role
 from parkgate.calls.records import CallStatus
+from parkgate.durable.call_errors import TEMPORAL_NO_ANSWER
 from parkgate.models import ToolUseBlock
 from parkgate.settings import Settings
 from parkgate.store.repository import Repository
@@ -133,11 +134,15 @@ class McpTasks:
         sid = caller.session.session_id
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.wait_seconds
-        resource = await self.calls.wait(sid, block.id, self.wait_seconds, turn_id=turn_id,
-                                         classified=True)
-        if resource is not None and resource.status in (CallStatus.QUEUED, CallStatus.RUNNING):
-            resource = await self.calls.wait(sid, block.id, max(0.0, deadline - loop.time()),
-                                             turn_id=turn_id)
+        try:
+            resource = await self.calls.wait(sid, block.id, self.wait_seconds,
+                                             turn_id=turn_id, classified=True)
+            if resource is not None and resource.status in (CallStatus.QUEUED,
+                                                            CallStatus.RUNNING):
+                resource = await self.calls.wait(
+                    sid, block.id, max(0.0, deadline - loop.time()), turn_id=turn_id)
+        except TEMPORAL_NO_ANSWER:
+            resource = None  # the call has started: its task answers once Temporal does
         if resource is not None and resource.finished:
             return finished_result(resource)
         if resource is not None and resource.status == CallStatus.RELEASED:
@@ -242,7 +247,16 @@ class McpTasks:
         tool_use_id = tid[len(prefix):] if tid.startswith(prefix) else ""
         if not _ID.match(tool_use_id):
             raise self._not_found(tid)
-        resource = await self.calls.resource(sid, tool_use_id)
+        try:
+            resource = await self.calls.resource(sid, tool_use_id)
+        except TEMPORAL_NO_ANSWER:
+            # A live call's workflow did not answer (load, a restart): its stored row will do.
+            row = await self.repo.get_call(sid, tool_use_id)
+            if row is None:
+                raise MCPError(code=types.INTERNAL_ERROR,
+                               message="parkgate cannot reach Temporal right now; "
+                               "ask again (the task is intact)") from None
+            resource = call_resource(row)
         if resource is None:
             raise self._not_found(tid)
         return tool_use_id, resource
