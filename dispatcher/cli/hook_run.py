@@ -19,8 +19,9 @@ deny without a reason, `ask`, or a timeout through).
 
 A hook process starts for every tool call, so `parkgate.cli.main` runs this
 without the rest of the CLI: the standard library and the wire format only
-(urllib, not httpx); parkgate's settings are read only when `--url` or
-`--timeout` is missing (`parkgate <agent> install` writes both).
+(parkgate.cli.hook_http: a socket, not httpx or urllib); parkgate's settings
+are read only when `--url` or `--timeout` is missing (`parkgate <agent>
+install` writes both).
 """
 
 from __future__ import annotations
@@ -29,12 +30,11 @@ import json
 import os
 import sys
 import threading
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from parkgate.cli import hook_http
 from parkgate.clients.claude_code_wire import (
     COMMAND_MARGIN,
     CONFIRM_PARAM,
@@ -264,11 +264,12 @@ class ParkWatch:
 
 def _get(base: str, path: str) -> Any:
     """A short GET of parkgate's API with the agent key (the watch's status read)."""
-    request = urllib.request.Request(
-        base + path, headers={"Authorization": f"Bearer {os.environ.get(KEY_ENV, '')}",
-                              "Accept": "application/json"})
-    with urllib.request.urlopen(request, timeout=5) as r:
-        return json.loads(r.read())
+    status, body = hook_http.request(
+        "GET", base + path, {"Authorization": f"Bearer {os.environ.get(KEY_ENV, '')}"},
+        None, 5)
+    if not 200 <= status < 300:  # a call still on its way answers 202
+        raise HookFailure(f"HTTP {status}")
+    return json.loads(body)
 
 
 def failed(event_name: str | None, reason: str, *, fail_open: bool,
@@ -337,21 +338,13 @@ def _post(raw: bytes, url: str | None, timeout: float | None, *,
     if not key:
         raise HookFailure(f"{KEY_ENV} is not set (the hook needs an agent key)")
     base, seconds = _target(url, timeout, wire)
-    request = urllib.request.Request(
-        base + path, data=raw, method="POST",
-        headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"})
     try:
-        with urllib.request.urlopen(request, timeout=seconds) as r:
-            status, body = r.status, r.read()
-    except urllib.error.HTTPError as exc:
-        raise HookFailure(_refusal(exc.code, _message(exc.read()))) from None
+        status, body = hook_http.request(
+            "POST", base + path,
+            {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}, raw,
+            seconds)
     except TimeoutError:
         raise HookFailure(f"parkgate at {base} did not answer within {seconds:g} s") from None
-    except urllib.error.URLError as exc:
-        if isinstance(exc.reason, TimeoutError):
-            raise HookFailure(
-                f"parkgate at {base} did not answer within {seconds:g} s") from None
-        raise HookFailure(f"parkgate could not be reached at {base} ({exc.reason})") from None
     except (OSError, ValueError) as exc:
         raise HookFailure(f"parkgate could not be reached at {base} ({exc})") from None
     if status != 200:
