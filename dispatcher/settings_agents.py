@@ -25,6 +25,8 @@ class AgentSettings(BaseModel):
     codex_tools: dict[str, ToolClass] = Field(default_factory=dict)
     gemini_wait_seconds: float = Field(default=50.0, ge=0, le=3000)
     gemini_tools: dict[str, ToolClass] = Field(default_factory=dict)
+    opencode_wait_seconds: float = Field(default=50.0, ge=0, le=3000)
+    opencode_tools: dict[str, ToolClass] = Field(default_factory=dict)
 
 
 def wait_seconds(settings: object, agent: str) -> float:

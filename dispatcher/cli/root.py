@@ -173,6 +173,7 @@ _MODULES = (
     "claude_code",
     "codex",
     "gemini",
+    "opencode",
     "hook",
 )
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from parkgate.dialects import codex, gemini  # noqa: F401 (each registers its dialect)
+from parkgate.dialects import codex, gemini, opencode  # noqa: F401 (each registers its dialect)
 from parkgate.dialects.base import AgentCall, Dialect, EventError, get, names, register
 
 if TYPE_CHECKING:
