@@ -14,6 +14,7 @@ from parkgate.models import utcnow
 from parkgate.store import audit_export, semantics
 from parkgate.store.base import BATCH
 from parkgate.store.blob_store import BlobTables
+from parkgate.store.budget_store import CHARGES
 from parkgate.store.call_store import CallStore
 from parkgate.store.chain import check_chain
 from parkgate.store.prompt_store import PromptStore
@@ -170,7 +171,8 @@ class AuditStore(CallStore, BlobTables, PromptStore):
         chain. Only terminal calls are removed (by finished_at, else updated_at);
         a composed call's sub-call rows go with it, and so do blobs no retained
         call refers to (`prune_blobs`), and turn prompts no call is filed under
-        (`prune_prompts`). Returns the number of `tool_calls` rows
+        (`prune_prompts`), and its budget charges (the budgets' windows keep
+        what they counted). Returns the number of `tool_calls` rows
         deleted.
         """
         cutoff = as_utc(now or utcnow()) - older_than
@@ -212,6 +214,9 @@ class AuditStore(CallStore, BlobTables, PromptStore):
                             ),
                         )
                     )
+                    # Its budget charges (settled: the call ended); windows keep their counts.
+                    await conn.execute(delete(CHARGES).where(CHARGES.c.session_id == sid,
+                                                             CHARGES.c.tool_use_id == tid))
                     result = await conn.execute(
                         delete(CALLS).where(
                             CALLS.c.session_id == sid,

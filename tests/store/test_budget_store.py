@@ -121,3 +121,14 @@ async def test_windows_roll_over(repo: Repository) -> None:
     assert later[0].window_start == at_cap[0].window_start + timedelta(hours=1)
     answers, _ = await repo.reserve_budgets(session, "c", later)
     assert answers[0].fits and answers[0].used_before == 0
+
+
+async def test_pruning_a_call_removes_its_charges_not_the_windows_count(
+        repo: Repository) -> None:
+    session = uid("s")
+    charges = _charges(BudgetSpec(limit=2), session)
+    await repo.reserve_budgets(session, "c", charges)
+    await repo.apply([], finished(session, "c", started_at=NOW, finished_at=NOW))
+    assert await repo.prune(timedelta(days=1), now=NOW + timedelta(days=2)) == 1
+    assert await repo.call_charges(session, "c") == []
+    assert (await repo.budget_usage([charges[0].key]))[charges[0].key] == UNIT
