@@ -93,20 +93,31 @@ async def _finished(g: Gate, call_id: str) -> Any:
     return row if row is not None and row.result is not None else None
 
 
-async def test_denied_call_never_runs_and_the_model_reads_why(gate: Any,
-                                                              opencode_cli: Path) -> None:
+async def test_a_denial_never_runs_and_an_approvers_edit_is_what_runs(
+        gate: Any, opencode_cli: Path) -> None:
+    """One opencode run: a shell call denied (the model reads why), then a
+    write approved with an edit (the edited input is what opencode runs)."""
     async with gate(opencode_wait_seconds=60) as g:
         shell = ToolCall("bash", {"command": "touch denied.txt", "description": "touch"})
-        fake = FakeChatCompletions([shell, Reply("ok, not doing it")])
+        target = g.api.workspace / "app.txt"
+        write = ToolCall("write", {"filePath": str(target), "content": "version 1\n"})
+        fake = FakeChatCompletions([shell, write, Reply("done")])
         async with fake.running():
             run_task = asyncio.create_task(opencode(g, opencode_cli, fake))
             sid, call = await parked_call(g, shell)
             await decide(g, sid, call, {"decision": "deny", "reason": "not on a Friday"})
+            sid, call = await parked_call(g, write)
+            assert "not on a Friday" in fake.output_of(shell)
+            await decide(g, sid, call, {"decision": "allow_with_edits", "edited_input": {
+                "filePath": str(target), "content": "version 2\n"}})
             run = await run_task
         assert run.returncode == 0, run.describe()
         assert not (g.api.workspace / "denied.txt").exists()
-        assert "not on a Friday" in fake.output_of(shell)
         assert (await g.call(shell.id)).status.value == "denied"  # type: ignore[union-attr]
+        assert target.read_text() == "version 2\n"
+        assert [t["state"]["status"] for t in tool_events(run, write)] == ["completed"]
+        done = await until(lambda: _finished(g, write.id))
+        assert done.status.value == "succeeded", done
 
 
 async def test_parkgate_stopped_or_garbled_blocks_the_call(gate: Any,
