@@ -32,6 +32,7 @@ MATRIX: dict[str, set[str]] = {
     "start": {"agent"},
     "outcome": {"agent"},
     "claude_code_hook": {"agent"},
+    "agent_hook": {"agent"},
     "tools": set(ROLES),
     "decide": {"approver"},
     "audit_query": {"auditor"},
@@ -86,6 +87,11 @@ async def request_for(api: ApiRig, endpoint: str, sid: str, key: str) -> httpx.R
             return await http.post("/v1/hooks/claude-code", headers=h, json={
                 "hook_event_name": "PostToolUse", "session_id": sid, "tool_name": "Read",
                 "tool_input": {}, "tool_use_id": "toolu_none", "tool_response": "x"})
+        case "agent_hook":
+            return await http.post("/v1/hooks/codex", headers=h, json={
+                "hook_event_name": "PostToolUse", "session_id": sid, "turn_id": "t1",
+                "cwd": "/", "tool_name": "Bash", "tool_input": {"command": "true"},
+                "tool_use_id": "call_none", "tool_response": "x"})
         case "tools":
             return await http.get(f"/v1/sessions/{sid}/tools", headers=h)
         case "decide":
