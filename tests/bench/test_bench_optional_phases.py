@@ -1,5 +1,5 @@
-"""The optional phases (throughput, drain, peers, claude_code, client, scale) run for real
-at smoke size, several phases to a run where they do not interfere (each bench
+"""The optional phases (throughput, drain, peers, claude_code, command_hook, client,
+scale) run for real at smoke size, several phases to a run where they do not interfere (each bench
 start costs a dev server and a worker).
 
 Not a timed test: it checks that each phase prints its rows in the table and
@@ -27,7 +27,7 @@ from tests.fixtures.db import PG_ADMIN_URL
 
 def test_optional_phases_are_not_default() -> None:
     assert set(PHASES) - set(DEFAULT_PHASES) == {"throughput", "drain", "peers", "claude_code",
-                                                   "client", "scale"}
+                                                   "command_hook", "client", "scale"}
 
 
 @pytest.mark.devserver
@@ -36,7 +36,7 @@ async def test_client_and_claude_code_phases_smoke(tmp_path: Path) -> None:
     """Both client paths in one run: each phase times a floor after each of its
     own calls, on its own worker, so their rows carry the ratio to it."""
     out_json = tmp_path / "smoke.json"
-    code, out, err = await _bench("--smoke", "--phases", "client,claude_code",
+    code, out, err = await _bench("--smoke", "--phases", "client,claude_code,command_hook",
                                   "--json", str(out_json))
     assert code == 0, f"stdout:\n{out}\nstderr:\n{err}"
     data = json.loads(out_json.read_text())
@@ -46,6 +46,11 @@ async def test_client_and_claude_code_phases_smoke(tmp_path: Path) -> None:
     _check_client_rows({r["name"]: r for r in data["rows"] if r["section"] == "client"},
                        table)
     _check_hook_rows({r["name"]: r for r in data["rows"] if r["section"] == "claude_code"})
+    # The command hook processes (issue 38 item 5): one pre row with the target
+    # and one post row per agent.
+    command = [r for r in data["rows"] if r["section"] == "command_hook"]
+    assert len(command) == 6 and all(r["n"] == 2 and r["p50_ms"] > 0 for r in command)
+    assert sum(r["target"] == "p50 ≤ 150 ms" for r in command) == 3
 
 
 @pytest.mark.devserver
