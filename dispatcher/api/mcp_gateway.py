@@ -8,7 +8,8 @@ class; `tools/call` goes through the same CallService as the /v1 submit route
 call holds the request with progress notifications until it is decided or
 `mcp_call_wait_seconds` pass; then the result is an error naming the
 tool_use_id, and calling again with `_meta.tool_use_id` attaches to the call.
-A client that asks for an MCP task gets one instead (parkgate.api.mcp_tasks).
+A client that asks for an MCP task gets one instead (parkgate.api.mcp_tasks); a
+2026-07-28 client without tasks gets `input_required` (parkgate.api.mcp_rounds).
 The route is mounted by parkgate.api.mcp_endpoint, which imports this module
 (and the SDK) on the endpoint's first request.
 """
@@ -25,12 +26,13 @@ from typing import Any
 import mcp_types as types
 from mcp.server import Server, ServerRequestContext
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.shared.exceptions import MCPError
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.types import Receive, Scope, Send
 
 from parkgate import jcs
-from parkgate.api import mcp_tasks, tool_classes
+from parkgate.api import mcp_rounds, mcp_tasks, tool_classes
 from parkgate.api.approval_links import link_for_principal, submitter_of
 from parkgate.api.attach import same_input_call
 from parkgate.api.deps import ApiDeps, principal_of
@@ -179,10 +181,13 @@ class McpGateway:
 
     async def _call_tool(
         self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
-    ) -> types.CallToolResult | dict[str, Any]:
+    ) -> types.CallToolResult | types.InputRequiredResult | dict[str, Any]:
         caller = caller_of(ctx)
         as_task = mcp_tasks.requested(ctx, params)
         meta = dict(ctx.meta or {})
+        named = self._named_call(ctx, caller, params)
+        if named is not None:  # a retry with parkgate's requestState: attach to that call
+            meta.update({META_TOOL_USE_ID: named.tool_use_id, META_TURN_ID: named.turn_id})
         if not caller.principal.has(Role.AGENT):
             return error_result(f"API key {caller.principal.name!r} lacks the agent role: "
                           "it may list tools but not call them")
@@ -213,6 +218,8 @@ class McpGateway:
                                             tool_classes.floor(self.settings, self.deps.registry)))
             if as_task:
                 return await self.tasks.answer(ctx, caller, block, turn_id)
+            if mcp_rounds.wanted(ctx):
+                return await self._rounds(ctx, caller, block, turn_id)
             return await self._follow(ctx, caller, block, turn_id)
         except IdempotencyConflictError as exc:
             return error_result(f"_meta.tool_use_id {tool_use_id!r} already names another call "
@@ -221,6 +228,31 @@ class McpGateway:
             return error_result(f"parkgate cannot reach Temporal right now; call again with "
                           f"_meta.tool_use_id={tool_use_id!r} (nothing runs twice)",
                           tool_use_id)
+
+    def _named_call(self, ctx: ServerRequestContext[Any], caller: Caller,
+                    params: types.CallToolRequestParams) -> mcp_rounds.NamedCall | None:
+        """The call a 2026-07-28 retry's requestState names; a foreign state is refused."""
+        if params.request_state is None or not mcp_tasks.is_modern(ctx):
+            return None
+        named = mcp_rounds.unseal(self.secret, params.request_state)
+        if named is None or named.session_id != caller.session.session_id or (
+                named.tool != params.name):
+            raise MCPError(code=types.INVALID_PARAMS,
+                           message="requestState was not issued by parkgate for this tool "
+                           "in this session")
+        return named
+
+    async def _rounds(
+        self, ctx: ServerRequestContext[Any], caller: Caller, block: ToolUseBlock, turn_id: str
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        """2026-07-28 without tasks: a parked call answers `input_required` at once."""
+        sid = caller.session.session_id
+        resource = await self.calls.wait(sid, block.id, self.settings.mcp_task_wait_seconds,
+                                         turn_id=turn_id, classified=True)
+        if resource is not None and resource.status == CallStatus.PARKED:
+            return mcp_rounds.parked_answer(self.secret, self.tasks.inbox, block, turn_id,
+                                            sid, resource)
+        return await self._follow(ctx, caller, block, turn_id)
 
     async def _follow(
         self, ctx: ServerRequestContext[Any], caller: Caller, block: ToolUseBlock, turn_id: str

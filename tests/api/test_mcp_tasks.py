@@ -25,6 +25,7 @@ from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
 from parkgate.store.repository import Repository
+from parkgate.store.results import CallFilters
 from tests.api.rig import ApiRig
 from tests.api.test_mcp_gateway import served, text_of
 
@@ -267,3 +268,51 @@ async def test_protocol_2025_11_25_tasks_on_the_wire(
                                       json={"jsonrpc": "2.0", "id": 9, "method": "tasks/get",
                                             "params": {"taskId": task["taskId"]}})
             assert foreign.status_code == 404
+
+
+async def test_protocol_2026_without_tasks_answers_input_required_with_the_inbox(
+    dev_temporal: Client, sqlite_repo: Repository, tmp_path: Path
+) -> None:
+    """The official Client's own multi-round-trip driver: the URL input request
+    names the inbox item (never the signed link); the person decides there; the
+    client's retry with parkgate's requestState attaches to the same call."""
+    async with served(dev_temporal, sqlite_repo, tmp_path, **TASKS) as (api, base):
+        sid = await api.register()
+        asked: list[types.ElicitRequestURLParams] = []
+
+        async def person(context: Any, params: Any) -> types.ElicitResult:
+            assert isinstance(params, types.ElicitRequestURLParams)
+            asked.append(params)
+            await decide(api, sid, "toolu_mr", "allow")
+            return types.ElicitResult(action="accept")
+
+        http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {api.key}"}, timeout=30)
+        transport = streamable_http_client(f"{base}/v1/sessions/{sid}/mcp", http_client=http)
+        async with http, McpClient(transport, elicitation_callback=person) as mcp:
+            assert mcp.session.protocol_version == "2026-07-28"
+            result = await mcp.call_tool("write_file", {"path": "mr.txt", "content": "mr\n"},
+                                         meta={"tool_use_id": "toolu_mr"})
+            assert not result.is_error, text_of(result)
+            assert (result.meta or {})["parkgate/status"] == "succeeded"
+            parked = await mcp.session.call_tool(
+                "write_file", {"path": "p.txt", "content": "p"}, meta={"tool_use_id": "toolu_p"},
+                allow_input_required=True)
+            assert isinstance(parked, types.InputRequiredResult) and parked.request_state
+            again = await mcp.session.call_tool(  # no _meta: the state names the call
+                "write_file", {"path": "p.txt", "content": "p"},
+                request_state=parked.request_state, allow_input_required=True)
+            assert isinstance(again, types.InputRequiredResult)
+            assert (again.meta or {})["tool_use_id"] == "toolu_p"
+            forged = parked.request_state[:-2] + ("AA" if parked.request_state[-2:] != "AA"
+                                                  else "BB")
+            with pytest.raises(Exception) as refused:
+                await mcp.session.call_tool("write_file", {"path": "p.txt", "content": "p"},
+                                            request_state=forged, allow_input_required=True)
+            assert "requestState" in str(refused.value)
+        assert len(asked) == 1 and asked[0].url.startswith(f"{base}/inbox#r-")
+        assert "parked for approval" in asked[0].message and "/approve/" not in asked[0].url
+        assert (api.workspace / "mr.txt").read_text() == "mr\n"
+        listed = await api.repo.list_calls(CallFilters(session_id=sid))
+        assert sorted(c.tool_use_id for c in listed.items) == ["toolu_mr", "toolu_p"]
+        events = (await api.http.get(f"/v1/sessions/{sid}/tool-calls/toolu_mr/events")).json()
+        assert [e["type"] for e in events["events"]].count("tool.completed") == 1
