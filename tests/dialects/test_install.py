@@ -13,7 +13,9 @@ from pathlib import Path
 import pytest
 
 from parkgate.dialects.hook_files import HookFileError, codex_hooks, set_trusted_hash
+from parkgate.runtime.ports import free_port
 from tests.claude_code.conftest import PARKGATE
+from tests.fixtures.serve import Serve, serve_environment
 
 
 def run(*args: str, home: Path, env: dict[str, str] | None = None,
@@ -115,3 +117,23 @@ def test_codex_install_trusts_its_hooks_as_codex_reports(codex_cli: Path, tmp_pa
     (codex_home / "hooks.json").write_text(json.dumps(hooks))
     lost = run("codex", "install", "--check", home=tmp_path, env=env, check=False)
     assert lost.returncode != 0 and "NOT trusted" in lost.stderr + lost.stdout
+
+
+@pytest.mark.devserver
+@pytest.mark.slow  # a real `parkgate serve` (its own dev server)
+def test_install_points_at_the_running_serve_of_the_data_dir(tmp_path: Path) -> None:
+    """No --url and no PARKGATE_API_URL: the hook posts to the `parkgate serve`
+    running on PARKGATE_DATA_DIR, not to public_base_url."""
+    env = serve_environment(tmp_path)
+    serve = Serve(env, free_port(), tmp_path / "serve.log")
+    try:
+        api = serve.wait_ready()["api"]
+        out = subprocess.run(
+            [str(PARKGATE), "gemini", "install", "--print"], capture_output=True, text=True,
+            timeout=60, env={**env, "HOME": str(tmp_path),
+                             "PARKGATE_PUBLIC_BASE_URL": "http://phone.example:1"})
+        assert out.returncode == 0, out.stderr
+        assert f"--url {api.rstrip('/')} " in out.stdout, (api, out.stdout)
+        assert serve.interrupt() == 0, serve.text()
+    finally:
+        serve.kill()
