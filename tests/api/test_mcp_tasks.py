@@ -19,6 +19,17 @@ import httpx
 import httpx2
 import mcp_types as types
 import pytest
+from fastmcp import Client as FastClient
+from fastmcp.client.transports import StreamableHttpTransport
+from fastmcp_tasks.client import TasksClientExtension, call_tool_task
+from fastmcp_tasks.client_models import (
+    CancelTaskRequest,
+    CancelTaskRequestParams,
+    ClientCreateTaskResult,
+    ClientGetTaskResult,
+    GetTaskRequest,
+    GetTaskRequestParams,
+)
 from mcp import Client as McpClient
 from mcp.client.streamable_http import streamable_http_client
 from temporalio.client import Client
@@ -28,19 +39,6 @@ from parkgate.store.repository import Repository
 from parkgate.store.results import CallFilters
 from tests.api.rig import ApiRig
 from tests.api.test_mcp_gateway import served, text_of
-
-fastmcp_tasks = pytest.importorskip("fastmcp_tasks", reason="fastmcp-tasks (dev extra)")
-from fastmcp import Client as FastClient  # noqa: E402
-from fastmcp.client.transports import StreamableHttpTransport  # noqa: E402
-from fastmcp_tasks.client import TasksClientExtension, call_tool_task  # noqa: E402
-from fastmcp_tasks.client_models import (  # noqa: E402
-    CancelTaskRequest,
-    CancelTaskRequestParams,
-    ClientCreateTaskResult,
-    ClientGetTaskResult,
-    GetTaskRequest,
-    GetTaskRequestParams,
-)
 
 TASKS = {"mcp_task_wait_seconds": 1.0, "mcp_task_poll_seconds": 0.2}
 ACCEPT = {"Accept": "application/json, text/event-stream",

@@ -8,7 +8,6 @@ import asyncio
 import sys
 from pathlib import Path
 
-import pytest
 from temporalio.client import Client
 
 from parkgate.mcp_source.config import McpServer
@@ -16,7 +15,6 @@ from parkgate.mcp_source.discover import discover
 from parkgate.store.repository import Repository
 from tests.api.rig import api_rig
 
-pytest.importorskip("fastmcp_tasks", reason="fastmcp-tasks (dev extra)")
 SERVER = str(Path(__file__).with_name("task_server.py"))
 
 
