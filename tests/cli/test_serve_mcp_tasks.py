@@ -1,20 +1,22 @@
 """An MCP task outlives its client and `parkgate serve`: the official `mcp` SDK
 client (protocol 2026-07-28, tasks extension) creates a task for a parked call
-and disconnects; serve stops and starts again; `parkgate approve` decides; a new
-client connection polls the same task id to the tool's result."""
+and disconnects; serve stops and starts again; a person signs in to the inbox
+(the URL the task's status names) and approves; a new client connection polls
+the same task id to the tool's result."""
 
 from __future__ import annotations
 
 import asyncio
-import subprocess
+import re
 from pathlib import Path
 
 import httpx
 import pytest
 
 from parkgate.runtime.ports import free_port
+from tests.api.test_inbox import decide as inbox_decide
+from tests.api.test_inbox import login
 from tests.api.test_mcp_tasks import create, get, official, poll_until
-from tests.cli.conftest import parkgate_argv
 from tests.fixtures.serve import Serve, serve_environment
 
 pytestmark = [pytest.mark.devserver, pytest.mark.slow, pytest.mark.timeout(300)]
@@ -59,10 +61,19 @@ def test_a_task_survives_a_serve_restart(tmp_path: Path) -> None:
         message = asyncio.run(still_working())
         assert "parked for approval" in message and "/approve/" not in message
         request_id = message.split("(request ")[1].split(")")[0]
-        decided = subprocess.run(
-            [*parkgate_argv(), "approve", request_id, "--reason", "fine", "--as", "tester"],
-            env=env, capture_output=True, text=True, timeout=60)
-        assert decided.returncode == 0, decided.stderr
+        inbox = message.split("in the inbox at ")[1].split(". ")[0]
+        assert inbox == f"{base}/inbox"
+        approver = re.search(r"PARKGATE_APPROVER_KEY=(\S+)", second.text())
+        assert approver is not None, second.text()
+
+        async def approve_in_the_inbox() -> None:
+            async with httpx.AsyncClient(base_url=base, timeout=30) as browser:
+                signed_in = await login(browser, approver.group(1))
+                assert signed_in.status_code in (302, 303), signed_in.text[:500]
+                decided = await inbox_decide(browser, request_id, "allow")
+                assert decided.status_code in (200, 302, 303), decided.text[:500]
+
+        asyncio.run(approve_in_the_inbox())
 
         async def result() -> None:
             async with official(base, "s1", key) as mcp:
