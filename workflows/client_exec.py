@@ -18,8 +18,8 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy
-from temporalio.exceptions import ApplicationError
+
+from parkgate.workflows.client_updates import WRITE_RETRY, WRITE_TIMEOUT, ClientUpdates
 
 with workflow.unsafe.imports_passed_through():
     from parkgate.approvals import proof
@@ -27,27 +27,18 @@ with workflow.unsafe.imports_passed_through():
     from parkgate.calls.records import CallFacts, CallStatus
     from parkgate.durable import activity_defs as acts
     from parkgate.durable.client_payloads import (
-        CLIENT_REJECTED_ERROR_TYPE,
-        KIND_START,
         UNCLAIMED_TEXT,
-        UPDATE_CLAIM,
-        UPDATE_OUTCOME,
-        UPDATE_START,
         ClaimInput,
         ClaimRecord,
-        ClaimResult,
         ClientOutcomeRecord,
-        ClientReject,
         OutcomeInput,
         OutcomeResult,
         ReleaseView,
-        StartInput,
     )
     from parkgate.durable.payloads import CallOutcome, RecordInput
     from parkgate.models import (
         ToolErrorClass,
         input_sha256,
-        is_input_sha256,
         legacy_input_sha256,
     )
     from parkgate.verdicts import PreparedCall
@@ -58,21 +49,10 @@ if TYPE_CHECKING:
     from parkgate.durable.payloads import CallInput
     from parkgate.verdicts import ApprovalInfo
 
-_WRITE_TIMEOUT = timedelta(seconds=10)
-_WRITE_RETRY = RetryPolicy(
-    initial_interval=timedelta(milliseconds=200), maximum_interval=timedelta(seconds=10)
-)
 #: workflow.patched id: a call started from here on is released with its RFC 8785
 #: input_sha256 (parkgate.jcs); one started before keeps the json.dumps form.
 #: Asked at the start of a call with a client tool (ToolCallWorkflow._run).
 PATCH_JCS_INPUT_SHA256 = "jcs-input-sha256"
-#: workflow.patched id: a report carrying the released input's hash in its other
-#: form (RFC 8785 or json.dumps) is taken, so a call in flight across the upgrade
-#: finishes whichever version its client is; refusals recorded before replay as such.
-PATCH_EITHER_SHA256_FORM = "either-input-sha256-form"
-#: Refused reports (wrong hash) recorded per call; more are refused unrecorded
-#: (the history of one call stays bounded).
-_MAX_RECORDED_REFUSALS = 20
 
 #: A claim is a reservation its holder starts before it runs the tool.
 PATCH_CLAIM_RESERVATION = "claim-reservation"
@@ -83,8 +63,9 @@ OUTCOME_UNKNOWN_TEXT = (
 )
 
 
-class ClientExecution:
-    """Mixin of ToolCallWorkflow: the release/claim/outcome path and its updates."""
+class ClientExecution(ClientUpdates):
+    """Mixin of ToolCallWorkflow: the release/claim/outcome path (its updates,
+    claim, start_claim and report_outcome, in client_updates.py)."""
 
     # Provided by ToolCallWorkflow.
     if TYPE_CHECKING:
@@ -358,8 +339,8 @@ class ClientExecution:
                                 request_id=self._request_id(),
                                 started_at=claim.started_at or claim.claimed_at,
                                 finished_at=now),
-            start_to_close_timeout=_WRITE_TIMEOUT,
-            retry_policy=_WRITE_RETRY,
+            start_to_close_timeout=WRITE_TIMEOUT,
+            retry_policy=WRITE_RETRY,
         )
         duration = (now - (claim.started_at or claim.claimed_at)).total_seconds() * 1000
         outcome = CallOutcome(
@@ -411,225 +392,5 @@ class ClientExecution:
                                  remember=res.remember)
         await workflow.execute_activity(
             acts.record_committed, record,
-            start_to_close_timeout=_WRITE_TIMEOUT, retry_policy=_WRITE_RETRY,
-        )
-
-    def _check_proof(self, inp: ClaimInput | OutcomeInput | StartInput, kind: str) -> None:
-        """Only parkgate's API may claim or report (issue 28): checked first,
-        before the refusal could tell anything of the call's state."""
-        unproven = proof.problem(inp, kind, workflow.info().workflow_id)
-        if unproven is not None:
-            raise ApplicationError(f"{kind} refused: {unproven}", ClientReject.UNPROVEN.value,
-                                   {}, type=CLIENT_REJECTED_ERROR_TYPE, non_retryable=True)
-
-    # --------------------------------------------------------------- claim
-    def _claim_problem(self, inp: ClaimInput | None = None
-                       ) -> tuple[ClientReject, str] | None:
-        if self._claim is not None:
-            if self._may_take_over(inp) and not self._status.terminal:
-                return None
-            return ClientReject.ALREADY_CLAIMED, "the call was already claimed"
-        if self._release is not None and not self._status.terminal:
-            return None  # released (or its release write in flight: the claim waits)
-        if self._status == CallStatus.UNCLAIMED:
-            return ClientReject.ENDED, UNCLAIMED_TEXT
-        if self._status.terminal:
-            return ClientReject.ENDED, f"the call has ended ({self._status.value})"
-        return ClientReject.NOT_RELEASED, f"the call is not released ({self._status.value})"
-
-    def _is_current(self, claim: ClaimRecord) -> bool:
-        current = self._claim
-        return current is claim or (current is not None and claim.claim_id is not None
-                                    and current.claim_id == claim.claim_id)
-
-    def _may_take_over(self, inp: ClaimInput | None) -> bool:
-        """The standing claim is an unstarted reservation of the same claimer
-        (a restarted agent, which never received it or never ran it)."""
-        claim = self._claim
-        return (inp is not None and inp.claim_id is not None and claim is not None
-                and not claim.started and claim.claimed_by == inp.claimed_by
-                and self._report is None)
-
-    def _rejection(self, reason: ClientReject, message: str) -> ApplicationError:
-        info: dict[str, Any] = {"status": self._status.value}
-        if self._claim is not None:
-            info["claim"] = self._claim.model_dump(mode="json")
-        if self._release is not None:
-            info["input_sha256"] = self._release.input_sha256
-        return ApplicationError(message, reason.value, info,
-                                type=CLIENT_REJECTED_ERROR_TYPE, non_retryable=True)
-
-    @workflow.update(name=UPDATE_CLAIM)
-    async def claim(self, inp: ClaimInput) -> ClaimResult:
-        """The first claim wins a lease; every later one learns who claimed and when.
-
-        Patched: the claim is a reservation (see the module docstring); the same
-        claimer takes an unstarted one over."""
-        problem = self._claim_problem(inp)
-        if problem is not None:
-            raise self._rejection(*problem)
-        if not self._release_stored or self._lapsing:
-            await workflow.wait_condition(
-                lambda: (self._release_stored and not self._lapsing) or self._status.terminal)
-            problem = self._claim_problem(inp)  # another claim may have won meanwhile
-            if problem is not None:
-                raise self._rejection(*problem)
-        release = self._release
-        assert release is not None
-        now = workflow.now()
-        takeover = self._claim is not None
-        claim = self._reservation(inp, now)
-        self._claim = claim
-        self._claim_stored = False
-        self._status = CallStatus.CLAIMED
-        await self._client_write(
-            [self._claimed_event(claim, release, event_id=self._claimed_event_id(),
-                                 takeover=takeover)],
-            CallFacts(ref=self._ref(), status=CallStatus.CLAIMED,
-                      request_id=self._request_id(),
-                      started_at=now if claim.claim_id is None else None))
-        if self._is_current(claim):  # not taken over or lapsed meanwhile (a start
-            self._claim_stored = True  # replaces the record, keeping its claim_id)
-        return ClaimResult(**claim.model_dump(), input=release.input,
-                           input_sha256=release.input_sha256)
-
-    @claim.validator
-    def _validate_claim(self, inp: ClaimInput) -> None:
-        self._check_proof(inp, proof.KIND_CLAIM)
-        problem = self._claim_problem(inp)
-        if problem is not None:
-            raise self._rejection(*problem)
-
-    # --------------------------------------------------------------- start
-    def _start_problem(self, inp: StartInput) -> tuple[ClientReject, str] | None:
-        claim = self._claim
-        if claim is not None and claim.claim_id == inp.claim_id:
-            if claim.claimed_by != inp.started_by:
-                return ClientReject.ALREADY_CLAIMED, "the reservation is another claimer's"
-            if claim.started or not self._status.terminal:
-                return None  # (again: answered alike)
-        if self._status.terminal:
-            return ClientReject.ENDED, f"the call has ended ({self._status.value})"
-        if claim is not None:
-            return ClientReject.ALREADY_CLAIMED, \
-                "the reservation was taken over or the call claimed by another"
-        return ClientReject.NOT_CLAIMED, \
-            "the reservation lapsed before it was started: claim the call again"
-
-    @workflow.update(name=UPDATE_START)
-    async def start_claim(self, inp: StartInput) -> ClaimResult:
-        """The holder of a reservation runs the call now: its lease begins, and
-        from here on its end is outcome_unknown (the tool may have run)."""
-        problem = self._start_problem(inp)
-        if problem is not None:
-            raise self._rejection(*problem)
-        claim = self._claim
-        release = self._release
-        assert claim is not None and release is not None
-        if not claim.started:
-            now = workflow.now()
-            started = claim.model_copy(update={
-                "started": True, "started_at": now,
-                "lease_expires_at": now + timedelta(seconds=claim.lease_seconds or 1.0)})
-            self._claim = started
-            self._start_stored = False
-            # The reservation's own write first (the row's order follows).
-            await workflow.wait_condition(lambda: self._claim_stored or self._status.terminal)
-            event = self._event(
-                "tool.claim_started", request_id=self._request_id(),
-                event_id=make_event_id(self._input.session.session_id, self._input.call.id,
-                                       "tool.claim_started"),
-                data={"claimed_by": started.claimed_by, "claim_id": started.claim_id,
-                      "lease_expires_at": started.lease_expires_at.isoformat(),
-                      "input_sha256": release.input_sha256})
-            await self._client_write([event], CallFacts(
-                ref=self._ref(), status=CallStatus.CLAIMED, request_id=self._request_id(),
-                started_at=now))
-            self._claim_stored = True
-            self._start_stored = True
-        else:
-            await workflow.wait_condition(lambda: self._start_stored)
-        done = self._claim
-        assert done is not None
-        return ClaimResult(**done.model_dump(), input=release.input,
-                           input_sha256=release.input_sha256)
-
-    @start_claim.validator
-    def _validate_start(self, inp: StartInput) -> None:
-        self._check_proof(inp, KIND_START)
-        problem = self._start_problem(inp)
-        if problem is not None:
-            raise self._rejection(*problem)
-
-    # ------------------------------------------------------------- outcome
-    def _outcome_problem(self, inp: OutcomeInput) -> tuple[ClientReject, str] | None:
-        if self._report is not None:
-            if self._report.same_report(inp):
-                return None
-            return ClientReject.REPORT_CONFLICT, "another outcome was reported first"
-        if self._claim is not None and not self._status.terminal:
-            return None  # claimed (its write may be in flight: the outcome waits for it)
-        if self._status == CallStatus.OUTCOME_UNKNOWN:
-            return ClientReject.ENDED, "the lease ended: the call is outcome_unknown"
-        if self._status == CallStatus.RELEASED:
-            return ClientReject.NOT_CLAIMED, "claim the call before reporting its outcome"
-        if self._status.terminal:
-            return ClientReject.ENDED, f"the call has ended ({self._status.value})"
-        return ClientReject.NOT_RELEASED, f"the call is not released ({self._status.value})"
-
-    @workflow.update(name=UPDATE_OUTCOME)
-    async def report_outcome(self, inp: OutcomeInput) -> OutcomeResult:
-        """Record the client's outcome: the same report again is answered alike; a
-        hash other than the released one is refused and recorded."""
-        problem = self._outcome_problem(inp)
-        if problem is not None:
-            raise self._rejection(*problem)
-        release = self._release
-        assert release is not None
-        if self._report is None and inp.input_sha256 != release.input_sha256 \
-                and not self._other_form_of(inp.input_sha256, release):
-            await self._refuse_hash(inp, release)
-            raise self._rejection(
-                ClientReject.HASH_MISMATCH,
-                "the reported input_sha256 is not the released input's: refused and recorded",
-            )
-        if self._report is None:
-            self._report = inp
-        await workflow.wait_condition(
-            lambda: self._report_result is not None or self._outcome is not None)
-        if self._report_result is None:
-            raise self._rejection(ClientReject.ENDED, "the call ended before its outcome")
-        return self._report_result
-
-    @report_outcome.validator
-    def _validate_outcome(self, inp: OutcomeInput) -> None:
-        self._check_proof(inp, proof.KIND_OUTCOME)
-        problem = self._outcome_problem(inp)
-        if problem is not None:
-            raise self._rejection(*problem)
-
-    @staticmethod
-    def _other_form_of(reported: str, release: ReleaseView) -> bool:
-        """The released input's hash in its other form (RFC 8785 or the json.dumps
-        one before it): a client of the other version ran the same input."""
-        return is_input_sha256(reported, release.input) \
-            and workflow.patched(PATCH_EITHER_SHA256_FORM)
-
-    async def _refuse_hash(self, inp: OutcomeInput, release: ReleaseView) -> None:
-        """Record a refused report (bounded per call)."""
-        self._refusals += 1
-        if self._refusals > _MAX_RECORDED_REFUSALS:
-            return
-        call, session = self._input.call, self._input.session
-        event = self._event(
-            "tool.outcome_refused", request_id=self._request_id(),
-            event_id=make_event_id(session.session_id, call.id, "tool.outcome_refused",
-                                   self._refusals),
-            message="reported input hash differs from the released input's",
-            data={"reported_sha256": inp.input_sha256, "released_sha256": release.input_sha256,
-                  "reported_by": inp.reported_by, "is_error": inp.is_error},
-        )
-        await workflow.execute_activity(
-            acts.record_committed, RecordInput(events=[event]),
-            start_to_close_timeout=_WRITE_TIMEOUT, retry_policy=_WRITE_RETRY,
+            start_to_close_timeout=WRITE_TIMEOUT, retry_policy=WRITE_RETRY,
         )
