@@ -20,6 +20,7 @@ from parkgate.calls.events import EventType, ToolEvent
 from parkgate.clients.claude_code import file_preview
 from parkgate.clients.confinement import command_paths, inside, tool_paths
 from parkgate.dialects import agent_preview
+from parkgate.dialects import names as dialect_names
 from parkgate.errors import ToolError
 from parkgate.models import (
     Session,
@@ -64,6 +65,12 @@ log = logging.getLogger("parkgate.pipeline")
 #: The turn id of Claude Code's hook sessions (parkgate.api.claude_code_hook.TURN_ID):
 #: their client tools are Claude Code's (`agent` in a Cedar request).
 CLAUDE_CODE_TURN = "claude-code"
+
+
+def _hook_agents() -> frozenset[str]:
+    """The turn ids an agent hook files its calls under: Claude Code's and each
+    registered dialect's name (Cedar's `resource.agent`)."""
+    return frozenset({CLAUDE_CODE_TURN, *dialect_names()})
 
 
 def deny_result(
@@ -325,7 +332,8 @@ class Classifier:
                 # Every word that may be a path, as confinement reads a command (a superset).
                 paths += command_paths(value, root, home)[0]
         if definition.client_executed:
-            agent = CLAUDE_CODE_TURN if session.turn_id == CLAUDE_CODE_TURN else "client"
+            # A hook's calls run in a turn named for its agent (claude-code, codex ...).
+            agent = session.turn_id if session.turn_id in _hook_agents() else "client"
         else:
             agent = "api"
         return CedarRequest(

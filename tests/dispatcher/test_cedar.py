@@ -195,6 +195,12 @@ def test_request_paths_and_inside_workspace(tmp_path: Path) -> None:
     request = p.cedar_request(outside, cc, claude, {}, "k", "p")
     assert request.paths == {str(Path("/etc/hosts").resolve())}
     assert not request.inside_workspace and request.agent == "claude-code"
+    # Each hook dialect's calls name their agent; a client call of the API is "client".
+    shell = client_tool("Bash", SideEffects.EXECUTE).definition()
+    run = ToolUseBlock(id="c", name="Bash", input={"command": "ls"})
+    for turn, agent in (("codex", "codex"), ("gemini", "gemini"), ("t1", "client")):
+        agent_session = Session(session_id="s1", turn_id=turn, workspace_path=s.workspace_path)
+        assert p.cedar_request(run, agent_session, shell, {}, "k", "p").agent == agent
 
 
 async def test_a_forbid_that_cannot_be_evaluated_denies(tmp_path: Path) -> None:
