@@ -247,8 +247,9 @@ class McpGateway:
     ) -> types.CallToolResult | types.InputRequiredResult:
         """2026-07-28 without tasks: a parked call answers `input_required` at once."""
         sid = caller.session.session_id
-        resource = await self.calls.wait(sid, block.id, self.settings.mcp_task_wait_seconds,
-                                         turn_id=turn_id, classified=True)
+        # Until classified (fast, but slower under load): a parked call answers at once.
+        resource = await self.calls.wait(sid, block.id, self.wait_seconds, turn_id=turn_id,
+                                         classified=True)
         if resource is not None and resource.status == CallStatus.PARKED:
             return mcp_rounds.parked_answer(self.secret, self.tasks.inbox, block, turn_id,
                                             sid, resource)

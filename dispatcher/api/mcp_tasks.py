@@ -26,6 +26,7 @@ import mcp_types as types
 from mcp.server import Server, ServerRequestContext
 from mcp.server.context import CallNext, HandlerResult
 from mcp.shared.exceptions import MCPError
+from mcp_types.jsonrpc import MISSING_REQUIRED_CLIENT_CAPABILITY
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from parkgate.api.errors import ApiError
@@ -76,12 +77,26 @@ def is_modern(ctx: ServerRequestContext[Any]) -> bool:
     return ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
 
 
+def declared(ctx: ServerRequestContext[Any]) -> bool:
+    """Whether a 2026-07-28 request's client capabilities name the tasks extension."""
+    caps = dict(ctx.meta or {}).get(types.CLIENT_CAPABILITIES_META_KEY)
+    extensions = caps.get("extensions") if isinstance(caps, dict) else None
+    return isinstance(extensions, dict) and isinstance(extensions.get(TASKS_EXTENSION), dict)
+
+
+def require_declared(ctx: ServerRequestContext[Any]) -> None:
+    """SEP-2663: a 2026-07-28 tasks/* request without the extension is -32021."""
+    if is_modern(ctx) and not declared(ctx):
+        raise MCPError(code=MISSING_REQUIRED_CLIENT_CAPABILITY,
+                       message=f"tasks/* needs the tasks extension ({TASKS_EXTENSION}) in "
+                       "this request's client capabilities",
+                       data={"requiredCapabilities": {"extensions": {TASKS_EXTENSION: {}}}})
+
+
 def requested(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> bool:
     """Whether this tools/call asked for a task; a bad `ttl` is the client's error."""
     if is_modern(ctx):
-        caps = dict(ctx.meta or {}).get(types.CLIENT_CAPABILITIES_META_KEY)
-        extensions = caps.get("extensions") if isinstance(caps, dict) else None
-        return isinstance(extensions, dict) and isinstance(extensions.get(TASKS_EXTENSION), dict)
+        return declared(ctx)
     if params.task is None:
         return False
     ttl = params.task.ttl
@@ -155,6 +170,7 @@ class McpTasks:
     # ------------------------------------------------------------- methods
     async def get(self, ctx: ServerRequestContext[Any], params: types.GetTaskRequestParams
                   ) -> dict[str, Any]:
+        require_declared(ctx)
         caller = caller_of(ctx)
         tool_use_id, resource = await self._find(caller, params.task_id)
         task = self._task(caller.session.session_id, tool_use_id, resource.tool_name, resource)
@@ -216,6 +232,7 @@ class McpTasks:
     async def cancel(self, ctx: ServerRequestContext[Any],
                      params: types.CancelTaskRequestParams) -> dict[str, Any]:
         """Cancel the call as `parkgate cancel` does; a parked call ends without running."""
+        require_declared(ctx)
         caller = caller_of(ctx)
         if not caller.principal.has(Role.AGENT):
             raise MCPError(code=types.INVALID_REQUEST,

@@ -32,6 +32,8 @@ from fastmcp_tasks.client_models import (
 )
 from mcp import Client as McpClient
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+from mcp_types.jsonrpc import MISSING_REQUIRED_CLIENT_CAPABILITY
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
@@ -301,6 +303,9 @@ async def test_protocol_2026_without_tasks_answers_input_required_with_the_inbox
                 request_state=parked.request_state, allow_input_required=True)
             assert isinstance(again, types.InputRequiredResult)
             assert (again.meta or {})["tool_use_id"] == "toolu_p"
+            with pytest.raises(MCPError) as undeclared:  # tasks/* needs the extension
+                await get(mcp, f"call/{sid}/toolu_p")  # type: ignore[arg-type]
+            assert undeclared.value.error.code == MISSING_REQUIRED_CLIENT_CAPABILITY
             forged = parked.request_state[:-2] + ("AA" if parked.request_state[-2:] != "AA"
                                                   else "BB")
             with pytest.raises(Exception) as refused:
