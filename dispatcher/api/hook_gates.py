@@ -18,7 +18,7 @@ from parkgate.clients.client_tools import ClientToolSpec
 from parkgate.dialects.base import Dialect
 from parkgate.models import SideEffects
 from parkgate.settings import Settings
-from parkgate.settings_agents import tool_classes, wait_seconds
+from parkgate.settings.agents import tool_classes, wait_seconds
 
 Known = Callable[[str], SideEffects | None]
 

@@ -20,7 +20,7 @@ logging.getLogger("httpx").setLevel(logging.WARNING)
 if TYPE_CHECKING:  # httpx does I/O: keep it out of module import
     import httpx
 
-    from parkgate.settings_entries import Webhook
+    from parkgate.settings.entries import Webhook
 
 
 class WebhookError(Exception):

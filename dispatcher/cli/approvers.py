@@ -48,7 +48,7 @@ _RESTART = "restart parkgate serve (or the API and workers) to use it"
 
 def _settings_path() -> Path:
     """The file `add`/`remove` edit: the one in use, else <data_dir>/server.yaml."""
-    from parkgate.settings_paths import config_file, default_data_dir
+    from parkgate.settings.paths import config_file, default_data_dir
 
     return config_file() or default_data_dir() / "server.yaml"
 

@@ -87,7 +87,7 @@ def config_source() -> str:
     explicit = os.environ.get("PARKGATE_CONFIG")
     if explicit:
         return explicit
-    from parkgate.settings_paths import default_data_dir
+    from parkgate.settings.paths import default_data_dir
 
     candidate = default_data_dir() / "server.yaml"
     return str(candidate) if candidate.exists() else "environment/defaults"

@@ -125,7 +125,7 @@ def _stack_dir() -> Any:
 def list_roots() -> None:
     """The roots sessions may have their workspace under (projects with their own
     project_workspace_roots use those instead)."""
-    from parkgate.settings_paths import read_added_roots
+    from parkgate.settings.paths import read_added_roots
 
     settings = _stack_dir()
     added = read_added_roots(settings.data_dir)
@@ -142,7 +142,7 @@ def add_root(
     """Let sessions have their workspace under PATH, from now on (no restart)."""
     from pathlib import Path
 
-    from parkgate.settings_paths import read_added_roots, write_added_roots
+    from parkgate.settings.paths import read_added_roots, write_added_roots
 
     root = Path(path).expanduser().resolve()
     if not root.is_dir():
@@ -163,7 +163,7 @@ def remove_root(path: str = typer.Argument(..., help="A root added with `roots a
     sessions already registered keep their workspace."""
     from pathlib import Path
 
-    from parkgate.settings_paths import read_added_roots, write_added_roots
+    from parkgate.settings.paths import read_added_roots, write_added_roots
 
     root = Path(path).expanduser().resolve()
     settings = _stack_dir()

@@ -11,7 +11,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
 from parkgate.activities.notify import NotifyActivities
-from parkgate.settings_entries import Webhook
+from parkgate.settings.entries import Webhook
 from tests.api.rig import WebhookSink, closed_port_url
 from tests.channels.test_webhook import notice
 from tests.fixtures.temporal import make_settings

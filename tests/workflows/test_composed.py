@@ -349,7 +349,7 @@ async def test_sub_call_request_is_announced_to_webhooks(
     temporal_env: WorkflowEnvironment, sqlite_repo: Any, tmp_path: Path
 ) -> None:
     from parkgate.approvals.links import token_hash
-    from parkgate.settings_entries import Webhook
+    from parkgate.settings.entries import Webhook
     from tests.api.rig import WebhookSink
 
     async with WebhookSink().running() as sink, durable_rig(

@@ -24,9 +24,9 @@ from pydantic_settings import (
 from parkgate.approvals.access import PROJECT_PATTERN
 from parkgate.mcp_source.config import McpServer
 from parkgate.rules.budgets import BudgetSpec, check_budgets
-from parkgate.settings_agents import AgentSettings
-from parkgate.settings_entries import Approver, GroupGrant, Webhook
-from parkgate.settings_paths import HostPaths, config_file, default_data_dir
+from parkgate.settings.agents import AgentSettings
+from parkgate.settings.entries import Approver, GroupGrant, Webhook
+from parkgate.settings.paths import HostPaths, config_file, default_data_dir
 from parkgate.workspaces.worker_groups import check_group_name
 
 

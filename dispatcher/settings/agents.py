@@ -1,5 +1,5 @@
 """Part of Settings: the coding agents behind the gate through their hook
-dialects (parkgate.dialects; Claude Code's own settings are in settings.py).
+dialects (parkgate.dialects; Claude Code's own settings are in model.py).
 
 Per agent, named `<agent>_<setting>` so each has one obvious environment
 variable (PARKGATE_CODEX_WAIT_SECONDS): how long its pre-tool hook holds a
