@@ -2,7 +2,7 @@
 
 A Claude Code session is the parkgate session with its `session_id`, its
 `cwd` the workspace (under `workspace_roots`, else a denial saying why), its
-tools client tools (declared on first use, classed by parkgate.clients.claude_code),
+tools client tools (declared on first use, classed by parkgate.dialects.claude_code),
 and `tool_use_id` the call's id, so a retried hook attaches to its call.
 
 PreToolUse submits the call and holds up to `claude_code_wait_seconds`:
@@ -48,9 +48,9 @@ from parkgate.approvals.edits import edit_note
 from parkgate.calls.events import ToolEvent, make_event_id
 from parkgate.calls.records import CallStatus
 from parkgate.clients import client_tools
-from parkgate.clients.claude_code_wire import START_FIELD
 from parkgate.clients.client_tools import ClientToolSpec, stricter
 from parkgate.clients.confinement import Reach
+from parkgate.dialects.claude_code_wire import START_FIELD
 from parkgate.durable.client import IdempotencyConflictError
 from parkgate.durable.client_payloads import ClaimInput, OutcomeInput, StartInput
 from parkgate.models import (

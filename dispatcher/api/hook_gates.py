@@ -13,8 +13,8 @@ import fnmatch
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from parkgate.clients import claude_code
 from parkgate.clients.client_tools import ClientToolSpec
+from parkgate.dialects import claude_code
 from parkgate.dialects.base import Dialect
 from parkgate.models import SideEffects
 from parkgate.settings import Settings

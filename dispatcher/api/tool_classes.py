@@ -4,7 +4,7 @@ A session's `client_tools` name their class (`side_effects`), and the policy's
 defaults go by class: an agent declaring Claude Code's `Bash` as `none` would
 run it with no approval. So the deployment's class for a name
 (`claude_code_tools`, Claude Code's built-in table, parkgate's own MCP tools;
-parkgate.clients.claude_code.deployment_class) is a floor: POST /v1/sessions
+parkgate.dialects.claude_code.deployment_class) is a floor: POST /v1/sessions
 refuses a looser declaration with a 422 naming the tool, and every submit
 takes the stricter of the two for declarations stored before the settings
 changed. `per_tool` and argument `rules` name tools, not classes: they apply
@@ -17,8 +17,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from parkgate.api.errors import ApiError
-from parkgate.clients import claude_code
 from parkgate.clients.client_tools import ClientToolSpec, Floor, covers
+from parkgate.dialects import claude_code
 from parkgate.models import SideEffects
 from parkgate.settings import Settings
 

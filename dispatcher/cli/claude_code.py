@@ -43,7 +43,7 @@ def install(
 ) -> None:
     """Merge the PreToolUse / PostToolUse / PostToolUseFailure hooks into Claude Code's settings."""
     from parkgate.cli.agent_install import parkgate_executable, resolve_url
-    from parkgate.clients.claude_code import merge_settings
+    from parkgate.dialects.claude_code import merge_settings
 
     if user and project is not None:
         raise CliError("--project and --user exclude each other", 2)

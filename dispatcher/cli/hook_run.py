@@ -35,7 +35,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from parkgate.cli import hook_http
-from parkgate.clients.claude_code_wire import (
+from parkgate.dialects import Dialect
+from parkgate.dialects import get as get_dialect
+from parkgate.dialects.claude_code_wire import (
     COMMAND_MARGIN,
     CONFIRM_PARAM,
     HOOK_PATH,
@@ -45,8 +47,6 @@ from parkgate.clients.claude_code_wire import (
     is_decision,
     pre_tool_use,
 )
-from parkgate.dialects import Dialect
-from parkgate.dialects import get as get_dialect
 
 #: Exit status every agent's command hooks read as "block this call".
 EXIT_BLOCK = 2

@@ -154,7 +154,7 @@ async def _classify(pipeline: Pipeline, case: PolicyCase, index: int,
     case's budget state (and what the call would add to it, as text); a tool
     the registry lacks but Claude Code has is classified as its hook's call."""
     from parkgate.approvals.access import DEFAULT_PROJECT
-    from parkgate.clients.claude_code import BUILTIN_TOOLS, client_tool
+    from parkgate.dialects.claude_code import BUILTIN_TOOLS, client_tool
     from parkgate.models import Session, ToolUseBlock, utcnow
     from parkgate.pipeline.budget_gate import charges_of, over_budget
     from parkgate.pipeline.classification import CLAUDE_CODE_TURN

@@ -1,7 +1,9 @@
-"""Coding agents' hook dialects (issue 38): each agent's events mapped onto
-parkgate's client-executed calls, and its answers. `base` is the interface and
-the registry; one module per agent registers its dialect (importing this
-package registers them all). Standard library only: the command hook imports it.
+"""Coding agents' hook dialects: one home per agent for its events, its tools'
+classes and its answers. `base` is the interface and the registry; `codex`,
+`gemini` and `opencode` each register a dialect (importing this package
+registers them all; standard library only, because the command hook imports
+it). Claude Code, the first agent, keeps its own richer hook: its tools and
+answers in `claude_code`, its wire format (stdlib only) in `claude_code_wire`.
 """
 
 from __future__ import annotations

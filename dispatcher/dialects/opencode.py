@@ -112,7 +112,7 @@ class OpencodeDialect(Dialect):
         path = tool_input.get("filePath")
         if not isinstance(path, str) or not path or "\x00" in path:
             return None
-        from parkgate.clients.claude_code import file_preview
+        from parkgate.dialects.claude_code import file_preview
 
         full = path if os.path.isabs(path) else os.path.join(workspace, path)
         if tool_name == "write":

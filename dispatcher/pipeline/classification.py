@@ -17,10 +17,10 @@ from typing import Any
 
 from parkgate.approvals.access import DEFAULT_PROJECT
 from parkgate.calls.events import EventType, ToolEvent
-from parkgate.clients.claude_code import file_preview
 from parkgate.clients.confinement import command_paths, inside, tool_paths
 from parkgate.dialects import agent_preview
 from parkgate.dialects import names as dialect_names
+from parkgate.dialects.claude_code import file_preview
 from parkgate.errors import ToolError
 from parkgate.models import (
     Session,

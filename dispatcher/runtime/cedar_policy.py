@@ -9,7 +9,7 @@ refuse to start on one.
 
 from __future__ import annotations
 
-from parkgate.clients.claude_code import BUILTIN_TOOLS
+from parkgate.dialects.claude_code import BUILTIN_TOOLS
 from parkgate.models import ToolDefinition
 from parkgate.registry import ToolRegistry
 from parkgate.rules.cedar import CedarError, CedarPolicies, deployment_schema, input_fields

@@ -186,7 +186,7 @@ def test_request_paths_and_inside_workspace(tmp_path: Path) -> None:
     root = Path(s.workspace_path).resolve()
     assert request.paths == {str(root / "sub" / "a.txt")} and request.inside_workspace
     assert request.agent == "api"
-    from parkgate.clients.claude_code import client_tool
+    from parkgate.dialects.claude_code import client_tool
     from parkgate.models import SideEffects
 
     claude = client_tool("Read", SideEffects.READ).definition()

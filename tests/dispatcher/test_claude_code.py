@@ -1,10 +1,10 @@
-"""parkgate.clients.claude_code: tool classes, the file tools' diff, settings merge."""
+"""parkgate.dialects.claude_code: tool classes, the file tools' diff, settings merge."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from parkgate.clients.claude_code import file_preview, merge_settings, side_effects_for
+from parkgate.dialects.claude_code import file_preview, merge_settings, side_effects_for
 from parkgate.models import SideEffects
 
 
@@ -59,7 +59,7 @@ def test_merge_keeps_other_hooks_and_replaces_ours() -> None:
 
 
 def test_lease_covers_the_run_claude_code_may_make() -> None:
-    from parkgate.clients.claude_code import lease_seconds
+    from parkgate.dialects.claude_code import lease_seconds
 
     assert lease_seconds("Read", {}, 300, 3600) == 300
     assert lease_seconds("Bash", {"command": "make"}, 300, 3600) == 660

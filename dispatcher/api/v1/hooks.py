@@ -20,7 +20,7 @@ from parkgate.api import agent_hooks, claude_code_hook
 from parkgate.api.deps import AgentDep, DepsDep, RepoDep, SettingsDep
 from parkgate.api.errors import ApiError, error_responses
 from parkgate.api.v1.common import call_service
-from parkgate.clients import claude_code
+from parkgate.dialects import claude_code
 
 router = APIRouter(prefix="/v1", tags=["agent"])
 

@@ -15,7 +15,8 @@ import shlex
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
-from parkgate.clients.claude_code_wire import (
+from parkgate.clients.client_tools import ClientToolSpec
+from parkgate.dialects.claude_code_wire import (
     COMMAND_MARGIN,
     CONFIRM_PARAM,  # noqa: F401 (re-exported)
     HOOK_COMMAND,
@@ -26,7 +27,6 @@ from parkgate.clients.claude_code_wire import (
     Decision,  # noqa: F401 (re-exported: the hook answers' names live here too)
     pre_tool_use,  # noqa: F401
 )
-from parkgate.clients.client_tools import ClientToolSpec
 from parkgate.models import SideEffects
 from parkgate.workspaces.diffing import ImpactPreview, unified_diff
 

@@ -1,6 +1,6 @@
 """Claude Code's hook wire format: the endpoint, the key's variable and the
 PreToolUse answer. Standard library only: the command hook (a process per
-tool call) imports this and nothing heavier (parkgate.clients.claude_code
+tool call) imports this and nothing heavier (parkgate.dialects.claude_code
 re-exports it for everything else).
 """
 
