@@ -26,7 +26,7 @@ from temporalio.client import Client
 from bench.floor import Empty, FloorWorkflow
 from parkgate import workflows
 from parkgate.activities.deps import Deps
-from parkgate.durable.client import DurableDispatcher
+from parkgate.durable.dispatcher import DurableDispatcher
 from parkgate.durable.plugin import ParkgatePlugin
 from parkgate.models import Session, ToolUseBlock
 from parkgate.pipeline import Pipeline

@@ -25,7 +25,7 @@ from parkgate import workflows
 from parkgate.activities.deps import Deps
 from parkgate.api import ApiDeps, create_app
 from parkgate.calls.records import HistoryStore
-from parkgate.durable.client import DurableDispatcher
+from parkgate.durable.dispatcher import DurableDispatcher
 from parkgate.durable.plugin import ParkgatePlugin
 from parkgate.pipeline import Pipeline
 from parkgate.registry import ToolRegistry

@@ -21,7 +21,7 @@ from temporalio.client import Client
 
 from parkgate.activities.deps import Deps
 from parkgate.calls.records import HistoryStore
-from parkgate.durable.client import DurableDispatcher
+from parkgate.durable.dispatcher import DurableDispatcher
 from parkgate.durable.plugin import ParkgatePlugin
 from parkgate.durable.stuck import TaskHealer
 from parkgate.models import Session, ToolUseBlock

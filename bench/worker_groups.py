@@ -23,7 +23,7 @@ from temporalio.client import Client
 
 from bench.durable_latency import measure
 from parkgate.activities.deps import Deps
-from parkgate.durable.client import DurableDispatcher
+from parkgate.durable.dispatcher import DurableDispatcher
 from parkgate.durable.plugin import ParkgatePlugin
 from parkgate.models import Session, ToolUseBlock
 from parkgate.runtime.devserver import DevServer

@@ -26,8 +26,8 @@ from parkgate.api.ratelimit import RateLimiter
 from parkgate.api.service import CallService
 from parkgate.api.views import STATIC_DIR, make_templates
 from parkgate.durable.blobs import BlobCodec, ChainCodec
-from parkgate.durable.client import DurableDispatcher
 from parkgate.durable.codec import EncryptionCodec, codec_for
+from parkgate.durable.dispatcher import DurableDispatcher
 from parkgate.runtime.logredact import install_log_redaction
 from parkgate.settings import Settings
 

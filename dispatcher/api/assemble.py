@@ -32,7 +32,7 @@ def api_app(
     without a round trip through the server's task queue.
     """
     from parkgate.api import ApiDeps, create_app
-    from parkgate.durable.client import DurableDispatcher
+    from parkgate.durable.dispatcher import DurableDispatcher
 
     dispatcher = DurableDispatcher(
         client, settings, registry=registry, approvals=repo, eager_start=worker_in_process

@@ -51,8 +51,8 @@ from parkgate.clients import client_tools
 from parkgate.clients.client_tools import ClientToolSpec, stricter
 from parkgate.clients.confinement import Reach
 from parkgate.dialects.claude_code_wire import START_FIELD
-from parkgate.durable.client import IdempotencyConflictError
 from parkgate.durable.client_payloads import ClaimInput, OutcomeInput, StartInput
+from parkgate.durable.dispatcher import IdempotencyConflictError
 from parkgate.models import (
     JsonInput,
     SideEffects,

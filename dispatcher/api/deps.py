@@ -17,7 +17,7 @@ from temporalio.client import Client
 from parkgate.api.errors import ApiError
 from parkgate.api.ratelimit import RateLimiter
 from parkgate.approvals.access import Principal, Role
-from parkgate.durable.client import DurableDispatcher
+from parkgate.durable.dispatcher import DurableDispatcher
 from parkgate.registry import ToolRegistry
 from parkgate.settings import Settings
 from parkgate.store.repository import Repository

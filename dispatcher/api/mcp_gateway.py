@@ -55,7 +55,7 @@ from parkgate.approvals.access import Principal, Role
 from parkgate.calls.records import CallStatus
 from parkgate.clients import client_tools
 from parkgate.durable.call_errors import TEMPORAL_NO_ANSWER
-from parkgate.durable.client import IdempotencyConflictError
+from parkgate.durable.dispatcher import IdempotencyConflictError
 from parkgate.models import SideEffects, ToolDefinition, ToolUseBlock
 from parkgate.settings import Settings
 

@@ -41,8 +41,8 @@ from parkgate.approvals.decisions import DecideInput, DecisionRecord, RejectReas
 from parkgate.calls.records import ApprovalRecord, CallStatus
 from parkgate.durable import stuck
 from parkgate.durable.call_errors import TEMPORAL_NO_ANSWER, UnknownCallError
-from parkgate.durable.client import DurableDispatcher, TurnStart
 from parkgate.durable.client_payloads import ClaimInput
+from parkgate.durable.dispatcher import DurableDispatcher, TurnStart
 from parkgate.durable.payloads import CallStatusView, DecideResult, call_workflow_id
 from parkgate.models import Session, ToolDefinition, ToolUseBlock
 from parkgate.settings import Settings

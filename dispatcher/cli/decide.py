@@ -20,7 +20,7 @@ from parkgate.cli.common import CliError, console, load_settings, open_repositor
 
 if TYPE_CHECKING:
     from parkgate.calls.records import ApprovalRecord
-    from parkgate.durable.client import DurableDispatcher
+    from parkgate.durable.dispatcher import DurableDispatcher
     from parkgate.settings import Settings
     from parkgate.store import Repository
 
@@ -78,7 +78,7 @@ async def durable(
 ) -> AsyncIterator[tuple[DurableDispatcher, ApprovalRecord | None]]:
     """A DurableDispatcher that can locate approval requests in the store; with
     `ref`, the request is looked up first so an unknown id fails fast."""
-    from parkgate.durable.client import DurableDispatcher
+    from parkgate.durable.dispatcher import DurableDispatcher
     from parkgate.runtime.embedded import StartupError, connect_temporal, temporal_address_for
 
     async with open_repository(settings) as repo:

@@ -21,7 +21,7 @@ from parkgate.api.service import CallService
 from parkgate.approvals.decisions import DecisionRecord
 from parkgate.approvals.links import sign_token, token_hash
 from parkgate.calls.records import ApprovalRecord, CallStatus, CallUpdate
-from parkgate.durable.client import DurableDispatcher
+from parkgate.durable.dispatcher import DurableDispatcher
 from parkgate.durable.payloads import CallOutcome, CallStatusView
 from parkgate.models import ToolResultBlock, utcnow
 from parkgate.settings import Settings

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from parkgate.approvals.decisions import DecideInput
-from parkgate.durable.client import DurableDispatcher
+from parkgate.durable.dispatcher import DurableDispatcher
 from parkgate.durable.payloads import DecideResult
 from parkgate.rules.remember_spec import RememberSpec
 

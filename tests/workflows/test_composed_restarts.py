@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from parkgate.calls.records import CallStatus
-from parkgate.durable.client import DurableDispatcher
+from parkgate.durable.dispatcher import DurableDispatcher
 from parkgate.models import Session, ToolUseBlock
 from parkgate.runtime.devserver import DevServer
 from tests.fixtures.temporal import WorkerProcess, dev_client, make_settings

@@ -176,7 +176,7 @@ async def test_a_client_without_proof_keys_is_refused_with_a_clear_reason(
     from temporalio.client import Client
 
     from parkgate.approvals.decisions import RejectReason
-    from parkgate.durable.client import DurableDispatcher
+    from parkgate.durable.dispatcher import DurableDispatcher
     from tests.fixtures.temporal import TEST_CONVERTER
 
     async with durable_rig(temporal_env.client, sqlite_repo, tmp_path) as rig:
@@ -281,9 +281,9 @@ async def test_rotation_the_new_key_signs_and_the_old_one_still_verifies(
     docs/OPERATIONS.md's rotation order), and ones an API on the new key proves."""
     import base64
 
-    from parkgate.durable.client import DurableDispatcher
     from parkgate.durable.codec import EncryptionCodec
     from parkgate.durable.converter import converter_with
+    from parkgate.durable.dispatcher import DurableDispatcher
     from parkgate.durable.plugin import ParkgatePlugin, proof_keys_of, with_plugin
     from tests.fixtures.temporal import TEST_PAYLOAD_KEY_ID, TEST_PAYLOAD_KEYS
 

@@ -16,7 +16,7 @@ import psutil
 import pytest
 
 from parkgate.calls.records import CallStatus
-from parkgate.durable.client import DurableDispatcher
+from parkgate.durable.dispatcher import DurableDispatcher
 from parkgate.durable.payloads import WORKER_LOST_TEXT
 from parkgate.models import Session, ToolErrorClass, ToolUseBlock
 from parkgate.runtime.devserver import DevServer

@@ -40,7 +40,7 @@ from parkgate.api.v1.common import (
 from parkgate.approvals.access import Principal
 from parkgate.calls.records import CallStatus
 from parkgate.clients import client_tools
-from parkgate.durable.client import IdempotencyConflictError
+from parkgate.durable.dispatcher import IdempotencyConflictError
 from parkgate.durable.payloads import call_workflow_id
 from parkgate.models import Session, ToolDefinition, ToolUseBlock
 from parkgate.settings import Settings
