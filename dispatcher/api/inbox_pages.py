@@ -28,6 +28,7 @@ from parkgate.api.inbox import (
     votes,
     waiting_for,
 )
+from parkgate.api.views import page_headers
 from parkgate.calls.records import ApprovalRecord
 from parkgate.durable.payloads import DecideResult
 from parkgate.models import utcnow
@@ -36,17 +37,11 @@ from parkgate.store.repository import Repository
 
 _FLASH_SALT = "parkgate.inbox-flash.v1"
 FLASH_COOKIE = "pg_inbox_flash"
-_HEADERS = {
-    "Cache-Control": "no-store",
-    # Personal inbox URLs carry their credential: never send them on.
-    "Referrer-Policy": "no-referrer",
-    "X-Frame-Options": "DENY",
-    "X-Content-Type-Options": "nosniff",
-    "Content-Security-Policy": (
-        "default-src 'none'; style-src 'self'; script-src 'self'; connect-src 'self'; "
-        "img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
-    ),
-}
+# Personal inbox URLs carry their credential: never send them on (no-referrer).
+_HEADERS = page_headers(
+    "default-src 'none'; style-src 'self'; script-src 'self'; connect-src 'self'; "
+    "img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+)
 WORDS = {"allow": "approved", "allow_with_edits": "approved with edits", "deny": "denied",
          "expired": "expired"}
 

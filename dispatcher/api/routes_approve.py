@@ -32,7 +32,7 @@ from parkgate.api.decisions import answer_refused, outcome
 from parkgate.api.errors import ApiError
 from parkgate.api.routes_remembered import remember_spec
 from parkgate.api.service import CallService
-from parkgate.api.views import fmt_dt
+from parkgate.api.views import fmt_dt, page_headers
 from parkgate.approvals import identity
 from parkgate.approvals.decisions import DecideInput
 from parkgate.approvals.links import LinkError, token_approver, token_hash, verify_token
@@ -44,16 +44,10 @@ from parkgate.store.repository import Repository
 router = APIRouter(include_in_schema=False)
 
 #: Pages carrying a token must not leak it (Referer) nor be cached or framed.
-_SECURITY_HEADERS = {
-    "Cache-Control": "no-store",
-    "Referrer-Policy": "no-referrer",
-    "X-Frame-Options": "DENY",
-    "X-Content-Type-Options": "nosniff",
-    "Content-Security-Policy": (
-        "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; "
-        "frame-ancestors 'none'; base-uri 'none'"
-    ),
-}
+_SECURITY_HEADERS = page_headers(
+    "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; "
+    "frame-ancestors 'none'; base-uri 'none'"
+)
 
 
 def _page(request: Request, template: str, status: int = 200, **ctx: Any) -> HTMLResponse:

@@ -21,7 +21,7 @@ from parkgate.api.budget_view import budget_lines
 from parkgate.api.deps import principal_of
 from parkgate.api.full_output import OutputFormat, output_response
 from parkgate.api.key_sessions import posted_form, sign_in, signed_in_key
-from parkgate.api.views import pretty_json
+from parkgate.api.views import page_headers, pretty_json
 from parkgate.approvals import identity
 from parkgate.approvals.access import Principal, Role
 from parkgate.calls.records import CallStatus
@@ -38,15 +38,10 @@ COOKIE = "pg_audit"
 COOKIE_PATHS = ("/audit", "/codec")
 _SALT = "parkgate.audit-session.v1"
 SESSION_SECONDS = 12 * 3600
-_HEADERS = {
-    "Cache-Control": "no-store",
-    "Referrer-Policy": "same-origin",
-    "X-Frame-Options": "DENY",
-    "X-Content-Type-Options": "nosniff",
-    "Content-Security-Policy": (
-        "default-src 'none'; style-src 'self'; form-action 'self'; frame-ancestors 'none'"
-    ),
-}
+_HEADERS = page_headers(
+    "default-src 'none'; style-src 'self'; form-action 'self'; frame-ancestors 'none'",
+    referrer="same-origin",
+)
 _LOGIN_PURPOSE = "audit-login"
 _LOGOUT_PURPOSE = "audit-logout"
 

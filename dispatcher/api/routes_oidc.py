@@ -25,6 +25,7 @@ from itsdangerous import BadSignature, URLSafeTimedSerializer
 from parkgate.api import csrf, oidc_sessions
 from parkgate.api.key_sessions import posted_form
 from parkgate.api.oidc_provider import OidcError, OidcProvider
+from parkgate.api.views import page_headers
 from parkgate.settings import Settings
 
 router = APIRouter(include_in_schema=False)
@@ -35,16 +36,10 @@ PENDING_SECONDS = 600
 _SIGNOUT_PURPOSE = "signout"
 #: States already redeemed in this process (state -> when it would expire anyway).
 _USED_STATES: dict[str, float] = {}
-_HEADERS = {
-    "Cache-Control": "no-store",
-    "Referrer-Policy": "no-referrer",
-    "X-Frame-Options": "DENY",
-    "X-Content-Type-Options": "nosniff",
-    "Content-Security-Policy": (
-        "default-src 'none'; style-src 'self'; form-action 'self'; frame-ancestors 'none'; "
-        "base-uri 'none'"
-    ),
-}
+_HEADERS = page_headers(
+    "default-src 'none'; style-src 'self'; form-action 'self'; frame-ancestors 'none'; "
+    "base-uri 'none'"
+)
 #: Where a sign-in may return to (no open redirect).
 _NEXT_PREFIXES = ("/inbox", "/audit", "/approve/")
 

@@ -17,6 +17,19 @@ TEMPLATES_DIR = Path(__file__).resolve().parent / "templates"
 STATIC_DIR = Path(__file__).resolve().parent / "static"
 
 
+def page_headers(csp: str, referrer: str = "no-referrer") -> dict[str, str]:
+    """The headers of an HTML page: never cached, framed or MIME-sniffed, with
+    the page's own Content-Security-Policy (pages that carry a token in their URL
+    keep the default `no-referrer`, so it never leaves in a Referer)."""
+    return {
+        "Cache-Control": "no-store",
+        "Referrer-Policy": referrer,
+        "X-Frame-Options": "DENY",
+        "X-Content-Type-Options": "nosniff",
+        "Content-Security-Policy": csp,
+    }
+
+
 def fmt_dt(value: datetime | None) -> str:
     if value is None:
         return "—"
