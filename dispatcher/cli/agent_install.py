@@ -13,11 +13,15 @@ import json
 import os
 import shutil
 import sys
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from parkgate.cli.common import CliError
+from parkgate.cli.common import CliError, load_settings
 from parkgate.settings import Settings
+
+#: Merges a command hook into an agent's settings: (existing, command, timeout).
+Merge = Callable[[Mapping[str, Any], str, int], dict[str, Any]]
 
 URL_ENV = "PARKGATE_API_URL"
 
@@ -81,3 +85,21 @@ def scope(project: Path | None, user: bool) -> tuple[Path | None, bool]:
     if user and project is not None:
         raise CliError("--project and --user exclude each other", 2)
     return project, user
+
+
+def merged_hooks(path: Path, agent: str, url: str | None,
+                 wait_seconds: Callable[[Settings], float], merge: Merge) -> tuple[str, str, str]:
+    """The agent's settings file at `path` with parkgate's command hook merged in
+    (its timeout above the agent's hold), as the text to write; with the URL the
+    hook posts to and where that URL came from."""
+    from parkgate.dialects.hook_files import HookFileError, hook_command, timeouts
+
+    settings = load_settings()
+    base, source = resolve_url(url, settings)
+    timeout, deadline = timeouts(wait_seconds(settings))
+    command = hook_command(parkgate_executable(), agent, base, deadline)
+    try:
+        merged = merge(read_json(path), command, timeout)
+    except HookFileError as exc:
+        raise CliError(f"{path}: {exc}") from None
+    return json.dumps(merged, indent=2) + "\n", base, source

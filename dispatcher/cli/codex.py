@@ -12,13 +12,12 @@ the hooks are in place and trusted (exit 1 when not).
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
 
-from parkgate.cli.common import CliError, console, load_settings
+from parkgate.cli.common import CliError, console
 
 if TYPE_CHECKING:
     from parkgate.cli.codex_trust import ListedHook
@@ -53,34 +52,16 @@ def install(
     codex: str | None = typer.Option(None, "--codex", help="The codex executable (default: PATH)."),
 ) -> None:
     """Merge parkgate's hooks into Codex's hooks.json and trust them."""
-    from parkgate.cli.agent_install import (
-        parkgate_executable,
-        read_json,
-        resolve_url,
-        scope,
-        write_text,
-    )
-    from parkgate.dialects.hook_files import (
-        HookFileError,
-        codex_hooks,
-        hook_command,
-        timeouts,
-    )
+    from parkgate.cli.agent_install import merged_hooks, scope, write_text
+    from parkgate.dialects.hook_files import codex_hooks
 
     project, user = scope(project, user)
     path = hooks_path(project)
     if check:
         _check(path, project, codex)
         return
-    settings = load_settings()
-    base, source = resolve_url(url, settings)
-    timeout, deadline = timeouts(settings.codex_wait_seconds)
-    command = hook_command(parkgate_executable(), NAME, base, deadline)
-    try:
-        merged = codex_hooks(read_json(path), command, timeout)
-    except HookFileError as exc:
-        raise CliError(f"{path}: {exc}") from None
-    text = json.dumps(merged, indent=2) + "\n"
+    text, base, source = merged_hooks(path, NAME, url, lambda s: s.codex_wait_seconds,
+                                      codex_hooks)
     if print_only:
         typer.echo(text, nl=False)
         return

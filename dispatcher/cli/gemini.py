@@ -10,12 +10,11 @@ other setting and hook, with a `timeout` in milliseconds 30 s above
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import typer
 
-from parkgate.cli.common import CliError, console, load_settings
+from parkgate.cli.common import CliError, console
 
 NAME = "gemini"
 app = typer.Typer(help="Put Gemini CLI's tool calls behind parkgate.", no_args_is_help=True)
@@ -43,26 +42,13 @@ def install(
                                help="Only say whether parkgate's hooks are in place."),
 ) -> None:
     """Merge parkgate's hooks into Gemini CLI's settings.json."""
-    from parkgate.cli.agent_install import (
-        parkgate_executable,
-        read_json,
-        resolve_url,
-        scope,
-        write_text,
-    )
-    from parkgate.dialects.hook_files import (
-        GEMINI_EVENTS,
-        HookFileError,
-        gemini_settings,
-        hook_command,
-        is_parkgate_hook,
-        timeouts,
-    )
+    from parkgate.cli.agent_install import merged_hooks, read_json, scope, write_text
+    from parkgate.dialects.hook_files import GEMINI_EVENTS, gemini_settings, is_parkgate_hook
 
     project, user = scope(project, user)
     path = settings_path(project)
-    existing = read_json(path)
     if check:
+        existing = read_json(path)
         hooks = existing.get("hooks") if isinstance(existing.get("hooks"), dict) else {}
         missing = [e for e in GEMINI_EVENTS if not any(
             is_parkgate_hook(h, NAME) for g in (hooks or {}).get(e) or []
@@ -72,15 +58,8 @@ def install(
                            f"{', '.join(missing)}): run `parkgate gemini install`")
         console.print(f"parkgate's Gemini CLI hooks are in {path}.")
         return
-    settings = load_settings()
-    base, source = resolve_url(url, settings)
-    timeout, deadline = timeouts(settings.gemini_wait_seconds)
-    command = hook_command(parkgate_executable(), NAME, base, deadline)
-    try:
-        merged = gemini_settings(existing, command, timeout)
-    except HookFileError as exc:
-        raise CliError(f"{path}: {exc}") from None
-    text = json.dumps(merged, indent=2) + "\n"
+    text, base, source = merged_hooks(path, NAME, url, lambda s: s.gemini_wait_seconds,
+                                      gemini_settings)
     if print_only:
         typer.echo(text, nl=False)
         return

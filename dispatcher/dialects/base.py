@@ -18,6 +18,7 @@ Adding an agent is one module with a `Dialect` and a `register` call
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -256,3 +257,23 @@ def get(name: str) -> Dialect | None:
 def names() -> list[str]:
     """Every registered dialect's name."""
     return sorted(_REGISTRY)
+
+
+def file_change_preview(path: Any, workspace: str, off_limits: tuple[str, ...] | list[str],
+                        *, content: Any = None,
+                        edit: tuple[Any, Any, bool] | None = None) -> ImpactPreview | None:
+    """The approver's diff of an agent's file write (`content`) or edit
+    (`edit`: old text, new text, replace all), read as Claude Code's Write and
+    Edit against the file on disk; a relative `path` is the workspace's. None
+    when `path` is not a path."""
+    if not isinstance(path, str) or not path or "\x00" in path:
+        return None
+    from parkgate.dialects.claude_code import file_preview
+
+    full = path if os.path.isabs(path) else os.path.join(workspace, path)
+    if edit is None:
+        return file_preview("Write", {"file_path": full, "content": content}, workspace,
+                            off_limits)
+    old, new, replace_all = edit
+    return file_preview("Edit", {"file_path": full, "old_string": old, "new_string": new,
+                                 "replace_all": replace_all}, workspace, off_limits)

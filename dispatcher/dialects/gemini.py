@@ -16,12 +16,11 @@ hook answers before it.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from parkgate.dialects.base import Dialect, register
+from parkgate.dialects.base import Dialect, file_change_preview, register
 
 if TYPE_CHECKING:
     from parkgate.workspaces.diffing import ImpactPreview
@@ -114,19 +113,13 @@ class GeminiDialect(Dialect):
         if tool_name not in ("write_file", "replace", "edit"):
             return None
         path = tool_input.get("file_path")
-        if not isinstance(path, str) or not path or "\x00" in path:
-            return None
-        from parkgate.dialects.claude_code import file_preview
-
-        full = path if os.path.isabs(path) else os.path.join(workspace, path)
         if tool_name == "write_file":
-            return file_preview("Write", {"file_path": full, "content": tool_input.get(
-                "content")}, workspace, off_limits)
-        edit = {"file_path": full, "old_string": tool_input.get("old_string"),
-                "new_string": tool_input.get("new_string"),
-                "replace_all": bool(tool_input.get("allow_multiple")
-                                    or (tool_input.get("expected_replacements") or 1) > 1)}
-        return file_preview("Edit", edit, workspace, off_limits)
+            return file_change_preview(path, workspace, off_limits,
+                                       content=tool_input.get("content"))
+        replace_all = bool(tool_input.get("allow_multiple")
+                           or (tool_input.get("expected_replacements") or 1) > 1)
+        return file_change_preview(path, workspace, off_limits, edit=(
+            tool_input.get("old_string"), tool_input.get("new_string"), replace_all))
 
 
 GEMINI = register(GeminiDialect(

@@ -21,12 +21,11 @@ timeout, so the plugin's deadline sits above parkgate's hold).
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from parkgate.dialects.base import Dialect, register
+from parkgate.dialects.base import Dialect, file_change_preview, register
 
 if TYPE_CHECKING:
     from parkgate.workspaces.diffing import ImpactPreview
@@ -110,20 +109,12 @@ class OpencodeDialect(Dialect):
         if tool_name not in ("write", "edit"):
             return None
         path = tool_input.get("filePath")
-        if not isinstance(path, str) or not path or "\x00" in path:
-            return None
-        from parkgate.dialects.claude_code import file_preview
-
-        full = path if os.path.isabs(path) else os.path.join(workspace, path)
         if tool_name == "write":
-            return file_preview("Write", {"file_path": full,
-                                          "content": tool_input.get("content")},
-                                workspace, off_limits)
-        return file_preview("Edit", {"file_path": full,
-                                     "old_string": tool_input.get("oldString"),
-                                     "new_string": tool_input.get("newString"),
-                                     "replace_all": bool(tool_input.get("replaceAll"))},
-                            workspace, off_limits)
+            return file_change_preview(path, workspace, off_limits,
+                                       content=tool_input.get("content"))
+        return file_change_preview(path, workspace, off_limits, edit=(
+            tool_input.get("oldString"), tool_input.get("newString"),
+            bool(tool_input.get("replaceAll"))))
 
     def lease_seconds(self, tool_name: str, tool_input: Mapping[str, Any], default: float,
                       maximum: float) -> float:
