@@ -9,9 +9,9 @@ run: a third of a new run's CPU once the class's validation was cached
 (parkgate.durable.workflow_defn; docs/PERFORMANCE.md, "Leaner calls").
 
 `install()` puts a finder in front of `sys.meta_path` for those modules
-only: the first import finds and reads the module as Python does; later
-imports (the sandbox's, one per run) get a fresh module spec whose loader
-hands out the same code object. A code object is immutable: each run still
+only: the first import it sees finds the module as Python does and reads its
+code once; every import (the sandbox's, one per run) gets a fresh module spec
+whose loader hands out that same code object. A code object is immutable: each run still
 executes the module's code afresh, in the sandbox, with its restricted
 imports and builtins, in a new module namespace. Nothing of the sandbox's
 protection changes. One thing does, for the better: a workflow file edited
@@ -98,8 +98,10 @@ class WorkflowCodeFinder(MetaPathFinder):
         ours = (spec is not None and type(spec.loader) is SourceFileLoader
                 and spec.origin is not None)
         with _lock:
-            self._found.setdefault(fullname, _Found(spec) if ours and spec else None)
-        return spec
+            found = self._found.setdefault(fullname, _Found(spec) if ours and spec else None)
+        # The first import reads through the caching loader too, so every run
+        # after it (whenever install() came) executes that same code object.
+        return found.spec(fullname) if found is not None else spec
 
 
 def install() -> None:

@@ -162,3 +162,21 @@ def test_a_definition_that_no_longer_fits_falls_back_to_the_sdk(
     built = _Definition.must_from_class(workflow_defn.defn(name="later")(_LaterAgain))
     assert built.name == "later"
     assert built.run_fn.__qualname__ == "_LaterAgain.run"
+
+
+def test_the_first_import_a_finder_sees_is_cached_too() -> None:
+    # A finder installed after the host imported the workflows (install() runs
+    # when the first worker is built) hands the first run the cached code too,
+    # so that run and every later one execute one code object.
+    import parkgate.workflows
+    from parkgate.durable.workflow_code import WorkflowCodeFinder
+
+    finder = WorkflowCodeFinder()
+    path = list(parkgate.workflows.__path__)
+    first = finder.find_spec("parkgate.workflows.call", path)
+    again = finder.find_spec("parkgate.workflows.call", path)
+    assert first is not None and again is not None and first is not again
+    assert type(first.loader).__name__ == "_CodeCachingLoader"
+    assert first.loader.get_code("parkgate.workflows.call") is \
+        again.loader.get_code("parkgate.workflows.call")
+    assert finder.find_spec("parkgate.models", None) is None  # not a workflow module
