@@ -16,7 +16,7 @@ from fastapi import Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from itsdangerous import BadSignature, URLSafeTimedSerializer
 
-from parkgate.api import csrf, routes_oidc
+from parkgate.api import csrf, signin
 from parkgate.api.approve_page import REMEMBER_TTLS
 from parkgate.api.inbox import (
     SIDE_EFFECTS,
@@ -165,7 +165,7 @@ async def render(
         ctx["remember_ttls"] = REMEMBER_TTLS
     signout: list[str] = []
     if not partial:
-        ctx.update(routes_oidc.signout_context(request, signout))
+        ctx.update(signin.signout_context(request, signout))
     if not partial and viewer.principal is not None and not signout:
         nonce_out, token_out = csrf.issue(
             request.app.state.secret, "inbox-logout",
@@ -176,7 +176,7 @@ async def render(
     if "logout_csrf" in ctx:
         set_csrf(response, request, "inbox-logout", nonce_out)
     for nonce_signout in signout:
-        routes_oidc.set_signout_cookie(response, request, nonce_signout)
+        signin.set_signout_cookie(response, request, nonce_signout)
     if flash is not None:
         response.delete_cookie(FLASH_COOKIE, path="/inbox")
     return response

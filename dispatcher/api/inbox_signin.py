@@ -14,7 +14,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from itsdangerous import URLSafeTimedSerializer
 
-from parkgate.api import csrf, oidc_sessions, routes_oidc
+from parkgate.api import csrf, oidc_sessions, signin
 from parkgate.api.deps import principal_of
 from parkgate.api.inbox import Viewer
 from parkgate.api.inbox_pages import message, page, root, secure, set_csrf
@@ -56,7 +56,7 @@ def signed_out_page(request: Request) -> Response:
         return response
     if settings.oidc_enabled and not settings.api_key_signin:
         target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
-        return RedirectResponse(routes_oidc.login_url(request, target), status_code=303)
+        return RedirectResponse(signin.login_url(request, target), status_code=303)
     return _login_redirect(request)
 
 
@@ -83,7 +83,7 @@ async def login_page(request: Request, next: str | None = None) -> Response:
     nonce, token = csrf.issue(request.app.state.secret, _LOGIN_PURPOSE,
                               request.cookies.get(csrf.cookie_name(_LOGIN_PURPOSE)))
     response = page(request, "inbox_login.html", csrf=token, next=_safe_next(next),
-                    error=None, **routes_oidc.signin_options(request, _safe_next(next)))
+                    error=None, **signin.signin_options(request, _safe_next(next)))
     set_csrf(response, request, _LOGIN_PURPOSE, nonce)
     return response
 
@@ -101,7 +101,7 @@ async def login(request: Request) -> Response:
         nonce, token = csrf.issue(request.app.state.secret, _LOGIN_PURPOSE,
                                   request.cookies.get(csrf.cookie_name(_LOGIN_PURPOSE)))
         response = page(request, "inbox_login.html", signed.status, csrf=token, next=next_url,
-                        error=signed.error, **routes_oidc.signin_options(request, next_url))
+                        error=signed.error, **signin.signin_options(request, next_url))
         set_csrf(response, request, _LOGIN_PURPOSE, nonce)
         return response
     redirect = RedirectResponse(root(request) + next_url, status_code=303)

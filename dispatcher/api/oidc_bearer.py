@@ -14,8 +14,7 @@ from fastapi import Request
 
 from parkgate.api import oidc_sessions
 from parkgate.api.errors import ApiError
-from parkgate.api.oidc_provider import OidcError
-from parkgate.api.routes_oidc import provider
+from parkgate.api.oidc_provider import OidcError, provider
 from parkgate.approvals.access import Principal
 from parkgate.settings import Settings
 

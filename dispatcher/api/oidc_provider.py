@@ -27,6 +27,7 @@ from parkgate.settings import Settings
 if TYPE_CHECKING:
     import httpx
     from authlib.integrations.httpx_client import AsyncOAuth2Client
+    from fastapi import Request
     from joserfc.errors import JoseError
     from joserfc.jwk import KeySet
 
@@ -269,3 +270,12 @@ def _why(exc: JoseError) -> str:
     if claim:
         return f"the token's {claim} claim is missing or invalid"
     return f"the token is not valid ({name})"
+
+
+def provider(request: Request) -> OidcProvider:
+    """The app's provider client (built on first use)."""
+    found: OidcProvider | None = getattr(request.app.state, "oidc", None)
+    if found is None:
+        found = OidcProvider(request.app.state.settings)
+        request.app.state.oidc = found
+    return found

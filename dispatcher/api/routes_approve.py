@@ -14,7 +14,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
 
-from parkgate.api import csrf, metrics, oidc_sessions, routes_oidc
+from parkgate.api import csrf, metrics, oidc_sessions, routes_oidc, signin
 from parkgate.api.approval_links import (
     named_approvers,
     not_your_project,
@@ -30,7 +30,7 @@ from parkgate.api.approve_page import (
 from parkgate.api.decide_forms import parse_edits
 from parkgate.api.decisions import answer_refused, outcome
 from parkgate.api.errors import ApiError
-from parkgate.api.routes_remembered import remember_spec
+from parkgate.api.remember_checks import remember_spec
 from parkgate.api.service import CallService
 from parkgate.api.views import fmt_dt, page_headers
 from parkgate.approvals import identity
@@ -54,13 +54,13 @@ def _page(request: Request, template: str, status: int = 200, **ctx: Any) -> HTM
     templates = request.app.state.templates
     signout: list[str] = []
     if template == "approve.html":  # a signed-in person gets the sign-out button
-        ctx.update(routes_oidc.signout_context(request, signout))
+        ctx.update(signin.signout_context(request, signout))
     response: HTMLResponse = templates.TemplateResponse(
         request, template, {"static_url": request.app.state.static_url, **ctx},
         status_code=status, headers=_SECURITY_HEADERS,
     )
     for nonce in signout:
-        routes_oidc.set_signout_cookie(response, request, nonce)
+        signin.set_signout_cookie(response, request, nonce)
     return response
 
 

@@ -15,7 +15,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from itsdangerous import URLSafeTimedSerializer
 from sqlalchemy import select
 
-from parkgate.api import csrf, oidc_sessions, routes_oidc
+from parkgate.api import csrf, oidc_sessions, signin
 from parkgate.api.approval_links import link_for_principal, links_for_admin, submitter_of
 from parkgate.api.budget_view import budget_lines
 from parkgate.api.deps import principal_of
@@ -103,7 +103,7 @@ def _signed_out(request: Request) -> Response:
                      "grant no auditor role.", detail="", kind="error")
     if settings.oidc_enabled and not settings.api_key_signin:
         target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
-        return RedirectResponse(routes_oidc.login_url(request, target), status_code=303)
+        return RedirectResponse(signin.login_url(request, target), status_code=303)
     return _login_redirect(request)
 
 
@@ -147,7 +147,7 @@ async def login_page(request: Request, next: str | None = None) -> Response:
         request.cookies.get(csrf.cookie_name(_LOGIN_PURPOSE)),
     )
     response = _page(request, "audit_login.html", csrf=token, next=_safe_next(next), error=None,
-                     **routes_oidc.signin_options(request, _safe_next(next)))
+                     **signin.signin_options(request, _safe_next(next)))
     _set_csrf(response, request, _LOGIN_PURPOSE, nonce)
     return response
 
@@ -174,7 +174,7 @@ async def login(request: Request) -> Response:
         )
         response = _page(
             request, "audit_login.html", signed.status, csrf=token, next=next_url,
-            error=signed.error, **routes_oidc.signin_options(request, next_url),
+            error=signed.error, **signin.signin_options(request, next_url),
         )
         _set_csrf(response, request, _LOGIN_PURPOSE, nonce)
         return response
@@ -249,11 +249,11 @@ async def audit_list(
         f={"session_id": session_id, "tool_name": tool_name, "status": status,
            "decided_by": decided_by},
         next_url=next_url, first_url=first_url, key_name=key.name, csrf=token,
-        **(routes_oidc.signout_context(request, signout) if key.oidc is not None else {}),
+        **(signin.signout_context(request, signout) if key.oidc is not None else {}),
     )
     _set_csrf(response, request, _LOGOUT_PURPOSE, nonce)
     for nonce_signout in signout:
-        routes_oidc.set_signout_cookie(response, request, nonce_signout)
+        signin.set_signout_cookie(response, request, nonce_signout)
     return response
 
 
@@ -279,10 +279,10 @@ async def audit_call(request: Request, call_id: str) -> Response:
         output_url=f"/audit/calls/{call_id}/output" if record.full_output is not None else None,
         identified=identity.describe(record.identity), turn_prompt=turn_prompt,
         budgets=await budget_lines(repo, record.session_id, record.tool_use_id),
-        **routes_oidc.signout_context(request, signout),
+        **signin.signout_context(request, signout),
     )
     for nonce_signout in signout:
-        routes_oidc.set_signout_cookie(response, request, nonce_signout)
+        signin.set_signout_cookie(response, request, nonce_signout)
     return response
 
 

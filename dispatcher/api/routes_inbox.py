@@ -55,7 +55,7 @@ from parkgate.api.inbox_pages import (
     winner_text,
 )
 from parkgate.api.inbox_signin import key_viewer, signed_out_page
-from parkgate.api.routes_remembered import remember_spec
+from parkgate.api.remember_checks import remember_spec
 from parkgate.api.service import CallService
 from parkgate.approvals.links import LinkError, verify_inbox_token
 from parkgate.durable.payloads import DecideResult

@@ -22,9 +22,10 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from itsdangerous import BadSignature, URLSafeTimedSerializer
 
-from parkgate.api import csrf, oidc_sessions
+from parkgate.api import oidc_sessions
 from parkgate.api.key_sessions import posted_form
-from parkgate.api.oidc_provider import OidcError, OidcProvider
+from parkgate.api.oidc_provider import OidcError, provider
+from parkgate.api.signin import SIGNOUT_PURPOSE, login_url, root, secure
 from parkgate.api.views import page_headers
 from parkgate.settings import Settings
 
@@ -33,7 +34,6 @@ router = APIRouter(include_in_schema=False)
 _PENDING_SALT = "parkgate.oidc-login.v1"
 #: A sign-in must come back from the provider within this long.
 PENDING_SECONDS = 600
-_SIGNOUT_PURPOSE = "signout"
 #: States already redeemed in this process (state -> when it would expire anyway).
 _USED_STATES: dict[str, float] = {}
 _HEADERS = page_headers(
@@ -44,20 +44,11 @@ _HEADERS = page_headers(
 _NEXT_PREFIXES = ("/inbox", "/audit", "/approve/")
 
 
-def _root(request: Request) -> str:
-    return str(request.scope.get("root_path", "")).rstrip("/")
-
-
-def _secure(request: Request) -> bool:
-    settings: Settings = request.app.state.settings
-    return settings.public_base_url.startswith("https://")
-
-
 def _message(request: Request, status: int, title: str, text: str, detail: str = "",
              kind: str = "error", link: tuple[str, str] | None = None) -> HTMLResponse:
     response: HTMLResponse = request.app.state.templates.TemplateResponse(
         request, "message.html",
-        {"static_url": request.app.state.static_url, "root": _root(request), "title": title,
+        {"static_url": request.app.state.static_url, "root": root(request), "title": title,
          "text": text, "detail": detail, "kind": kind,
          "link_url": link[0] if link else None, "link_text": link[1] if link else None},
         status_code=status, headers=_HEADERS,
@@ -95,35 +86,12 @@ def safe_next(value: str | None) -> str:
     return "/inbox"
 
 
-def provider(request: Request) -> OidcProvider:
-    """The app's provider client (built on first use)."""
-    found: OidcProvider | None = getattr(request.app.state, "oidc", None)
-    if found is None:
-        found = OidcProvider(request.app.state.settings)
-        request.app.state.oidc = found
-    return found
-
-
 def _pending_cookie(state: str) -> str:
     return "pg_oidc_" + hashlib.sha256(state.encode()).hexdigest()[:16]
 
 
 def _pending(request: Request) -> URLSafeTimedSerializer:
     return URLSafeTimedSerializer(request.app.state.secret, salt=_PENDING_SALT)
-
-
-def login_url(request: Request, next_path: str) -> str:
-    from urllib.parse import urlencode
-
-    return f"{_root(request)}/auth/oidc/login?{urlencode({'next': next_path})}"
-
-
-def signin_options(request: Request, next_url: str) -> dict[str, Any]:
-    """What a sign-in page (inbox or audit) offers: the provider's sign-in, the
-    key form, or both."""
-    settings: Settings = request.app.state.settings
-    return {"oidc_url": login_url(request, next_url) if settings.oidc_enabled else None,
-            "key_form": settings.api_key_signin}
 
 
 @router.get("/auth/oidc/login")
@@ -143,7 +111,7 @@ async def oidc_login(request: Request, next: str | None = None) -> Response:
         _pending(request).dumps({"s": login.state, "n": login.nonce, "v": login.code_verifier,
                                  "next": safe_next(next)}),
         # Lax: the provider's redirect back is a cross-site top-level GET.
-        max_age=PENDING_SECONDS, httponly=True, samesite="lax", secure=_secure(request),
+        max_age=PENDING_SECONDS, httponly=True, samesite="lax", secure=secure(request),
         path="/auth/oidc",
     )
     return response
@@ -203,7 +171,7 @@ async def oidc_callback(
         response.delete_cookie(cookie, path="/auth/oidc")
         return response
     data = oidc_sessions.session_data(settings, claims)
-    done = RedirectResponse(_root(request) + safe_next(pending.get("next")), status_code=303,
+    done = RedirectResponse(root(request) + safe_next(pending.get("next")), status_code=303,
                             headers={"Cache-Control": "no-store"})
     done.delete_cookie(cookie, path="/auth/oidc")
     oidc_sessions.set_session(done, request, data)
@@ -211,35 +179,9 @@ async def oidc_callback(
 
 
 # ------------------------------------------------------------------ sign-out
-def signout_form(request: Request) -> tuple[str, str]:
-    """(cookie nonce, form token) for a page's sign-out button."""
-    nonce, token = csrf.issue(request.app.state.secret, _SIGNOUT_PURPOSE,
-                              request.cookies.get(csrf.cookie_name(_SIGNOUT_PURPOSE)))
-    return nonce, token
-
-
-def set_signout_cookie(response: Response, request: Request, nonce: str) -> None:
-    response.set_cookie(
-        csrf.cookie_name(_SIGNOUT_PURPOSE), nonce, max_age=csrf.MAX_AGE_SECONDS, httponly=True,
-        # Path "/": every signed-in page reads it back to keep one nonce (open tabs stay valid).
-        samesite="strict", secure=_secure(request), path="/",
-    )
-
-
-def signout_context(request: Request, response_cookies: list[str]) -> dict[str, Any]:
-    """Template values for the sign-out button of a signed-in person's page;
-    the nonce to set is appended to `response_cookies`."""
-    person = oidc_sessions.signed_in(request)
-    if person is None:
-        return {}
-    nonce, token = signout_form(request)
-    response_cookies.append(nonce)
-    return {"person": person.principal.name, "signout_csrf": token}
-
-
 @router.post("/auth/signout")
 async def signout(request: Request) -> Response:
-    _, ok = await posted_form(request, _SIGNOUT_PURPOSE)
+    _, ok = await posted_form(request, SIGNOUT_PURPOSE)
     if not ok:
         return _message(request, 403, "Sign-out refused",
                         "This sign-out form is stale or came from another site.",

@@ -22,7 +22,7 @@ from parkgate.api.deps import (
     SettingsDep,
 )
 from parkgate.api.errors import ApiError, ErrorResponse, error_responses, not_found
-from parkgate.api.routes_remembered import remember_spec
+from parkgate.api.remember_checks import remember_spec
 from parkgate.api.schemas import (
     ConfirmationIn,
     ConfirmationOut,
