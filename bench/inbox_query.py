@@ -17,7 +17,7 @@ import uuid
 from datetime import timedelta
 from pathlib import Path
 
-from parkgate.api.inbox import Filters, Viewer, waiting_for
+from parkgate.api.people.inbox import Filters, Viewer, waiting_for
 from parkgate.approvals.access import Principal
 from parkgate.calls.records import ApprovalRecord
 from parkgate.models import utcnow

@@ -232,7 +232,7 @@ async def run(
                                          300 + parked * 0.5, park_step.update, "parked")
             await asyncio.sleep(2.0)
 
-            page = min(parked, 100)  # the inbox's page (parkgate.api.inbox.LIMIT)
+            page = min(parked, 100)  # the inbox's page (parkgate.api.people.inbox.LIMIT)
             inbox = await timed(ui, "scale: GET /inbox", requests, lambda: web.get("/inbox"),
                                 _listed(page, _inbox_items))
             mine = await timed(

@@ -29,7 +29,7 @@ def packages() -> list[str]:
 
 
 def named(text: str, package: str) -> bool:
-    """The page names `package` as a dotted name or as its folder (`api/v1/`)."""
+    """The page names `package` as a dotted name or as its folder (`api/agents/v1/`)."""
     folder = package.removeprefix("parkgate.").replace(".", "/") + "/"
     return f"`{package}" in text or package in text or folder in text
 

@@ -75,7 +75,7 @@ def test_the_wheel_holds_only_the_parkgate_namespace(tmp_path: Path) -> None:
     assert tops == {"parkgate", wheel.name.split("-py3")[0] + ".dist-info"}, tops
     for expected in ("parkgate/workflows/call.py", "parkgate/activities/execute.py",
                      "parkgate/migrations/env.py", "parkgate/migrations/alembic.ini",
-                     "parkgate/api/templates/approve.html", "parkgate/py.typed",
+                     "parkgate/api/shared/templates/approve.html", "parkgate/py.typed",
                      "parkgate/dialects/opencode_plugin.js"):
         assert expected in names, expected
     entry = next(n for n in names if n.endswith("entry_points.txt"))

@@ -5,26 +5,23 @@ from __future__ import annotations
 from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 
-from parkgate.api import (
+from parkgate.api.agents import mcp_endpoint, v1
+from parkgate.api.operators import routes_audit, routes_codec, routes_ops
+from parkgate.api.people import (
     inbox_signin,
-    mcp_endpoint,
-    metrics,
     routes_approve,
-    routes_audit,
-    routes_codec,
     routes_inbox,
     routes_oidc,
-    routes_ops,
     routes_remembered,
     routes_slack,
-    v1,
 )
-from parkgate.api.deps import ApiDeps
-from parkgate.api.errors import install_error_handlers
-from parkgate.api.limits import BodySizeLimitMiddleware
-from parkgate.api.ratelimit import RateLimiter
-from parkgate.api.service import CallService
-from parkgate.api.views import STATIC_DIR, make_templates
+from parkgate.api.shared import metrics
+from parkgate.api.shared.deps import ApiDeps
+from parkgate.api.shared.errors import install_error_handlers
+from parkgate.api.shared.limits import BodySizeLimitMiddleware
+from parkgate.api.shared.ratelimit import RateLimiter
+from parkgate.api.shared.service import CallService
+from parkgate.api.shared.views import STATIC_DIR, make_templates
 from parkgate.durable.blobs import BlobCodec, ChainCodec
 from parkgate.durable.codec import EncryptionCodec, codec_for
 from parkgate.durable.dispatcher import DurableDispatcher

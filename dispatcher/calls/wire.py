@@ -3,7 +3,7 @@
 The server answers with these models and the agent client (`parkgate.agent_client`)
 parses them, so they live here, in the pure domain, with no server dependency:
 an agent embedding the client imports pydantic and parkgate's domain, not FastAPI,
-Temporal or SQL. `parkgate.api.schemas` re-exports them beside the request models
+Temporal or SQL. `parkgate.api.shared.schemas` re-exports them beside the request models
 and the server-side mappings from stored rows (`call_resource`).
 """
 

@@ -2,7 +2,7 @@
 
 Pure: the message builders and the signature check do no I/O. Posting and
 updating the message is done by activities/slack.py and the interactivity
-endpoint (dispatcher/api/routes_slack.py), both through slack-sdk's
+endpoint (dispatcher/api/people/routes_slack.py), both through slack-sdk's
 AsyncWebClient. A button carries only the request id; who clicked is Slack's
 signed `user.id`, mapped to a named approver by the `slack_user_id` setting.
 """

@@ -3,7 +3,7 @@ call, its tools' classes (data), and its answers.
 
 A coding agent that runs its own tools (Codex, Gemini CLI, opencode) sends a
 hook event before and after each tool call. parkgate gates those calls on the
-client-executed path Claude Code's hook uses (parkgate.api.claude_code_hook):
+client-executed path Claude Code's hook uses (parkgate.api.agents.claude_code_hook):
 the agent's session is the parkgate session, its tools are client tools named
 as the agent spells them, the post-tool event files the outcome. A dialect is
 only the translation: `parse` reads an event into an `AgentCall`, and

@@ -62,7 +62,7 @@ from parkgate.workspaces.files import WorkspaceFileAPI, resolve_root
 
 log = logging.getLogger("parkgate.pipeline")
 
-#: The turn id of Claude Code's hook sessions (parkgate.api.claude_code_hook.TURN_ID):
+#: The turn id of Claude Code's hook sessions (parkgate.api.agents.claude_code_hook.TURN_ID):
 #: their client tools are Claude Code's (`agent` in a Cedar request).
 CLAUDE_CODE_TURN = "claude-code"
 

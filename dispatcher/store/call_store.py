@@ -77,7 +77,7 @@ class CallStore(EventStore):
         a row a claiming submit answers on (a hint: waiters read the row again)."""
         if update is not None and update.status is not None and (
             update.status.answerable
-            # A submit that claims answers on these too (api/client_calls.py).
+            # A submit that claims answers on these too (api/agents/client_calls.py).
             or update.status in (CallStatus.CLAIMED, CallStatus.PARKED)
         ):
             self.final_rows.committed(update.session_id, update.tool_use_id)

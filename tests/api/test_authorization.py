@@ -370,7 +370,8 @@ async def test_rate_limits_are_off_by_default(api: ApiRig) -> None:
 
 def test_matrix_covers_every_v1_route() -> None:
     """A new /v1 endpoint must be added to the matrix (and docs/HTTP.md)."""
-    from parkgate.api import routes_remembered, v1
+    from parkgate.api.agents import v1
+    from parkgate.api.people import routes_remembered
 
     routes = {f"{m} {r.path}" for r in (*(r for v in v1.ROUTERS for r in v.routes),
                                          *routes_remembered.router.routes)

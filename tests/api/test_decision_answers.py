@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from parkgate.api.decisions import REFUSALS, answer_refused, outcome
+from parkgate.api.shared.decisions import REFUSALS, answer_refused, outcome
 from parkgate.approvals.decisions import DecisionRecord, RejectReason, no_longer_waiting, reason_of
 from parkgate.durable.payloads import DecideResult
 

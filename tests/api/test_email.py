@@ -191,7 +191,7 @@ async def test_wrong_smtp_password_never_blocks_the_call_and_the_retry_ends_with
             assert inbox.messages == []
             links = (await api.repo.get_approval(parked["request_id"]))
             assert links is not None
-            from parkgate.api.approval_links import personal_link
+            from parkgate.api.shared.approval_links import personal_link
 
             link = personal_link(api.rig.settings, api.rig.settings.signing_secret(), links,
                                  "alice")

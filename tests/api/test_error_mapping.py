@@ -17,7 +17,7 @@ from temporalio.client import (
 )
 from temporalio.service import RPCError, RPCStatusCode
 
-from parkgate.api.errors import install_error_handlers
+from parkgate.api.shared.errors import install_error_handlers
 
 
 async def get_raising(exc: BaseException) -> httpx.Response:

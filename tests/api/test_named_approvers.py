@@ -88,7 +88,7 @@ async def test_two_named_approvers_run_the_call(
         rid = parked["request_id"]
         generic = await api.repo.get_approval(rid)
         assert generic is not None
-        from parkgate.api.approval_links import link_for
+        from parkgate.api.shared.approval_links import link_for
 
         generic_link = link_for(api.rig.settings, api.rig.settings.signing_secret(), generic)
         assert generic_link is not None

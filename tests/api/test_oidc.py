@@ -21,7 +21,7 @@ from itsdangerous import TimestampSigner, URLSafeTimedSerializer
 from sqlalchemy import update
 from temporalio.client import Client
 
-from parkgate.api import oidc_sessions
+from parkgate.api.shared import oidc_sessions
 from parkgate.approvals.links import sign_inbox_token
 from parkgate.store.repository import Repository
 from parkgate.store.statements import APPROVALS

@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 from temporalio.client import Client
 
-from parkgate.api.approval_links import personal_link
+from parkgate.api.shared.approval_links import personal_link
 from parkgate.store.repository import Repository
 from tests.api.fake_slack import (
     BOT_TOKEN,

@@ -1,5 +1,5 @@
 """A call's resource comes from the store; its workflow is asked only for what
-the store cannot know yet (api/service.py). Here the workflow is a stand-in
+the store cannot know yet (api/shared/service.py). Here the workflow is a stand-in
 that answers a chosen status view and counts every round trip, so each case
 pins both the answer and what it cost."""
 
@@ -16,8 +16,8 @@ from temporalio.api.failure.v1 import Failure
 from temporalio.api.history.v1 import HistoryEvent, WorkflowTaskFailedEventAttributes
 from temporalio.client import WorkflowExecutionStatus
 
-from parkgate.api.schemas import CallSummary
-from parkgate.api.service import CallService
+from parkgate.api.shared.schemas import CallSummary
+from parkgate.api.shared.service import CallService
 from parkgate.approvals.decisions import DecisionRecord
 from parkgate.approvals.links import sign_token, token_hash
 from parkgate.calls.records import ApprovalRecord, CallStatus, CallUpdate

@@ -103,7 +103,7 @@ async def age_session(page: Page, api: object, seconds: int) -> None:
 
     from itsdangerous import TimestampSigner, URLSafeTimedSerializer
 
-    from parkgate.api import oidc_sessions
+    from parkgate.api.shared import oidc_sessions
 
     secret = api.app.state.secret  # type: ignore[attr-defined]
     cookies = await page.context.cookies()

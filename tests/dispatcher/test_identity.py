@@ -54,7 +54,7 @@ def test_groups_grant_human_roles_only() -> None:
 
 
 def test_a_persons_principal_follows_their_groups() -> None:
-    from parkgate.api.oidc_sessions import principal_for, session_data
+    from parkgate.api.shared.oidc_sessions import principal_for, session_data
 
     settings = Settings(
         oidc_issuer="https://idp", oidc_client_id="parkgate",

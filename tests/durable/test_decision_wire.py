@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from parkgate.api.schemas import DecisionOut
+from parkgate.api.shared.schemas import DecisionOut
 from parkgate.approvals.decisions import CALL_DECISION_FIELDS, DecideInput, DecisionRecord
 from parkgate.calls.records import ApprovalRecord, CallUpdate
 from parkgate.calls.rows import decision_columns

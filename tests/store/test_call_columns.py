@@ -39,7 +39,7 @@ def test_the_apis_call_models_show_row_columns_by_their_names() -> None:
     """CallResource and CallSummary are read from the row by name
     (`stored_fields`): every field they share with the row is a column, and
     the rest are the API's own (links, live approval state, problems)."""
-    from parkgate.api.schemas import CallResource, CallSummary
+    from parkgate.api.shared.schemas import CallResource, CallSummary
 
     row = set(CallRecord.model_fields)
     api_only = {"finished", "approval_url", "expires_at", "waiting_for", "approvers", "quorum",

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from parkgate.api.metrics import INTEGRITY_ERRORS, StoreSampler
+from parkgate.api.shared.metrics import INTEGRITY_ERRORS, StoreSampler
 from parkgate.store import Repository
 from tests.store.helpers import event, uid
 

@@ -22,7 +22,7 @@ from temporalio.api.enums.v1 import WorkflowTaskFailedCause
 from temporalio.api.failure.v1 import Failure
 from temporalio.client import Client, WorkflowExecutionStatus
 
-from parkgate.api.service import CallService
+from parkgate.api.shared.service import CallService
 from parkgate.calls.records import CallStatus
 from parkgate.durable.codec import CodecError, EncryptionCodec, decode_key
 from parkgate.durable.converter import converter_with
