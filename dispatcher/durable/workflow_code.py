@@ -95,7 +95,10 @@ class WorkflowCodeFinder(MetaPathFinder):
         if fullname in self._found:  # found before, not a plain source module
             return None
         spec = PathFinder.find_spec(fullname, path, target)
-        ours = (spec is not None and type(spec.loader) is SourceFileLoader
+        # A source module, also when an import hook wraps the standard loader
+        # (beartype.claw's, once any package in the process asked for it): the
+        # workflow modules are then read by the plain loader, once.
+        ours = (spec is not None and isinstance(spec.loader, SourceFileLoader)
                 and spec.origin is not None)
         with _lock:
             found = self._found.setdefault(fullname, _Found(spec) if ours and spec else None)

@@ -180,3 +180,29 @@ def test_the_first_import_a_finder_sees_is_cached_too() -> None:
     assert first.loader.get_code("parkgate.workflows.call") is \
         again.loader.get_code("parkgate.workflows.call")
     assert finder.find_spec("parkgate.models", None) is None  # not a workflow module
+
+
+def test_the_code_is_cached_under_an_import_hook(tmp_path: Any) -> None:
+    # beartype.claw (imported by FastMCP) puts a path hook before the standard
+    # one: the workflow modules' loader becomes its SourceFileLoader subclass.
+    # The finder still reads them once (in a fresh interpreter: the hook is global).
+    import subprocess
+    import sys
+
+    script = (
+        "import sys\n"
+        "from beartype.claw import beartype_package\n"
+        "beartype_package('json')\n"
+        "import parkgate.workflows\n"
+        "from parkgate.durable.workflow_code import WorkflowCodeFinder\n"
+        "finder = WorkflowCodeFinder()\n"
+        "path = list(parkgate.workflows.__path__)\n"
+        "a = finder.find_spec('parkgate.workflows.call', path)\n"
+        "b = finder.find_spec('parkgate.workflows.call', path)\n"
+        "name = 'parkgate.workflows.call'\n"
+        "same = a.loader.get_code(name) is b.loader.get_code(name)\n"
+        "print(type(a.loader).__name__, same)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         timeout=60, check=True).stdout.split()
+    assert out == ["_CodeCachingLoader", "True"]
