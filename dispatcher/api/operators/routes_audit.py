@@ -46,14 +46,10 @@ _LOGIN_PURPOSE = "audit-login"
 _LOGOUT_PURPOSE = "audit-logout"
 
 
-def _root(request: Request) -> str:
-    return str(request.scope.get("root_path", "")).rstrip("/")
-
-
 def _page(request: Request, template: str, status: int = 200, **ctx: Any) -> HTMLResponse:
     response: HTMLResponse = request.app.state.templates.TemplateResponse(
         request, template,
-        {"static_url": request.app.state.static_url, "root": _root(request), **ctx},
+        {"static_url": request.app.state.static_url, "root": signin.root(request), **ctx},
         status_code=status, headers=_HEADERS,
     )
     return response
@@ -118,7 +114,7 @@ def _project_filter(principal: Principal) -> str | None:
 def _login_redirect(request: Request) -> RedirectResponse:
     target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
     return RedirectResponse(
-        f"{_root(request)}/audit/login?{urlencode({'next': target})}", status_code=303
+        f"{signin.root(request)}/audit/login?{urlencode({'next': target})}", status_code=303
     )
 
 
@@ -178,7 +174,7 @@ async def login(request: Request) -> Response:
         )
         _set_csrf(response, request, _LOGIN_PURPOSE, nonce)
         return response
-    redirect = RedirectResponse(_root(request) + next_url, status_code=303)
+    redirect = RedirectResponse(signin.root(request) + next_url, status_code=303)
     session = _serializer(request).dumps({"kid": key.id})
     # The same session also authenticates the Temporal UI's calls to /codec/*.
     for path in COOKIE_PATHS:
@@ -200,7 +196,7 @@ async def logout(request: Request) -> Response:
         return _page(request, "message.html", 403, title="Sign-out refused",
                      text="This sign-out form is stale or came from another site.",
                      detail="Reload the audit page and sign out from there.", kind="error")
-    redirect = RedirectResponse(f"{_root(request)}/audit/login", status_code=303)
+    redirect = RedirectResponse(f"{signin.root(request)}/audit/login", status_code=303)
     for path in COOKIE_PATHS:
         redirect.delete_cookie(COOKIE, path=path)
     return redirect
@@ -235,7 +231,7 @@ async def audit_list(
         "session_id": session_id, "tool_name": tool_name, "status": status,
         "decided_by": decided_by,
     }.items() if v}
-    base = f"{_root(request)}/audit"
+    base = f"{signin.root(request)}/audit"
     next_url = (f"{base}?{urlencode({**params, 'after': page.next_cursor})}"
                 if page.next_cursor else None)
     first_url = f"{base}?{urlencode(params)}" if after else None

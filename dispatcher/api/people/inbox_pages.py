@@ -46,19 +46,10 @@ WORDS = {"allow": "approved", "allow_with_edits": "approved with edits", "deny":
          "expired": "expired"}
 
 
-def root(request: Request) -> str:
-    return str(request.scope.get("root_path", "")).rstrip("/")
-
-
-def secure(request: Request) -> bool:
-    settings: Settings = request.app.state.settings
-    return settings.public_base_url.startswith("https://")
-
-
 def page(request: Request, template: str, status: int = 200, **ctx: Any) -> HTMLResponse:
     response: HTMLResponse = request.app.state.templates.TemplateResponse(
         request, template,
-        {"static_url": request.app.state.static_url, "root": root(request), **ctx},
+        {"static_url": request.app.state.static_url, "root": signin.root(request), **ctx},
         status_code=status, headers=_HEADERS,
     )
     return response
@@ -80,7 +71,7 @@ def bad_link(request: Request) -> HTMLResponse:
 def set_csrf(response: Response, request: Request, purpose: str, nonce: str) -> None:
     response.set_cookie(
         csrf.cookie_name(purpose), nonce, max_age=csrf.MAX_AGE_SECONDS, httponly=True,
-        samesite="strict", secure=secure(request), path="/inbox",
+        samesite="strict", secure=signin.secure(request), path="/inbox",
     )
 
 
@@ -107,11 +98,11 @@ def to_inbox(request: Request, viewer: Viewer, query: str, text: str,
     """PRG: back to the inbox (same filters) with a signed one-shot flash (and the
     request just decided, which that page leaves out)."""
     safe = query if query and "\n" not in query and "\r" not in query else ""
-    url = root(request) + viewer.base + (f"?{safe}" if safe else "")
+    url = signin.root(request) + viewer.base + (f"?{safe}" if safe else "")
     response = RedirectResponse(url, status_code=303)
     response.set_cookie(
         FLASH_COOKIE, _flash_serializer(request).dumps({"t": text, "k": kind, "r": decided}),
-        max_age=300, httponly=True, samesite="strict", secure=secure(request), path="/inbox",
+        max_age=300, httponly=True, samesite="strict", secure=signin.secure(request), path="/inbox",
     )
     return response
 
@@ -150,7 +141,7 @@ async def render(
              for w in waiting]
     nonce, token = csrf.issue(request.app.state.secret, viewer.csrf_purpose,
                               request.cookies.get(csrf.cookie_name(viewer.csrf_purpose)))
-    base = root(request) + viewer.base
+    base = signin.root(request) + viewer.base
     query = urlencode(filters.params())
     ctx: dict[str, Any] = {
         "viewer": viewer, "items": items, "f": filters, "side_effects": SIDE_EFFECTS,

@@ -15,10 +15,11 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from itsdangerous import URLSafeTimedSerializer
 
 from parkgate.api.people.inbox import Viewer
-from parkgate.api.people.inbox_pages import message, page, root, secure, set_csrf
+from parkgate.api.people.inbox_pages import message, page, set_csrf
 from parkgate.api.shared import csrf, oidc_sessions, signin
 from parkgate.api.shared.deps import principal_of
 from parkgate.api.shared.key_sessions import posted_form, sign_in, signed_in_key
+from parkgate.api.shared.signin import root, secure
 from parkgate.approvals.access import Role
 from parkgate.settings import Settings
 
