@@ -102,12 +102,15 @@ async def serving(
 @contextlib.asynccontextmanager
 async def working(client: Client, settings: Settings, deps: Deps) -> AsyncIterator[None]:
     """A worker process's whole job for the duration of the block: its workers
-    (`serving`) and the background passes over its store, the stuck-call sweep
-    and the open-call report (one recipe for `parkgate worker` and `serve`)."""
+    (`serving`) and the background passes over its store, the stuck-call sweep,
+    the sweep for calls ended from outside and the open-call report (one recipe
+    for `parkgate worker` and `serve`)."""
     from parkgate.durable.open_calls import reporting_open_calls
+    from parkgate.durable.orphans import sweeping_orphans
     from parkgate.durable.stuck import healing
 
     async with serving(client, settings, deps), healing(client, settings, deps.store), \
+            sweeping_orphans(client, settings, deps.store), \
             reporting_open_calls(settings, deps.store):
         yield
 

@@ -182,10 +182,10 @@ class Settings(HostPaths, AgentSettings, BaseSettings):
     codec_cors_origin: str = ""
     #: Bearer token required on /metrics when set.
     metrics_token: str | None = None
-    #: Calls whose workflow task cannot heal (docs/DURABLE.md): every worker
-    #: checks its task queue every `stuck_task_check_seconds` (0 = never; a
-    #: cancel still ends such a call) and ends a call whose workflow task failed
-    #: `stuck_task_failures` times for a reason no retry can fix.
+    #: Every `stuck_task_check_seconds` (0 = never) each worker ends its queue's
+    #: calls whose workflow task failed `stuck_task_failures` times for a reason
+    #: no retry can fix, and records the end of calls whose workflow was ended
+    #: from outside, terminated or timed out (docs/DURABLE.md).
     stuck_task_check_seconds: float = Field(default=60.0, ge=0, le=3600)
     stuck_task_failures: int = Field(default=5, ge=2, le=1000)
     #: Check only the calls Temporal flags with TemporalReportedProblems (servers
