@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import sys
 from contextlib import ExitStack
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
@@ -236,15 +236,17 @@ def prune(
     age = parse_age(older_than)
     settings = load_settings()
 
-    async def go() -> tuple[int, bool]:
+    async def go() -> tuple[int, int, bool]:
         async with open_repository(settings) as repo:
             removed = await repo.prune(age)
+            windows = await repo.prune_budget_windows(settings.budgets, datetime.now(UTC) - age)
             ok = (await repo.verify_chain()).ok if check else True
-        return removed, ok
+        return removed, windows, ok
 
-    removed, ok = run(go())
+    removed, windows, ok = run(go())
     console.print(
         f"pruned {removed} finished calls older than {older_than.strip()}"
+        + (f" and {plural(windows, 'ended budget window')}" if windows else "")
         + ("; the remaining history verifies" if check and ok else ""),
         soft_wrap=True,
     )

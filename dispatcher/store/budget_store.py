@@ -16,17 +16,17 @@ charged its `over` ones (a person let it pass the limit); one that never ran
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from pydantic import BaseModel
-from sqlalchemy import ColumnElement, Table, and_, select, tuple_, update
+from sqlalchemy import ColumnElement, Table, and_, delete, exists, or_, select, tuple_, update
 from sqlalchemy.engine import Connection
 
 from parkgate.calls.records import CallStatus
 from parkgate.models import utcnow
-from parkgate.rules.budgets import Charge
+from parkgate.rules.budgets import BudgetSpec, Charge, window_seconds
 from parkgate.store import statements
 from parkgate.store.base import StoreBase
 from parkgate.store.models import Base
@@ -174,6 +174,25 @@ class BudgetStore(StoreBase):
              "state": RESERVED if a.fits else OVER, "created_at": now, "settled_at": None}
             for a in answers])
         return answers
+
+    async def prune_budget_windows(self, budgets: Mapping[str, BudgetSpec],
+                                   cutoff: datetime) -> int:
+        """Delete the windows that ended before `cutoff` and that no stored charge
+        names (`parkgate audit prune` removes the charges of the calls it prunes
+        first); returns how many. A window of a configured budget ended when
+        its length has passed since its start; a budget's one window for ever
+        (no `window`) never ends. A budget no longer configured counts nothing
+        more: its windows go once untouched since `cutoff`."""
+        unreferenced = ~exists().where(CHARGES.c.budget == WINDOWS.c.budget,
+                                       CHARGES.c.scope == WINDOWS.c.scope,
+                                       CHARGES.c.window_start == WINDOWS.c.window_start)
+        ended = [and_(WINDOWS.c.budget == name, WINDOWS.c.window_start
+                      < cutoff - timedelta(seconds=window_seconds(spec.window)))
+                 for name, spec in sorted(budgets.items()) if spec.window is not None]
+        ended.append(and_(WINDOWS.c.budget.not_in(sorted(budgets)), WINDOWS.c.updated_at < cutoff))
+        async with self._write() as conn:
+            result = await conn.execute(delete(WINDOWS).where(or_(*ended), unreferenced))
+        return int(result.rowcount or 0)
 
     async def budget_usage(self, keys: Sequence[tuple[str, str, datetime]],
                            ) -> dict[tuple[str, str, datetime], int]:

@@ -8,6 +8,7 @@ import asyncio
 from datetime import UTC, datetime, timedelta
 
 from parkgate.calls.records import CallStatus
+from parkgate.models import utcnow
 from parkgate.rules.budgets import UNIT, BudgetSpec, charges_for
 from parkgate.store import Repository
 from parkgate.store.budget_store import CHARGED, OVER, RELEASED, RESERVED
@@ -132,3 +133,40 @@ async def test_pruning_a_call_removes_its_charges_not_the_windows_count(
     assert await repo.prune(timedelta(days=1), now=NOW + timedelta(days=2)) == 1
     assert await repo.call_charges(session, "c") == []
     assert (await repo.budget_usage([charges[0].key]))[charges[0].key] == UNIT
+
+
+async def test_pruning_drops_ended_windows_nobody_names_and_keeps_the_rest(
+        repo: Repository) -> None:
+    """`parkgate audit prune`'s second half: a window that ended before the
+    cutoff and holds no charge goes; the current window, a window a kept
+    charge names, a budget's one window for ever and a recent window of a
+    budget no longer configured stay."""
+    hourly, forever = BudgetSpec(limit=5, window="1h"), BudgetSpec(limit=5)
+    session = uid("s")
+    old = _charges(hourly, session, now=NOW - timedelta(days=3))
+    named = _charges(hourly, session, now=NOW - timedelta(days=2))
+    current = _charges(hourly, session, now=NOW)
+    ever = charges_for({"ever": forever}, "shell", {}, session, "p", "k", NOW - timedelta(days=3))
+    gone = charges_for({"gone": hourly}, "shell", {}, session, "p", "k", NOW)
+    for call, charges in (("old", old), ("named", named), ("now", current), ("ever", ever),
+                          ("gone", gone)):
+        await repo.reserve_budgets(session, call, charges)
+    await repo.apply([], finished(session, "old", started_at=NOW, finished_at=NOW))
+    assert await repo.prune(timedelta(days=1), now=NOW + timedelta(days=2)) == 1
+    assert await repo.call_charges(session, "old") == []  # its window is named by none
+
+    budgets = {"b": hourly, "ever": forever}
+    assert await repo.prune_budget_windows(budgets, NOW - timedelta(days=1)) == 1
+    keys = [c[0].key for c in (old, named, current, ever, gone)]
+    usage = await repo.budget_usage(keys)
+    assert old[0].key not in usage
+    assert usage[named[0].key] == usage[current[0].key] == usage[ever[0].key] == UNIT
+    assert usage[gone[0].key] == UNIT  # unconfigured, but touched after the cutoff
+    # Once its call is pruned, the unconfigured budget's window goes too (it was
+    # last touched before the cutoff); a second pass finds nothing.
+    await repo.apply([], finished(session, "gone", started_at=NOW, finished_at=NOW))
+    assert await repo.prune(timedelta(days=1), now=NOW + timedelta(days=2)) == 1
+    later = utcnow() + timedelta(days=1)
+    assert await repo.prune_budget_windows(budgets, later) == 1
+    assert gone[0].key not in await repo.budget_usage(keys)
+    assert await repo.prune_budget_windows(budgets, later) == 0

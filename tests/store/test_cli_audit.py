@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 
 from parkgate.cli import app
 from parkgate.models import utcnow
+from parkgate.rules.budgets import BudgetSpec, charges_for
 from parkgate.settings import get_settings
 from parkgate.store import Repository
 from parkgate.store.migrate import head_revision
@@ -80,11 +81,19 @@ async def test_export_and_prune(
     assert len(out.splitlines()) == 4
 
     old = utcnow() - timedelta(days=91)
+    # The old call was charged in an hourly budget's window of its day: pruned
+    # with it, the window ended and nothing names it any more.
+    hourly = {"b": BudgetSpec(limit=5, window="1h")}
+    monkeypatch.setenv("PARKGATE_BUDGETS", json.dumps({"b": {"limit": 5, "window": "1h"}}))
+    charges = charges_for(hourly, "shell", {}, sid, "p", "k", old)
+    await repo.reserve_budgets(sid, "old", charges)
     await repo.apply(call_events(sid, "old"), finished(sid, "old", finished_at=old))
     code, out, _ = await cli(
         monkeypatch, db_url, "audit", "prune", "--older-than", "90d", "--verify"
     )
     assert code == 0 and "pruned 1 finished calls older than 90d" in out
+    assert "and 1 ended budget window" in out
+    assert await repo.budget_usage([charges[0].key]) == {}
     assert "remaining history verifies" in out
     assert await repo.get_call(sid, "old") is None
     assert await repo.get_call(sid, "c0") is not None
