@@ -65,7 +65,7 @@ async def remembered_verdict(
     lookup = getattr(store, "active_remembered", None)
     info = verdict.info
     if lookup is None or info.quorum > 1 or verdict.prepared.definition.human_decides:
-        return verdict  # a call a person must decide (parkgate.clients.confinement) too
+        return verdict  # a call a person must decide (parkgate.client_tools.confinement) too
     get_session = getattr(store, "get_session", None)
     row = None if get_session is None else await get_session(session.session_id)
     project = row.project if row is not None else DEFAULT_PROJECT

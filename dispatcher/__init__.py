@@ -3,7 +3,7 @@
 The names below are the in-process API (README "Use it in-process"): a
 library user imports them from `parkgate`; parkgate's own code imports each
 from the module that defines it (the concepts live in `parkgate.rules`,
-`.approvals`, `.calls`, `.sandbox`, `.workspaces`, `.clients`, `.pipeline`,
+`.approvals`, `.calls`, `.sandbox`, `.workspaces`, `.client_tools`, `.pipeline`,
 `.tools`; docs/ARCHITECTURE.md).
 
 They are imported on first use (PEP 562), not with the package: the workflow

@@ -130,10 +130,10 @@ class ToolDefinition(BaseModel):
     atomic: bool = False
     #: Declared by a session (`client_tools`): the agent's own process runs it;
     #: parkgate classifies, parks and releases it, then records what the client
-    #: reports (parkgate.clients.client_tools).
+    #: reports (parkgate.client_tools.declared).
     client_executed: bool = False
     #: Set for one call by an agent's hook when the call reaches outside its
-    #: session's workspace (parkgate.clients.confinement): a person decides it,
+    #: session's workspace (parkgate.client_tools.confinement): a person decides it,
     #: whatever policy, self-approval or a remembered decision would allow.
     #: The text says why (the approval's rule names it).
     human_decides: str | None = None

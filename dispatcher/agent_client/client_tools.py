@@ -18,7 +18,7 @@ from typing import Any, get_type_hints
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, create_model
 from pydantic_core import to_jsonable_python
 
-from parkgate.clients.client_tools import MAX_DESCRIPTION
+from parkgate.client_tools.declared import MAX_DESCRIPTION
 from parkgate.models import (
     TOOL_NAME_PATTERN,
     ContentBlock,

@@ -33,7 +33,7 @@ class CallStatus(StrEnum):
     DENIED = "denied"
     EXPIRED = "expired"
     CANCELLED = "cancelled"
-    #: Client-executed calls (parkgate.clients.client_tools): approved and handed to the
+    #: Client-executed calls (parkgate.client_tools.declared): approved and handed to the
     #: client to run; claimed by one client under a lease; the lease ended with
     #: no outcome reported (never "failed": the tool may well have run).
     RELEASED = "released"

@@ -280,7 +280,7 @@ def explain(
     """Classify a recorded call again with today's policies: what decided then,
     what would decide now (YAML and Cedar), and what the YAML policy alone says."""
     from parkgate.cli.calls import find_call
-    from parkgate.clients.client_tools import definitions
+    from parkgate.client_tools.declared import definitions
     from parkgate.models import Session, ToolUseBlock
     from parkgate.rules.cedar import CedarError
     from parkgate.runtime.worker import build_pipeline

@@ -205,7 +205,7 @@ class Dialect:
     def views(self, tool_name: str, tool_input: Mapping[str, Any]
               ) -> list[tuple[str, dict[str, Any]]]:
         """The call as Claude Code tool calls (`Bash`, `Read`, `Write`, `Edit`,
-        `LS`, `Glob`, `Grep`) for parkgate.clients.confinement; [] when it names
+        `LS`, `Glob`, `Grep`) for parkgate.client_tools.confinement; [] when it names
         no path parkgate can see."""
         if tool_name in self.shell_tools and isinstance(tool_input.get("command"), str):
             return [("Bash", {"command": tool_input["command"]})]

@@ -15,7 +15,7 @@ import shlex
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
-from parkgate.clients.client_tools import ClientToolSpec
+from parkgate.client_tools.declared import ClientToolSpec
 from parkgate.dialects.claude_code_wire import (
     COMMAND_MARGIN,
     CONFIRM_PARAM,  # noqa: F401 (re-exported)

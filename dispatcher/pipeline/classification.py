@@ -17,7 +17,7 @@ from typing import Any
 
 from parkgate.approvals.access import DEFAULT_PROJECT
 from parkgate.calls.events import EventType, ToolEvent
-from parkgate.clients.confinement import command_paths, inside, tool_paths
+from parkgate.client_tools.confinement import command_paths, inside, tool_paths
 from parkgate.dialects import agent_preview
 from parkgate.dialects import names as dialect_names
 from parkgate.dialects.claude_code import file_preview
@@ -146,7 +146,7 @@ class Classifier:
         """Decide what happens to ``call``: Execute | Deny | NeedsApproval. No side effects.
 
         `client_tool`: the session's declaration of a tool its client runs
-        (`parkgate.clients.client_tools`); it stands in for the registry's entry.
+        (`parkgate.client_tools.declared`); it stands in for the registry's entry.
         `key_name`, `project`: who submitted it, for Cedar policies (the
         activity reads them from the store; None: unknown / the default project).
         `budgets`: the budgets' states before this call (None: nothing used);
@@ -223,7 +223,7 @@ class Classifier:
                                         key_name, project, budgets)
         if definition.human_decides and decision.mode != "deny" and (
                 decision.mode in ("auto", "prompt_once") or decision.self_approval):
-            # Policy alone never lets it through (parkgate.clients.confinement).
+            # Policy alone never lets it through (parkgate.client_tools.confinement).
             decision = decision.model_copy(update={
                 "mode": "prompt", "self_approval": False,
                 "rule": f"confine: {definition.human_decides} (policy: {decision.rule})"})

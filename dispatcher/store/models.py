@@ -219,7 +219,7 @@ class SessionRow(Base):
     registered_by: Mapped[str | None] = mapped_column(CleanString(32))
     #: The worker group whose hosts have the workspace (None: any worker).
     worker_group: Mapped[str | None] = mapped_column(CleanString(64))
-    #: Tools the session's client runs (parkgate.clients.client_tools.ClientToolSpec dumps).
+    #: Tools the session's client runs (parkgate.client_tools.declared.ClientToolSpec dumps).
     client_tools: Mapped[list[dict[str, Any]] | None] = mapped_column(JSONColumn)
 
 

@@ -80,7 +80,7 @@ class SessionRecord(BaseModel):
     project: str = "default"
     registered_by: str | None = None
     worker_group: str | None = None
-    #: Tools the session's client runs (parkgate.clients.client_tools).
+    #: Tools the session's client runs (parkgate.client_tools.declared).
     client_tools: list[dict[str, Any]] | None = None
 
     def for_turn(self, turn_id: str) -> Session:

@@ -1,4 +1,4 @@
-"""parkgate.clients.confinement: what a Claude Code call's paths reach (pure,
+"""parkgate.client_tools.confinement: what a Claude Code call's paths reach (pure,
 on a temporary tree), including the best-effort reading of Bash commands."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from parkgate.clients.confinement import Protected, command_reach, judge, tool_paths
+from parkgate.client_tools.confinement import Protected, command_reach, judge, tool_paths
 
 
 @pytest.fixture

@@ -306,7 +306,7 @@ async def client_paths(env: WorkflowEnvironment, store: Repository, tmp: Path) -
     """Client-executed calls (issue 24): released, claimed, reported; and a
     claim whose lease ends with no outcome (outcome_unknown)."""
     from parkgate.approvals import proof
-    from parkgate.clients.client_tools import ClientToolSpec
+    from parkgate.client_tools.declared import ClientToolSpec
     from parkgate.durable.client_payloads import (
         KIND_START,
         LATE_OUTCOME_WORKFLOW,

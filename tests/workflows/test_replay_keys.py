@@ -25,7 +25,7 @@ from temporalio.testing import WorkflowEnvironment
 from parkgate.approvals import proof
 from parkgate.approvals.decisions import DecideInput
 from parkgate.calls.records import CallRef, CallStatus
-from parkgate.clients.client_tools import ClientToolSpec
+from parkgate.client_tools.declared import ClientToolSpec
 from parkgate.durable.client_payloads import (
     LATE_OUTCOME_WORKFLOW,
     UPDATE_CLAIM,

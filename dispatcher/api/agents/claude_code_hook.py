@@ -47,9 +47,8 @@ from parkgate.approvals.access import Principal
 from parkgate.approvals.edits import edit_note
 from parkgate.calls.events import ToolEvent, make_event_id
 from parkgate.calls.records import CallStatus
-from parkgate.clients import client_tools
-from parkgate.clients.client_tools import ClientToolSpec, stricter
-from parkgate.clients.confinement import Reach
+from parkgate.client_tools.confinement import Reach
+from parkgate.client_tools.declared import ClientToolSpec, definitions, stricter
 from parkgate.dialects.claude_code_wire import START_FIELD
 from parkgate.durable.client_payloads import ClaimInput, OutcomeInput, StartInput
 from parkgate.durable.dispatcher import IdempotencyConflictError
@@ -265,7 +264,7 @@ async def pre_tool_use(ctx: HookContext, hook: HookInput) -> dict[str, Any]:
 
 async def _confined(ctx: HookContext, hook: HookInput,
                     record: SessionRecord) -> dict[str, Any] | str | None:
-    """Where the call's paths reach (parkgate.clients.confinement): a deny for
+    """Where the call's paths reach (parkgate.client_tools.confinement): a deny for
     parkgate's own files, another project's workspace, or (with
     `claude_code_outside_workspace: deny`) anything outside the workspace; else
     why a person must decide it (outside the workspace), or None."""
@@ -324,7 +323,7 @@ def _definitions(ctx: HookContext, record: SessionRecord, tool_name: str,
     """The session's tools for this call: none looser than this deployment
     classes it, and the called one marked for a person to decide when it
     reaches outside the workspace."""
-    found = client_tools.definitions(record.client_tools, lambda n: _side_effects(ctx, n))
+    found = definitions(record.client_tools, lambda n: _side_effects(ctx, n))
     if human is None:
         return found
     return [d.model_copy(update={"human_decides": human}) if d.name == tool_name else d

@@ -1,4 +1,4 @@
-"""The Claude Code hook's confinement on this host (parkgate.clients.confinement):
+"""The Claude Code hook's confinement on this host (parkgate.client_tools.confinement):
 which paths are parkgate's own here, and which belong to other projects.
 
 Protected: every parkgate data directory of this host, the paths tools are
@@ -16,7 +16,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from parkgate.clients.confinement import (
+from parkgate.client_tools.confinement import (
     PATH_FIELDS,
     SHELL_TOOLS,
     Protected,

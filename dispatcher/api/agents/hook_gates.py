@@ -13,7 +13,7 @@ import fnmatch
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from parkgate.clients.client_tools import ClientToolSpec
+from parkgate.client_tools.declared import ClientToolSpec
 from parkgate.dialects import claude_code
 from parkgate.dialects.base import Dialect
 from parkgate.models import SideEffects

@@ -53,7 +53,7 @@ from parkgate.api.shared.schemas import ID_RE, CallResource
 from parkgate.api.shared.service import CallService
 from parkgate.approvals.access import Principal, Role
 from parkgate.calls.records import CallStatus
-from parkgate.clients import client_tools
+from parkgate.client_tools import declared
 from parkgate.durable.call_errors import TEMPORAL_NO_ANSWER
 from parkgate.durable.dispatcher import IdempotencyConflictError
 from parkgate.models import SideEffects, ToolDefinition, ToolUseBlock
@@ -213,7 +213,7 @@ class McpGateway:
             await self.deps.repo.record_submission(
                 session.session_id, [tool_use_id], caller.principal.key_id, caller.principal.name)
             await self.calls.start_call(block, session,
-                                        client_tools.definitions(
+                                        declared.definitions(
                                             caller.session.client_tools,
                                             tool_classes.floor(self.settings, self.deps.registry)))
             if as_task:

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from parkgate.api.shared.errors import ApiError
-from parkgate.clients.client_tools import ClientToolSpec, Floor, covers
+from parkgate.client_tools.declared import ClientToolSpec, Floor, covers
 from parkgate.dialects import claude_code
 from parkgate.models import SideEffects
 from parkgate.settings import Settings

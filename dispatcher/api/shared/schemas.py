@@ -27,7 +27,7 @@ from parkgate.calls.wire import (
     SessionOut,
     ToolsOut,
 )
-from parkgate.clients.client_tools import MAX_CLIENT_TOOLS, ClientToolSpec
+from parkgate.client_tools.declared import MAX_CLIENT_TOOLS, ClientToolSpec
 from parkgate.models import ContentBlock, JsonInput, TextBlock, ToolUseBlock
 from parkgate.rules.remember_spec import MAX_TTL_SECONDS, MIN_TTL_SECONDS
 from parkgate.rules.remembered import RememberedFields

@@ -40,7 +40,7 @@ from parkgate.api.shared.schemas import (
 from parkgate.api.shared.service import CallService
 from parkgate.approvals.access import Principal
 from parkgate.calls.records import CallStatus
-from parkgate.clients import client_tools
+from parkgate.client_tools import declared
 from parkgate.durable.dispatcher import IdempotencyConflictError
 from parkgate.durable.payloads import call_workflow_id
 from parkgate.models import Session, ToolDefinition, ToolUseBlock
@@ -81,7 +81,7 @@ async def _accepted(
 def _declared(record: SessionRecord, request: Request,
               settings: Settings) -> list[ToolDefinition]:
     """The session's client tools, none looser than the deployment's class."""
-    return client_tools.definitions(
+    return declared.definitions(
         record.client_tools, tool_classes.floor(settings, request.app.state.deps.registry))
 
 

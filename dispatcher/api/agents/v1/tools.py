@@ -21,7 +21,7 @@ from parkgate.api.shared.errors import error_responses
 from parkgate.api.shared.schemas import (
     ToolsOut,
 )
-from parkgate.clients import client_tools
+from parkgate.client_tools import declared
 
 router = APIRouter(prefix="/v1", tags=["agent"])
 
@@ -44,7 +44,7 @@ async def list_tools(
     session = record.for_turn("-")
     # Hosted tools, then the session's own (client-executed: `client_executed`).
     definitions = [*deps.registry.definitions_for(session),
-                   *client_tools.definitions(record.client_tools,
+                   *declared.definitions(record.client_tools,
                                              tool_classes.floor(settings, deps.registry))]
     if format == "openai":
         tools = [d.to_openai() for d in definitions]

@@ -1,4 +1,4 @@
-"""Client tools: tools a session declares that its own client (the agent's
+"""A session's declared client tools: tools its own client (the agent's
 process) runs. parkgate classifies, parks and releases their calls and records
 what the client reports; it never runs them. Pure domain (no I/O).
 """
