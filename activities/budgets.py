@@ -9,17 +9,29 @@ settled by the call's final row: kept if the call ran, released if not.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from datetime import datetime
 
 from parkgate.approvals.access import DEFAULT_PROJECT
-from parkgate.calls.records import HistoryStore
+from parkgate.calls.records import CallUpdate, HistoryStore
 from parkgate.models import Session, ToolUseBlock
 from parkgate.pipeline import Pipeline
 from parkgate.pipeline.budget_gate import charges_of, over_budget
-from parkgate.rules.budgets import BudgetSpec, BudgetState, Over, states, windows
+from parkgate.rules.budgets import (
+    BudgetError,
+    BudgetSpec,
+    BudgetState,
+    Over,
+    charges_for,
+    show_units,
+    states,
+    windows,
+)
 from parkgate.rules.cedar import UNKNOWN_KEY
 from parkgate.verdicts import Deny, Verdict
+
+log = logging.getLogger("parkgate.budgets")
 
 
 def _who(session: Session, key_name: str | None, project: str | None) -> tuple[str, str, str]:
@@ -54,3 +66,37 @@ async def charge_call(pipeline: Pipeline, store: HistoryStore, verdict: Verdict,
                   BudgetState(a.used_before, a.charge.limit), a.charge.amount)
              for a in answers if not a.fits and a.charge.budget in budgets]
     return over_budget(pipeline, verdict, overs)
+
+
+async def reprice_edit(store: HistoryStore, budgets: Mapping[str, BudgetSpec],
+                       row: CallUpdate) -> None:
+    """Charge an approver's edited input, not the one the call was classified
+    with (`BudgetStore.reprice_charges`), when `row` records an allow with
+    edits. Called from the committed record of the decision; idempotent, so a
+    retried record changes nothing more."""
+    reprice = getattr(store, "reprice_charges", None)
+    if (reprice is None or not budgets or row.decision != "allow_with_edits"
+            or row.input is None):
+        return
+    sid, cid = row.session_id, row.tool_use_id
+    call = await store.get_call(sid, cid)  # type: ignore[attr-defined]
+    tool = row.tool_name or (call.tool_name if call is not None else None)
+    if tool is None:
+        return
+    submitter = await store.get_submitter(sid, cid)  # type: ignore[attr-defined]
+    session = await store.get_session(sid)  # type: ignore[attr-defined]
+    stored = await store.call_charges(sid, cid)  # type: ignore[attr-defined]
+    # The classification's time: its windows, for a budget the edit makes count.
+    at = stored[0].created_at if stored else (call.created_at if call is not None else None)
+    if at is None:
+        return
+    who = (sid, session.project if session is not None else DEFAULT_PROJECT,
+           submitter.key_name if submitter is not None and submitter.key_name else UNKNOWN_KEY)
+    try:
+        charges = charges_for(budgets, tool, row.input, *who, at)
+    except BudgetError as exc:  # revalidation refuses such an edit before it is decided
+        log.warning("%s/%s: the edited input is not charged: %s", sid, cid, exc)
+        return
+    for budget, before, now in await reprice(sid, cid, charges):
+        log.info("%s/%s: budget %s charged %s for the edited input (was %s)", sid, cid,
+                 budget, show_units(now), show_units(before))

@@ -10,6 +10,7 @@ import logging
 
 from temporalio import activity
 
+from parkgate.activities.budgets import reprice_edit
 from parkgate.approvals.access import DEFAULT_PROJECT
 from parkgate.approvals.links import sign_token, token_hash
 from parkgate.calls.events import ToolEvent
@@ -120,6 +121,8 @@ class RecordActivities:
     async def record(self, inp: RecordInput) -> RecordOutput:
         await write_approval(self.store, inp)
         row = record_row(inp)
+        if row is not None and self.settings.budgets:
+            await reprice_edit(self.store, self.settings.budgets, row)
         conditional = getattr(self.store, "record_unless_finished", None)
         if inp.unless_finished and row is not None and conditional is not None:
             finished = await conditional(inp.events, row)

@@ -34,7 +34,7 @@ from parkgate.models import (
 )
 from parkgate.registry import ToolRegistry
 from parkgate.rules.budget import Budget
-from parkgate.rules.budgets import BudgetSpec, BudgetState
+from parkgate.rules.budgets import EPOCH, BudgetError, BudgetSpec, BudgetState, charges_for
 from parkgate.rules.cedar import RULE_PREFIX as CEDAR_PREFIX
 from parkgate.rules.cedar import UNKNOWN_KEY, CedarPolicies, CedarRequest
 from parkgate.rules.hooks import HookHalt, hook_name, maybe_await
@@ -438,6 +438,12 @@ class Classifier:
         checked = self._check_input(call, prepared.session, prepared.definition)
         if isinstance(checked, Deny):
             return checked
+        try:  # the edit is charged instead (activities/budgets.py): it must count
+            charges_for(self.budgets, call.name, new_input, "", "", "", EPOCH)
+        except BudgetError as exc:
+            return deny_result(call.id, ToolErrorClass.VALIDATION_ERROR,
+                               f"Invalid input for tool '{call.name}': {exc}",
+                               definition=prepared.definition)
         return prepared.model_copy(
             update={
                 "call": call,

@@ -84,6 +84,17 @@ def _window_where(budget: str, scope: str, start: datetime) -> ColumnElement[boo
                 WINDOWS.c.window_start == start)
 
 
+def _insert_charges(conn: Connection, session_id: str, tool_use_id: str,
+                    answers: Sequence[Reserved], now: datetime) -> None:
+    """A call's charge rows: `reserved` where the window took it, else `over`."""
+    if answers:
+        conn.execute(CHARGES.insert(), [
+            {"session_id": session_id, "tool_use_id": tool_use_id, **_window_key(a.charge),
+             "amount": a.charge.amount, "cap": a.charge.limit, "used_before": a.used_before,
+             "state": RESERVED if a.fits else OVER, "created_at": now, "settled_at": None}
+            for a in answers])
+
+
 def settle_charges(conn: Connection, session_id: str, tool_use_id: str) -> None:
     """Settle a finished call's open charges (see the module's docstring).
 
@@ -153,27 +164,66 @@ class BudgetStore(StoreBase):
                                     r["cap"]), r["used_before"], r["state"] != OVER)
                     for r in stored]
         now = utcnow()
-        for charge in charges:
-            conn.execute(statements.insert(self.dialect, WINDOWS)
-                         .values(**_window_key(charge), used=0, updated_at=now)
-                         .on_conflict_do_nothing())
-        answers: list[Reserved] = []
-        for charge in sorted(charges, key=lambda c: c.key):  # one lock order for all
-            where = _window_where(charge.budget, charge.scope, charge.window_start)
-            raised = conn.execute(
-                update(WINDOWS).where(where, WINDOWS.c.used + charge.amount <= charge.limit)
-                .values(used=WINDOWS.c.used + charge.amount, updated_at=now))
-            used = conn.execute(select(WINDOWS.c.used).where(where)).scalar_one()
-            fits = raised.rowcount == 1
-            answers.append(Reserved(charge, used - charge.amount if fits else used, fits))
+        answers = [self._raise(conn, charge, now)
+                   for charge in sorted(charges, key=lambda c: c.key)]  # one lock order
         if any(not a.fits and a.charge.budget in deny for a in answers):
             raise _Refused(answers)
-        conn.execute(CHARGES.insert(), [
-            {"session_id": session_id, "tool_use_id": tool_use_id, **_window_key(a.charge),
-             "amount": a.charge.amount, "cap": a.charge.limit, "used_before": a.used_before,
-             "state": RESERVED if a.fits else OVER, "created_at": now, "settled_at": None}
-            for a in answers])
+        _insert_charges(conn, session_id, tool_use_id, answers, now)
         return answers
+
+    def _raise(self, conn: Connection, charge: Charge, now: datetime) -> Reserved:
+        """Raise the charge's window by its amount if it fits (the window's row is
+        made first when missing); the window's units before, and whether it fit."""
+        conn.execute(statements.insert(self.dialect, WINDOWS)
+                     .values(**_window_key(charge), used=0, updated_at=now)
+                     .on_conflict_do_nothing())
+        where = _window_where(charge.budget, charge.scope, charge.window_start)
+        raised = conn.execute(
+            update(WINDOWS).where(where, WINDOWS.c.used + charge.amount <= charge.limit)
+            .values(used=WINDOWS.c.used + charge.amount, updated_at=now))
+        used = conn.execute(select(WINDOWS.c.used).where(where)).scalar_one()
+        fits = raised.rowcount == 1
+        return Reserved(charge, used - charge.amount if fits else used, fits)
+
+    async def reprice_charges(self, session_id: str, tool_use_id: str,
+                              charges: Sequence[Charge]) -> list[tuple[str, int, int]]:
+        """Charge an approver's edited input instead of the one the call was
+        classified with: `charges` is what the edited input costs, in the
+        classification's windows. A reserved charge's window moves by the
+        difference (past the limit if need be: a person approved it); an `over`
+        charge only changes amount (settled as before); a budget the edit
+        makes count the call is reserved like a classification's. Nothing
+        changes for a call whose charges have settled, and a repeat changes
+        nothing. Returns (budget, amount before, amount now) of each change."""
+        return await self._in_write(self._reprice_in, session_id, tool_use_id, list(charges))
+
+    def _reprice_in(self, conn: Connection, session_id: str, tool_use_id: str,
+                    charges: list[Charge]) -> list[tuple[str, int, int]]:
+        self._lock_sessions(conn, {session_id})
+        stored = {r["budget"]: r for r in conn.execute(
+            select(CHARGES).where(CHARGES.c.session_id == session_id,
+                                  CHARGES.c.tool_use_id == tool_use_id)
+            .order_by(CHARGES.c.budget)).mappings()}
+        if any(r["state"] not in (RESERVED, OVER) for r in stored.values()):
+            return []
+        wanted = {c.budget: c for c in charges}
+        now, changes = utcnow(), []
+        for budget, row in stored.items():
+            amount = wanted[budget].amount if budget in wanted else 0
+            if amount == row["amount"]:
+                continue
+            conn.execute(update(CHARGES).where(
+                CHARGES.c.session_id == session_id, CHARGES.c.tool_use_id == tool_use_id,
+                CHARGES.c.budget == budget).values(amount=amount))
+            if row["state"] == RESERVED:
+                conn.execute(update(WINDOWS)
+                             .where(_window_where(budget, row["scope"], row["window_start"]))
+                             .values(used=WINDOWS.c.used + amount - row["amount"],
+                                     updated_at=now))
+            changes.append((budget, int(row["amount"]), amount))
+        added = [self._raise(conn, c, now) for c in charges if c.budget not in stored]
+        _insert_charges(conn, session_id, tool_use_id, added, now)
+        return changes + [(a.charge.budget, 0, a.charge.amount) for a in added]
 
     async def prune_budget_windows(self, budgets: Mapping[str, BudgetSpec],
                                    cutoff: datetime) -> int:

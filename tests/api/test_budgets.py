@@ -132,3 +132,48 @@ async def test_twenty_agents_race_for_the_last_five_units(
         assert statuses.count("succeeded") == 5 and statuses.count("parked") == 15
         charges = [c for sid in sids for c in await api.repo.call_charges(sid, "r")]
         assert {c.used_now for c in charges} == {5 * UNIT}  # overspent by 0
+
+
+SPEND = {"spend": {"limit": 10, "tools": ["write_file"], "counts": "input.content"}}
+
+
+async def test_an_approvers_edit_is_charged_instead_of_the_input_it_replaced(
+    dev_temporal: Client, sqlite_repo: Repository, tmp_path: Path,
+) -> None:
+    """The agent asks to spend 8 of 10; the approver edits it down to 3: the
+    call runs with 3 and the budget counts 3. An edit up past the limit is
+    charged too (a person approved it); an edit the budget cannot count is
+    refused with a 4xx naming it, and nothing changes."""
+    async with api_rig(dev_temporal, sqlite_repo, tmp_path,
+                       policy={"default": {"WRITE": "prompt"}}, budgets=SPEND) as api:
+        sid = await api.register()
+        await api.submit(sid, "write_file", {"path": "a.txt", "content": "8"}, call_id="c1")
+        parked = await api.wait_parked(sid, "c1")
+        assert await used(api.repo, sid, "c1") == 8 * UNIT
+        url = f"/v1/sessions/{sid}/turns/t1/confirmations/{parked['request_id']}"
+        bad = await api.http.post(url, json={"decision": "allow_with_edits", "edited_input": {
+            "path": "a.txt", "content": "lots"}})
+        assert bad.status_code in (400, 409, 422), bad.text
+        assert "budget 'spend' counts input.content: 'lots' is not a number" in bad.text
+        assert await used(api.repo, sid, "c1") == 8 * UNIT
+        ok = await api.http.post(url, json={"decision": "allow_with_edits", "edited_input": {
+            "path": "a.txt", "content": "3"}})
+        assert ok.status_code == 200, ok.text
+        assert (await finished(api, sid, "c1"))["status"] == "succeeded"
+        assert (api.workspace / "a.txt").read_text() == "3"
+        (charge,) = await api.repo.call_charges(sid, "c1")
+        assert charge.state == CHARGED and charge.amount == 3 * UNIT
+        assert charge.used_now == 3 * UNIT
+
+        # Up past the limit: 3 used, 5 asked (fits), edited to 9: charged 9.
+        await api.submit(sid, "write_file", {"path": "b.txt", "content": "5"}, call_id="c2")
+        parked = await api.wait_parked(sid, "c2")
+        assert await used(api.repo, sid, "c2") == 8 * UNIT
+        url = f"/v1/sessions/{sid}/turns/t1/confirmations/{parked['request_id']}"
+        ok = await api.http.post(url, json={"decision": "allow_with_edits", "edited_input": {
+            "path": "b.txt", "content": "9"}})
+        assert ok.status_code == 200, ok.text
+        assert (await finished(api, sid, "c2"))["status"] == "succeeded"
+        (charge,) = await api.repo.call_charges(sid, "c2")
+        assert charge.state == CHARGED and charge.amount == 9 * UNIT
+        assert charge.used_now == 12 * UNIT  # past the limit: a person let it

@@ -170,3 +170,27 @@ async def test_pruning_drops_ended_windows_nobody_names_and_keeps_the_rest(
     assert await repo.prune_budget_windows(budgets, later) == 1
     assert gone[0].key not in await repo.budget_usage(keys)
     assert await repo.prune_budget_windows(budgets, later) == 0
+
+
+async def test_repricing_an_edit_moves_the_window_once_and_never_after_the_end(
+        repo: Repository) -> None:
+    spend = BudgetSpec(limit=10, counts="input.cost")
+    session = uid("s")
+    budgets = {"spend": spend, "calls": BudgetSpec(limit=1, counts="input.n")}
+    before = charges_for(budgets, "shell", {"cost": 8}, session, "p", "k", NOW)
+    await repo.reserve_budgets(session, "c", before)
+    edited = charges_for(budgets, "shell", {"cost": 3, "n": 2}, session, "p", "k", NOW)
+    changes = await repo.reprice_charges(session, "c", edited)
+    assert sorted(changes) == [("calls", 0, 2 * UNIT), ("spend", 8 * UNIT, 3 * UNIT)]
+    assert await repo.reprice_charges(session, "c", edited) == []  # a retry: nothing more
+    usage = await repo.budget_usage([c.key for c in edited])
+    assert usage[edited[1].key] == 3 * UNIT  # spend: reserved 8, now 3
+    assert usage[edited[0].key] == 0  # calls: 2 over a limit of 1, kept `over`
+    states = {c.budget: c.state for c in await repo.call_charges(session, "c")}
+    assert states == {"spend": RESERVED, "calls": OVER}
+    # Edited to cost nothing: the reservation goes back; once settled, nothing moves.
+    free = charges_for(budgets, "shell", {}, session, "p", "k", NOW)
+    assert await repo.reprice_charges(session, "c", free) == [("calls", 2 * UNIT, 0),
+                                                              ("spend", 3 * UNIT, 0)]
+    await repo.apply([], finished(session, "c", started_at=NOW, finished_at=NOW))
+    assert await repo.reprice_charges(session, "c", edited) == []
