@@ -5,7 +5,8 @@ not wait on it) and returns where the message is; the workflow keeps that
 reference (a channel id and a timestamp, not secret) and, when the call ends,
 starts `parkgate.SlackOutcome`, which runs `parkgate.slack_outcome` to replace
 the buttons with the outcome, whichever way the call ended. Slack errors are
-retryable failures (Temporal retries with backoff).
+retryable failures (Temporal retries with backoff); a store that does not
+answer the post's catch-up is not (a retry would post the message again).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from parkgate.durable.payloads import (
     SlackOutcomeInput,
 )
 from parkgate.settings import Settings
+from parkgate.store.errors import is_unreachable
 
 
 class SlackActivities:
@@ -50,10 +52,20 @@ class SlackActivities:
         get_approval = getattr(self.store, "get_approval", None)
         if get_call is None or get_approval is None:
             return
-        call = await get_call(req.session.session_id, req.info.tool_use_id)
-        if call is None or not call.status.terminal:
-            return  # still running: the workflow gets `ref` and shows the end itself
-        approval = await get_approval(req.info.request_id)
+        try:
+            call = await get_call(req.session.session_id, req.info.tool_use_id)
+            if call is None or not call.status.terminal:
+                return  # still running: the workflow gets `ref` and shows the end itself
+            approval = await get_approval(req.info.request_id)
+        except Exception as exc:
+            if not is_unreachable(exc):
+                raise
+            # Failing here would post the message again on every retry (issue 37):
+            # the message is posted; only a call that ended meanwhile keeps its
+            # buttons, and a click on them is answered from the store.
+            activity.logger.warning("store unreachable; %s's Slack message not caught up: %s",
+                                    req.info.request_id, type(exc).__name__)
+            return
         decision = approval.decision_record() if approval is not None else None
         await slack_web.update_outcome(self.settings, ref, req.info, req.session.session_id,
                                        slack.outcome_text(call.status.value, decision))

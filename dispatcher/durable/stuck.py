@@ -35,8 +35,10 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from parkgate.calls.events import ToolEvent
 from parkgate.calls.records import CallStatus, CallUpdate, RecordedFinish
+from parkgate.durable import stuck_subcall
 from parkgate.durable.payloads import (
     CALL_WORKFLOW,
+    SUBCALL_WORKFLOW,
     TURN_WORKFLOW,
     CallInput,
     TurnInput,
@@ -92,6 +94,8 @@ class TaskTrouble:
     why: str = ""
     #: Someone asked to cancel the call (a request its workflow never saw).
     cancel_requested: bool = False
+    #: The workflow's type (a call, a turn, a sub-call's approval).
+    workflow_type: str = ""
 
     @property
     def failures(self) -> int:
@@ -182,6 +186,7 @@ async def diagnose(
         reason=reason,
         why=why,
         cancel_requested=cancel_requested,
+        workflow_type=desc.workflow_type,
     )
 
 
@@ -210,10 +215,13 @@ async def end_call(
     The store is written first: if this process dies before the terminate,
     the next sweep finds the call still wedged and repeats both (the write is
     idempotent). A call that already has its final event keeps it. A turn
-    workflow (`turn/...`) is handed to `end_turn`.
+    workflow (`turn/...`) is handed to `end_turn`, a sub-call's approval to
+    `end_sub_call`.
     """
     if trouble.workflow_id.startswith("turn/"):
         return await end_turn(client, store, trouble, cancelled=cancelled)
+    if trouble.workflow_type == SUBCALL_WORKFLOW:
+        return await end_sub_call(client, store, trouble)
     session_id, tool_use_id = _ids(trouble.workflow_id)
     row = await store.get_call(session_id, tool_use_id)
     tool_name, turn_id = (row.tool_name, row.turn_id) if row else (None, None)
@@ -250,6 +258,14 @@ async def end_turn(
                 cancelled=cancelled, workflow_id=None, run_id=None,
             )
     return await _terminate(client, trouble, cancelled)
+
+
+async def end_sub_call(client: Client, store: FinalStore, trouble: TaskTrouble) -> bool:
+    """End a composed tool's sub-call approval that cannot heal: its stored
+    request is closed (parkgate.durable.stuck_subcall), then the child is
+    terminated; its parent call then refuses the sub-call and goes on."""
+    await stuck_subcall.close_request(store, trouble.workflow_id, trouble.reason)
+    return await _terminate(client, trouble, cancelled=False)
 
 
 async def _record_end(
@@ -318,8 +334,8 @@ async def _terminate(client: Client, trouble: TaskTrouble, cancelled: bool) -> b
 
 
 class TaskHealer:
-    """Every `stuck_task_check_seconds`, end this task queue's calls (and
-    turns) whose workflow task failed `stuck_task_failures` times for a reason retrying
+    """Every `stuck_task_check_seconds`, end this task queue's calls (turns,
+    sub-call approvals) whose workflow task failed `stuck_task_failures` times for a reason retrying
     cannot fix; log (once per attempt count) the ones a deploy may heal."""
 
     def __init__(self, client: Client, settings: Settings, store: FinalStore) -> None:
@@ -351,7 +367,8 @@ class TaskHealer:
     async def query(self) -> str:
         queue = self.settings.temporal_task_queue.replace("'", "\\'")
         query = (
-            f"WorkflowType IN ('{CALL_WORKFLOW}', '{TURN_WORKFLOW}') AND TaskQueue = '{queue}' "
+            f"WorkflowType IN ('{CALL_WORKFLOW}', '{TURN_WORKFLOW}', '{SUBCALL_WORKFLOW}') "
+            f"AND TaskQueue = '{queue}' "
             "AND ExecutionStatus = 'Running'"
         )
         if await self._use_flag():

@@ -18,7 +18,7 @@ from parkgate.sandbox.launch import announce, paths_to_hide, state_line
 from parkgate.settings import Settings
 from parkgate.tools import ShellTool
 from tests.dispatcher.unprivileged import run_unprivileged
-from tests.fixtures.required import needs_sandbox
+from tests.fixtures.required import needs_root, needs_sandbox
 
 LINK_SECRET = "sandbox-link-secret-5e1f"
 PAYLOAD_KEY = "c2FuZGJveC1wYXlsb2FkLWtleS0zMi1ieXRlcy1sb25nISE="
@@ -186,7 +186,7 @@ def test_config_check_says_when_required_cannot_work(tmp_path: Path) -> None:
 
 
 @needs_sandbox
-@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to switch to an unprivileged user")
+@needs_root
 def test_the_probe_works_unprivileged_through_a_user_namespace() -> None:
     """What a non-root worker gets: unshare --user --map-root-user (when the
     kernel allows unprivileged user namespaces)."""

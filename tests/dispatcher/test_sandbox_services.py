@@ -29,7 +29,7 @@ from parkgate.sandbox.services import endpoints, etc_files_under
 from parkgate.settings import Settings
 from parkgate.tools import builtin_tools, composed_tools
 from tests.fixtures.db import PG_ADMIN_URL, postgres_unavailable
-from tests.fixtures.required import needs_net_sandbox
+from tests.fixtures.required import needs_net_sandbox, needs_root, unavailable
 
 needs_sandbox = needs_net_sandbox
 
@@ -83,7 +83,7 @@ def pg_socket() -> tuple[str, int]:
     for directory in (d.strip() for d in dirs.split(",")):
         if directory and Path(directory, f".s.PGSQL.{port}").exists():
             return directory, port
-    pytest.skip(f"the PostgreSQL server has no unix socket here ({dirs!r})")
+    unavailable(f"the PostgreSQL server has no unix socket here ({dirs!r})")
 
 
 @needs_sandbox
@@ -137,7 +137,7 @@ def host_sockets() -> Iterator[dict[str, str]]:
     try:
         run_dir.mkdir()
     except OSError as exc:
-        pytest.skip(f"cannot create a socket under /run here: {exc}")
+        unavailable(f"cannot create a socket under /run here: {exc}")
     paths = {"run": str(run_dir / "docker.sock"), "tmp": f"/tmp/.s.PGSQL.{tag}",
              "abstract": "@" + tag}
     servers = [_listen(paths["run"]), _listen(paths["tmp"]), _listen("\0" + tag)]
@@ -283,7 +283,7 @@ def test_exposed_paths_are_absolute_and_shown_by_config_check(tmp_path: Path) ->
 
 
 @needs_sandbox
-@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to become an unprivileged worker")
+@needs_root
 def test_a_non_root_worker_hides_run_too() -> None:
     """In a user namespace (a worker that is not root) /run is covered as well,
     and an opted-in path under it is shown."""
