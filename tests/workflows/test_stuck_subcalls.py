@@ -32,7 +32,7 @@ from tests.fixtures.temporal import dev_client, durable_rig
 from tests.workflows.test_composed import PARENT_AUTO, TwoWrites, wait_request
 from tests.workflows.test_stuck_calls import FAST, foreign_client, until
 
-pytestmark = [pytest.mark.devserver, pytest.mark.timeout(180)]
+pytestmark = [pytest.mark.devserver, pytest.mark.slow, pytest.mark.timeout(180)]
 
 
 async def test_a_sub_call_approval_that_cannot_heal_is_closed_and_its_call_ends(
