@@ -95,6 +95,19 @@ def unavailable(where: str, exc: BaseException) -> DatabaseUnavailableError:
 
 #: SQLite errors that say the file cannot be used now, not that a statement is wrong.
 _SQLITE_UNREACHABLE = ("locked", "busy", "unable to open", "disk i/o", "readonly")
+#: PostgreSQL SQLSTATEs that say the server cannot take a statement now, not that
+#: it is wrong: shutting down or starting up (57P01-57P03) and too many
+#: connections (53300), besides every connection exception (class 08). asyncpg's
+#: arrive as a plain DBAPIError (SQLAlchemy maps only a few of its classes), so
+#: the class alone would count a restart's "starting up" as a wrong statement.
+_PG_UNREACHABLE = frozenset({"57P01", "57P02", "57P03", "53300"})
+
+
+def _sqlstate(exc: BaseException) -> str | None:
+    """The PostgreSQL SQLSTATE of a driver error, if it has one."""
+    orig = getattr(exc, "orig", None)
+    state = getattr(orig, "sqlstate", None) or getattr(orig, "pgcode", None)
+    return state if isinstance(state, str) else None
 
 
 def is_unreachable(exc: BaseException) -> bool:
@@ -102,6 +115,9 @@ def is_unreachable(exc: BaseException) -> bool:
     connection in time), not that a statement is wrong: callers that must
     outlast an outage retry these, and only these, without a cap."""
     if isinstance(exc, sa_exc.DBAPIError) and exc.connection_invalidated:
+        return True
+    state = _sqlstate(exc) if isinstance(exc, sa_exc.DBAPIError) else None
+    if state is not None and (state.startswith("08") or state in _PG_UNREACHABLE):
         return True
     if isinstance(exc, sa_exc.OperationalError) and isinstance(exc.orig, sqlite3.Error):
         # SQLite says "no such table" as it says "database is locked".

@@ -25,6 +25,7 @@ from parkgate.store.repository import Repository
 from parkgate.verdicts import Deny
 from tests.activities.test_activities import deps_for
 from tests.fixtures.db import fresh_pg_database
+from tests.store.test_unreachable import no_connections_role
 
 
 async def _classify(repo: Repository, tmp_path: Path, attempt: int) -> object:
@@ -68,3 +69,17 @@ async def test_any_other_failure_is_denied_at_the_fifth_attempt(
     assert isinstance(early, Exception) and not isinstance(early, ApplicationError), early
     assert isinstance(last, ClassifyOutput) and isinstance(last.verdict, Deny), repr(last)
     assert last.verdict.result.text == UNCLASSIFIABLE
+
+
+async def test_a_server_at_its_connection_limit_is_waited_for(
+    pg_url: str, tmp_path: Path
+) -> None:
+    """'too many connections' (53300) is an outage too: retried, never denied."""
+    async with no_connections_role() as role:
+        full = make_url(pg_url).set(username=role).render_as_string(hide_password=False)
+        repo = await Repository.connect(full)
+        try:
+            exc = await _classify(repo, tmp_path, attempt=50)
+        finally:
+            await repo.close()
+    assert isinstance(exc, ApplicationError) and exc.type == STORE_UNREACHABLE, repr(exc)

@@ -3,8 +3,12 @@ callers that must outlast an outage (classify) retry the first without a cap."""
 
 from __future__ import annotations
 
+import contextlib
+import secrets
+from collections.abc import AsyncIterator
 from pathlib import Path
 
+import asyncpg
 import pytest
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
@@ -12,6 +16,7 @@ from sqlalchemy.engine import make_url
 from parkgate.runtime.ports import free_port
 from parkgate.store.engine import make_engine
 from parkgate.store.errors import is_unreachable
+from tests.fixtures.db import PG_ADMIN_URL
 
 
 async def _error(url: str, statement: str = "SELECT 1") -> BaseException:
@@ -45,3 +50,30 @@ async def test_sqlite_tells_a_file_it_cannot_open_from_a_missing_table(tmp_path:
     assert is_unreachable(await _error(f"sqlite+aiosqlite:///{tmp_path}"))  # a directory
     missing = await _error(f"sqlite+aiosqlite:///{tmp_path / 'h.db'}", "SELECT * FROM nope")
     assert not is_unreachable(missing), repr(missing)
+
+
+@contextlib.asynccontextmanager
+async def no_connections_role() -> AsyncIterator[str]:
+    """A login role PostgreSQL refuses every connection to (CONNECTION LIMIT 0):
+    'too many connections', as a server at max_connections answers."""
+    role = f"parkgate_full_{secrets.token_hex(4)}"
+    admin = await asyncpg.connect(PG_ADMIN_URL.replace("+asyncpg", ""), timeout=10)
+    try:
+        await admin.execute(f'CREATE ROLE "{role}" LOGIN CONNECTION LIMIT 0')
+        try:
+            yield role
+        finally:
+            await admin.execute(f'DROP ROLE "{role}"')
+    finally:
+        await admin.close()
+
+
+async def test_a_server_that_takes_no_more_connections_is_unreachable(pg_url: str) -> None:
+    """53300 (and a restart's 57P03) reach SQLAlchemy as a plain DBAPIError,
+    neither an OperationalError nor an invalidated connection: told apart by
+    SQLSTATE, or classify would deny a call after five attempts."""
+    async with no_connections_role() as role:
+        full = make_url(pg_url).set(username=role).render_as_string(hide_password=False)
+        exc = await _error(full)
+    assert getattr(getattr(exc, "orig", None), "sqlstate", None) == "53300", repr(exc)
+    assert is_unreachable(exc), repr(exc)
