@@ -1,31 +1,35 @@
 """Decisions of ToolCallWorkflow: the decide update and signal, quorum votes.
 
-Validators and the pure problem checks run without I/O (validators do not run
-on replay); accepted decisions are applied under a lock (PATCH_COMMITTED_WRITES)
-and may revalidate edited input in an activity. With named approvers a vote
-decides only when the quorum is reached (parkgate.approvals.quorum). Deterministic code only.
+`Decisions` is built with the call's state and its recording part; the
+workflow's `decide` update, its validator and the retired `decide` signal
+are methods of ToolCallWorkflow that hand their input to it (`decide`,
+`validate`, `decide_signal`). The validator and the pure problem checks run
+without I/O (validators do not run on replay); accepted decisions are
+applied under a lock (PATCH_COMMITTED_WRITES) and may revalidate edited
+input in an activity. With named approvers a vote decides only when the
+quorum is reached (parkgate.approvals.quorum). What a sub-call's approval
+refuses alike (unproven, the winner in the rejection) is approval_wait.py's.
+Deterministic code only.
 """
 
 from __future__ import annotations
 
 import posixpath
-from typing import Any
+from typing import TYPE_CHECKING
 
 from temporalio import workflow
-from temporalio.exceptions import ApplicationError
 
+from parkgate.workflows.approval_wait import proof_problem, rejected
 from parkgate.workflows.call_record import (
     LOCAL_RETRY,
     LOCAL_TIMEOUT,
     PATCH_COMMITTED_WRITES,
-    CallRecording,
 )
 
 with workflow.unsafe.imports_passed_through():
-    from parkgate.approvals import proof, quorum
+    from parkgate.approvals import quorum
     from parkgate.approvals.decisions import (
         DECISIONS,
-        REJECTED_ERROR_TYPE,
         DecideInput,
         DecisionRecord,
         Rejection,
@@ -34,20 +38,17 @@ with workflow.unsafe.imports_passed_through():
         invalid_decision,
         invalid_edits,
         no_longer_waiting,
-        unproven,
     )
     from parkgate.calls.records import CallStatus
     from parkgate.durable import activity_defs as acts
-    from parkgate.durable.payloads import (
-        SIGNAL_DECIDE,
-        UPDATE_DECIDE,
-        DecideResult,
-        RevalidateInput,
-        RevalidateOutput,
-    )
+    from parkgate.durable.payloads import DecideResult, RevalidateInput, RevalidateOutput
     from parkgate.rules.remember_spec import remember_for
     from parkgate.schema import validate_input
     from parkgate.verdicts import PreparedCall
+
+if TYPE_CHECKING:
+    from parkgate.workflows.call_record import CallRecording
+    from parkgate.workflows.call_state import CallState
 
 
 def lexical_path_errors(prepared: PreparedCall, new_input: dict[str, object]) -> list[str]:
@@ -67,30 +68,28 @@ def lexical_path_errors(prepared: PreparedCall, new_input: dict[str, object]) ->
     return errors
 
 
-class Decisions(CallRecording):
-    """Mixin of ToolCallWorkflow: accept, refuse and count decisions."""
+class Decisions:
+    """ToolCallWorkflow's part that accepts, refuses and counts decisions."""
 
-    def _proof_problem(self, inp: DecideInput) -> Rejection | None:
-        """Why this decision is not proven to come from parkgate's API; pure
-        (the worker's installed proof keys, parkgate.approvals.proof)."""
-        text = proof.problem(inp, proof.KIND_DECIDE, workflow.info().workflow_id)
-        return unproven(text) if text is not None else None
+    def __init__(self, state: CallState, rec: CallRecording) -> None:
+        self.state = state
+        self.rec = rec
 
     def _decide_problem(self, inp: DecideInput) -> Rejection | None:
         """Why this decision cannot be applied (None when it can); pure."""
-        info = self._info
+        info = self.state.info
         if info is None or inp.request_id != info.request_id:
             return Rejection(RejectReason.UNKNOWN_REQUEST,
                              f"unknown request id {inp.request_id!r} for this call")
-        if self._decision is not None:
-            return already_decided(self._decision.decision, self._decision.decided_by)
-        storing = self._status == CallStatus.QUEUED and self._approval is None
-        if self._status != CallStatus.PARKED and not storing:
-            return no_longer_waiting(self._status.value)
+        if self.state.decision is not None:
+            return already_decided(self.state.decision.decision, self.state.decision.decided_by)
+        storing = self.state.status == CallStatus.QUEUED and self.state.approval is None
+        if self.state.status != CallStatus.PARKED and not storing:
+            return no_longer_waiting(self.state.status.value)
         if inp.decision not in DECISIONS:
             return invalid_decision(inp.decision)
         if inp.decision == "allow_with_edits":
-            prepared = self._prepared
+            prepared = self.state.prepared
             assert prepared is not None
             if inp.edited_input is None:
                 return Rejection(
@@ -106,49 +105,40 @@ class Decisions(CallRecording):
                              "edited_input is only allowed with allow_with_edits")
         return self._vote_problem(inp)
 
-    @workflow.update(name=UPDATE_DECIDE)
     async def decide(self, inp: DecideInput) -> DecideResult:
-        """Apply a decision; the first one wins and every later caller learns it."""
+        """The `decide` update: apply a decision; the first one wins and every
+        later caller learns it."""
         return await self._decide_accepted(inp)
 
-    @decide.validator
-    def _validate_decide(self, inp: DecideInput) -> None:
+    def validate(self, inp: DecideInput) -> None:
+        """The `decide` update's validator (never replayed: it may read the keys)."""
         # The proof first: an unproven caller learns nothing of the call.
-        unproven_ = self._proof_problem(inp)
+        unproven_ = proof_problem(inp)
         if unproven_ is not None:
-            raise ApplicationError(
-                unproven_.message, None, unproven_.reason.value,
-                type=REJECTED_ERROR_TYPE, non_retryable=True,
-            )
+            raise rejected(unproven_, None)
         problem = self._decide_problem(inp)
         if problem is not None:
             # The standing winner travels with the rejection: the loser learns
             # it without a status query (which may not be answered in time).
-            # details: (winner, reason); the reason is what interfaces map.
-            won = self._decision.model_dump(mode="json") if self._decision else None
-            raise ApplicationError(
-                problem.message, won, problem.reason.value,
-                type=REJECTED_ERROR_TYPE, non_retryable=True,
-            )
+            raise rejected(problem, self.state.decision)
 
-    @workflow.signal(name=SIGNAL_DECIDE)
     async def decide_signal(self, inp: DecideInput) -> None:
-        """Retired (PATCH_DECIDE_SIGNAL_RETIRED): logged and ignored.
+        """The `decide` signal, retired (PATCH_DECIDE_SIGNAL_RETIRED): logged and ignored.
 
         Signal handlers run again on replay, so a proof checked here answers
         with the replaying worker's keys (issue 37). Histories from before the
         patch replay the old branch: invalid or unproven decisions ignored,
         checked with the keys they ran under (LEGACY).
         """
-        if not self._decide_signals_retired():
+        if not self.rec.decide_signals_retired():
             await self._decide_signal_legacy(inp)
             return
         workflow.logger.warning("decide signal ignored: decisions are sent as the decide update")
 
     async def _decide_signal_legacy(self, inp: DecideInput) -> None:
         """The signal as histories from before PATCH_DECIDE_SIGNAL_RETIRED took it."""
-        if self._proofs_on_signals():
-            unproven_ = self._proof_problem(inp)
+        if self.rec.proofs_on_signals():
+            unproven_ = proof_problem(inp)
             if unproven_ is not None:
                 workflow.logger.warning("decide signal ignored: %s", unproven_.message)
                 return
@@ -161,14 +151,14 @@ class Decisions(CallRecording):
     async def _decide_accepted(self, inp: DecideInput) -> DecideResult:
         """An accepted decide (update or signal): counted while in flight, so an
         expiry firing meanwhile waits for it instead of winning against it."""
-        self._pending_decisions += 1
+        self.state.pending_decisions += 1
         try:
             if workflow.patched(PATCH_COMMITTED_WRITES):
-                async with self._decide_lock:
+                async with self.state.decide_lock:
                     return await self._apply_decision_locked(inp)
             return await self._apply_decision(inp)
         finally:
-            self._pending_decisions -= 1
+            self.state.pending_decisions -= 1
 
     async def _apply_decision_locked(self, inp: DecideInput) -> DecideResult:
         """Apply one decision while holding the decide lock.
@@ -180,7 +170,7 @@ class Decisions(CallRecording):
         problem = self._decide_problem(inp)
         if problem is not None:
             return self._refused(problem)
-        prepared = self._prepared
+        prepared = self.state.prepared
         assert prepared is not None
         if inp.decision == "allow_with_edits":
             checked = await self._revalidate(prepared, inp)
@@ -190,14 +180,14 @@ class Decisions(CallRecording):
             if checked.prepared is None:
                 return self._refused(invalid_edits(str(checked.error)), winner=False)
             prepared = checked.prepared
-            self._prepared = prepared
+            self.state.prepared = prepared
         return self._settled(inp, prepared)
 
     async def _revalidate(self, prepared: PreparedCall, inp: DecideInput) -> RevalidateOutput:
         """Full re-scope of edited input (pure: no store writes, safe to discard)."""
         assert inp.edited_input is not None
         checked = RevalidateInput(prepared=prepared, new_input=inp.edited_input)
-        queue = self._group_queue()
+        queue = self.rec.group_queue()
         if queue is not None:
             # Re-scoping (realpath) needs the workspace: on the group's hosts.
             return await workflow.execute_activity(
@@ -217,14 +207,14 @@ class Decisions(CallRecording):
     def _settled(self, inp: DecideInput, prepared: PreparedCall) -> DecideResult:
         """Count `inp` (pure: no command): the decision when it decides, else a
         quorum vote that does not decide yet."""
-        self._decision = self._tally(self._decision_record(inp, prepared), inp)
-        if self._decision is None:
+        self.state.decision = self._tally(self._decision_record(inp, prepared), inp)
+        if self.state.decision is None:
             return self._counted()
-        return DecideResult(accepted=True, winner=self._decision, message="decision applied")
+        return DecideResult(accepted=True, winner=self.state.decision, message="decision applied")
 
     def _decision_record(self, inp: DecideInput, prepared: PreparedCall) -> DecisionRecord:
         """The winning decision as recorded."""
-        info = self._info
+        info = self.state.info
         return inp.record(
             decided_at=workflow.now(),
             approved_hash=prepared.input_hash if inp.decision != "deny" else None,
@@ -238,36 +228,36 @@ class Decisions(CallRecording):
     async def _apply_decision(self, inp: DecideInput) -> DecideResult:
         """Histories from before PATCH_COMMITTED_WRITES (kept as they ran)."""
         # A rival accepted just before us may still be revalidating its edits.
-        await workflow.wait_condition(lambda: not self._deciding)
+        await workflow.wait_condition(lambda: not self.state.deciding)
         problem = self._decide_problem(inp)
         if problem is not None:
             return self._refused(problem)
-        prepared = self._prepared
+        prepared = self.state.prepared
         assert prepared is not None
-        self._deciding = True
+        self.state.deciding = True
         try:
             if inp.decision == "allow_with_edits":
                 checked = await self._revalidate(prepared, inp)
                 if checked.prepared is None:
                     return self._refused(invalid_edits(str(checked.error)), winner=False)
                 prepared = checked.prepared
-                self._prepared = prepared
+                self.state.prepared = prepared
             return self._settled(inp, prepared)
         finally:
-            self._deciding = False
+            self.state.deciding = False
 
     # ------------------------------------------------ named approvers, quorum
     def _refused(self, problem: Rejection, *, winner: bool = True) -> DecideResult:
         """A decision refused inside the handler (after the validator let it in)."""
-        return DecideResult.refused(problem, self._decision if winner else None)
+        return DecideResult.refused(problem, self.state.decision if winner else None)
 
     def _vote_problem(self, inp: DecideInput) -> Rejection | None:
         """Why this vote cannot count on a request with named approvers; pure."""
-        info = self._info
+        info = self.state.info
         if info is None:
             return None
         return quorum.vote_problem(
-            info.approvers, info.quorum, self._votes, inp.approver, inp.decision
+            info.approvers, info.quorum, self.state.votes, inp.approver, inp.decision
         )
 
     def _tally(self, record: DecisionRecord, inp: DecideInput) -> DecisionRecord | None:
@@ -277,31 +267,22 @@ class Decisions(CallRecording):
         them, the quorum's last allow or any deny decides. Votes arrive as
         updates or signals, so a replay recounts them identically.
         """
-        info = self._info
+        info = self.state.info
         assert info is not None
-        self._votes = quorum.count(self._votes, inp.approver, inp.decision)
-        if not quorum.decides(info.approvers, info.quorum, self._votes, inp.decision):
+        self.state.votes = quorum.count(self.state.votes, inp.approver, inp.decision)
+        if not quorum.decides(info.approvers, info.quorum, self.state.votes, inp.decision):
             return None
         if info.approvers:
-            return record.model_copy(update={"votes": list(self._votes)})
+            return record.model_copy(update={"votes": list(self.state.votes)})
         return record
 
     def _counted(self) -> DecideResult:
-        info = self._info
+        info = self.state.info
         assert info is not None
         return DecideResult(
             accepted=True,
-            message=f"approval {len(self._votes)} of {info.quorum} recorded; "
+            message=f"approval {len(self.state.votes)} of {info.quorum} recorded; "
             "the call waits for the others",
-            votes=list(self._votes),
+            votes=list(self.state.votes),
             quorum=info.quorum,
         )
-
-    def _principal_fields(self, rec: DecisionRecord | None) -> dict[str, Any]:
-        """Who decided, beside `decided_by`: only the fields that are set (so a
-        call decided without them records exactly what it did before)."""
-        if rec is None:
-            return {"votes": list(self._votes)} if self._votes else {}
-        fields = rec.approval_fields()  # as the approval row holds them
-        who = ("principal_id", "claimed_name", "self_approved", "identity", "votes")
-        return {k: fields[k] for k in who if fields[k] is not None}

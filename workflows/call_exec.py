@@ -6,6 +6,7 @@ The activity usually records the outcome itself; `_conclude` records what it
 could not. A non-atomic composed tool whose sub-call needs a human comes back
 parked: the workflow waits for that decision in a SubCallApproval child
 workflow (workflows/subcall_park.py), then runs the tool again, resumed.
+`Execution` is built with the call's state and its recording part.
 Deterministic code only.
 """
 
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
@@ -26,7 +28,7 @@ from temporalio.exceptions import (
 )
 from temporalio.exceptions import TimeoutError as TemporalTimeoutError
 
-from parkgate.workflows.call_record import STORE_RETRY, STORE_TIMEOUT, CallRecording
+from parkgate.workflows.call_record import STORE_RETRY, STORE_TIMEOUT
 
 with workflow.unsafe.imports_passed_through():
     from parkgate.approvals.edits import edit_note
@@ -48,6 +50,10 @@ with workflow.unsafe.imports_passed_through():
     from parkgate.models import ToolErrorClass
     from parkgate.verdicts import PreparedCall
 
+if TYPE_CHECKING:
+    from parkgate.workflows.call_record import CallRecording
+    from parkgate.workflows.call_state import CallState
+
 #: Margin added to the tool timeout: the pipeline enforces the tool timeout and
 #: the cancel grace itself; Temporal's start-to-close is the outer backstop.
 _EXECUTE_MARGIN = timedelta(seconds=45)
@@ -57,28 +63,32 @@ PATCH_SUB_CALL_PARKS = "sub-call-parks"
 PATCH_EDIT_NOTE = "approver-edit-note"
 
 
-class Execution(CallRecording):
-    """Mixin of ToolCallWorkflow: run an allowed call and conclude its outcome."""
+class Execution:
+    """ToolCallWorkflow's part that runs an allowed call and concludes its outcome."""
 
-    async def _execute(
+    def __init__(self, state: CallState, rec: CallRecording) -> None:
+        self.state = state
+        self.rec = rec
+
+    async def execute(
         self,
         prepared: PreparedCall,
         approved_hash: str,
         plan: ExecPlan,
     ) -> CallOutcome:
         """Run the tool: local activity for NONE/READ, at-most-once activity otherwise."""
-        self._status = CallStatus.RUNNING
+        self.state.status = CallStatus.RUNNING
         # A decided call runs as a regular activity: it is scheduled only when
         # the workflow task that accepted the decision commits, and it writes
         # tool.confirmation_resolved before the tool starts (no extra step).
-        decided = self._committed_writes is True and self._info is not None
+        decided = self.state.committed_writes is True and self.state.info is not None
         inp = ExecuteInput(
             prepared=prepared,
             approved_hash=approved_hash,
             workflow_id=workflow.info().workflow_id,
-            ref=self._ref(),
-            request_id=self._info.request_id if self._info else None,
-            resolved=self._unwritten_resolution if decided else None,
+            ref=self.rec.ref(),
+            request_id=self.rec.request_id(),
+            resolved=self.state.unwritten_resolution if decided else None,
             # Histories from before carried no such field: it changes no command.
             park_sub_calls=bool(prepared.definition.composed_of) and not prepared.definition.atomic,
             edit_note=self._edit_note(prepared),
@@ -99,20 +109,20 @@ class Execution(CallRecording):
             # The resolution may not be stored: _finish writes it (idempotently).
             # The lost activity may have finished and recorded its outcome before
             # it died: that record stands (never both tool.completed and failed).
-            return await self._finish(
+            return await self.rec.finish(
                 self._activity_failure(exc), event="tool.failed", unless_finished=True
             )
         if out.resolved_recorded:
-            self._unwritten_resolution = None
-        return await self._conclude(out)
+            self.state.unwritten_resolution = None
+        return await self.conclude(out)
 
     def _edit_note(self, prepared: PreparedCall) -> str | None:
         """What the approver changed, for the model (None unless an edit changed
         the input; runs recorded before the note get none, as they ran)."""
-        decision = self._decision
+        decision = self.state.decision
         if decision is None or decision.decision != "allow_with_edits":
             return None
-        note = edit_note(self._input.call.input, prepared.call.input)
+        note = edit_note(self.state.input.call.input, prepared.call.input)
         if note is None or not workflow.patched(PATCH_EDIT_NOTE):
             return None
         return note
@@ -152,7 +162,7 @@ class Execution(CallRecording):
         """One run of the tool: local activity for reads, at-most-once activity otherwise."""
         prepared = inp.prepared
         start_to_close = timedelta(seconds=plan.start_to_close_seconds) + _EXECUTE_MARGIN
-        queue = self._group_queue()
+        queue = self.rec.group_queue()
         local = plan.local and not prepared.definition.side_effects.mutates and not decided
         if local and queue is not None:
             # A read for a grouped session: idempotent like the local
@@ -186,25 +196,25 @@ class Execution(CallRecording):
             )
         return out
 
-    async def _conclude(self, out: ExecuteOutput) -> CallOutcome:
+    async def conclude(self, out: ExecuteOutput) -> CallOutcome:
         """The outcome of a run; recorded here only if the activity could not."""
         outcome = CallOutcome(
             result=out.result,
             status=status_for(out.error_class),
             error_class=out.error_class,
-            request_id=self._info.request_id if self._info else None,
-            decision=self._decision,
+            request_id=self.rec.request_id(),
+            decision=self.state.decision,
             duration_ms=out.duration_ms,
         )
         if out.recorded:
             # The activity stored the final row with the final event.
-            self._status = outcome.status
-            self._outcome = outcome
+            self.state.status = outcome.status
+            self.state.outcome = outcome
             return outcome
         # The activity recorded tool.called/completed/failed and the full
         # output, or they travel back in `out` (the store was down); the
         # workflow records them and the final row.
-        return await self._finish(
+        return await self.rec.finish(
             outcome,
             event=None,
             started_at=out.started_at,
@@ -215,16 +225,16 @@ class Execution(CallRecording):
     def _activity_failure(self, exc: ActivityError) -> CallOutcome:
         cause = exc.cause
         if isinstance(cause, CancelledError):
-            return self._error(ToolErrorClass.CANCELLED, "The call was cancelled while running.")
+            return self.rec.error(ToolErrorClass.CANCELLED, "The call was cancelled while running.")
         if isinstance(cause, TemporalTimeoutError) and cause.type == TimeoutType.HEARTBEAT:
-            return self._error(ToolErrorClass.EXECUTION_ERROR, WORKER_LOST_TEXT)
+            return self.rec.error(ToolErrorClass.EXECUTION_ERROR, WORKER_LOST_TEXT)
         if isinstance(cause, TemporalTimeoutError):
-            return self._error(
+            return self.rec.error(
                 ToolErrorClass.EXECUTION_ERROR,
                 f"{WORKER_LOST_TEXT} (execution exceeded its time limit: {cause.message})",
             )
         detail = cause.message if isinstance(cause, ApplicationError) else str(cause)
-        return self._error(
+        return self.rec.error(
             ToolErrorClass.EXECUTION_ERROR,
             f"execution failed in the worker; outcome unknown ({detail})",
         )

@@ -4,50 +4,51 @@ The call parks (create_approval), starts its notices, then waits for a decision
 (Decisions) or its expiry. The resolution (tool.confirmation_resolved, the call
 row and the approval row as decided) travels with the next committed write
 (PATCH_COMMITTED_WRITES), or is written at once in older histories.
-Deterministic code only.
+`Parking` is built with the call's state, its recording part and its
+notices (the only other part it calls); the expiry wait is the one a
+sub-call's approval waits too (approval_wait.py). Deterministic code only.
 """
 
 from __future__ import annotations
 
 import asyncio
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from temporalio import workflow
 
-from parkgate.workflows.call_record import (
-    PATCH_REMINDERS,
-    STORE_RETRY,
-    STORE_TIMEOUT,
-    CallRecording,
-)
+from parkgate.workflows.approval_wait import wait_for_decision
+from parkgate.workflows.call_record import PATCH_REMINDERS, STORE_RETRY, STORE_TIMEOUT
 
 with workflow.unsafe.imports_passed_through():
     from parkgate.approvals.decisions import DecisionRecord
     from parkgate.calls.records import CallFacts, CallStatus
     from parkgate.durable import activity_defs as acts
-    from parkgate.durable.payloads import ApprovalCreated, ApprovalRequest, ExecPlan, RecordInput
+    from parkgate.durable.payloads import ApprovalRequest, ExecPlan, RecordInput
     from parkgate.verdicts import ApprovalInfo
 
+if TYPE_CHECKING:
+    from parkgate.workflows.call_notices import Notices
+    from parkgate.workflows.call_record import CallRecording
+    from parkgate.workflows.call_state import CallState
 
-class Parking(CallRecording):
-    """Mixin of ToolCallWorkflow: park for a human, and record what was decided."""
 
-    # Provided by the other parts of ToolCallWorkflow.
-    if TYPE_CHECKING:
-        async def _notify(self, created: ApprovalCreated, kind: str = "request") -> None: ...
-        async def _remind(self, created: ApprovalCreated, parked_at: datetime) -> None: ...
-        async def _slack_post(self, created: ApprovalCreated) -> None: ...
-        def _principal_fields(self, rec: DecisionRecord | None) -> dict[str, Any]: ...
+class Parking:
+    """ToolCallWorkflow's part that parks for a human and records what was decided."""
 
-    def _cancelled_while_parked(self) -> None:
+    def __init__(self, state: CallState, rec: CallRecording, notices: Notices) -> None:
+        self.state = state
+        self.rec = rec
+        self.notices = notices
+
+    def cancelled_while_parked(self) -> None:
         """A cancellation ends the wait: no decision can be accepted any more; a
         decision accepted before it is recorded with the cancellation."""
-        if self._decision is not None and self._unwritten_resolution is None:
-            self._unwritten_resolution = self._resolution(self._decision.decision)
-        self._status = CallStatus.CANCELLED
+        if self.state.decision is not None and self.state.unwritten_resolution is None:
+            self.state.unwritten_resolution = self._resolution(self.state.decision.decision)
+        self.state.status = CallStatus.CANCELLED
 
-    async def _park(self, info: ApprovalInfo, plan: ExecPlan) -> DecisionRecord | None:
+    async def park(self, info: ApprovalInfo, plan: ExecPlan) -> DecisionRecord | None:
         """Create the approval request, notify, then wait for a decision or expiry."""
         now = workflow.now()
         expires_at = now + timedelta(seconds=plan.expiry_seconds) if plan.expiry_seconds else None
@@ -56,77 +57,69 @@ class Parking(CallRecording):
         # reported as parked only once the request and its link exist, so
         # `parked` always comes with an approval_url a human can use.
         info_ = workflow.info()
-        created = await self._shielded(workflow.execute_activity(
+        created = await self.rec.shielded(workflow.execute_activity(
             acts.create_approval,
             ApprovalRequest(
                 info=info,
-                session=self._input.session,
+                session=self.state.input.session,
                 # As classified: the parked row shows the input that would run.
-                call=self._prepared.call if self._prepared else self._input.call,
+                call=self.state.prepared.call if self.state.prepared else self.state.input.call,
                 requested_at=now,
                 expires_at=expires_at,
                 workflow_id=info_.workflow_id,
                 run_id=info_.run_id,
-                ref=self._ref(),
+                ref=self.rec.ref(),
             ),
             start_to_close_timeout=STORE_TIMEOUT,
             retry_policy=STORE_RETRY,
         ))
-        self._approval = created.approval
-        self._approval_url = created.approval_url
-        self._status = CallStatus.PARKED
+        self.state.approval = created.approval
+        self.state.approval_url = created.approval_url
+        self.state.status = CallStatus.PARKED
         # Asked right after a regular activity's result (never after a local
         # one: docs/DURABLE.md), so a replay sees the marker in the same task.
-        self._proofs_on_signals()
-        self._decide_signals_retired()
+        self.rec.proofs_on_signals()
+        self.rec.decide_signals_retired()
         # A cancel that arrived while the request was stored ends the call now
         # (through run()'s cancellation path, which records `cancelled`).
-        self._raise_if_cancelled()
+        self.rec.raise_if_cancelled()
         if created.notify:
             # Decided here, right after a (non-local) activity result, where replay
             # sees the same marker (docs/DURABLE.md); only calls that notify pay it.
-            self._cancel_notify_on_end = workflow.patched("cancel-notify-on-end")
-            self._background.append(asyncio.create_task(self._notify(created)))
+            self.state.cancel_notify_on_end = workflow.patched("cancel-notify-on-end")
+            self.state.background.append(asyncio.create_task(self.notices.notify(created)))
             # Only rules with reminder/escalation timers ask (older histories never do).
             timed = info.remind_after_seconds or info.escalate_after_seconds
             if timed and workflow.patched(PATCH_REMINDERS):
-                self._background.append(asyncio.create_task(self._remind(created, now)))
+                self.state.background.append(asyncio.create_task(self.notices.remind(created, now)))
         if created.slack:
             # Only histories whose create_approval said `slack` reach this (the
             # field did not exist before), so older histories replay unchanged.
-            self._slack = True
-            self._background.append(asyncio.create_task(self._slack_post(created)))
-        # The expiry is a point in time: time spent storing the request counts.
-        timeout = max(expires_at - workflow.now(), timedelta(seconds=1)) if expires_at else None
-        try:
-            await workflow.wait_condition(
-                lambda: self._decision is not None,
-                timeout=timeout,
-                timeout_summary="approval expiry",
-            )
-        except TimeoutError:
+            self.state.slack = True
+            self.state.background.append(asyncio.create_task(self.notices.slack_post(created)))
+        if not await wait_for_decision(lambda: self.state.decision is not None, expires_at):
             # An update accepted before the expiry fired is still applied
             # (e.g. revalidating edits): it wins over the expiry, or fails alone.
             await workflow.wait_condition(
-                lambda: self._decision is not None or self._pending_decisions == 0
+                lambda: self.state.decision is not None or self.state.pending_decisions == 0
             )
-            if self._decision is None:
-                self._status = CallStatus.EXPIRED  # rejects every later decision
-                if self._uses_committed_writes():
-                    self._unwritten_resolution = self._resolution(
+            if self.state.decision is None:
+                self.state.status = CallStatus.EXPIRED  # rejects every later decision
+                if self.rec.uses_committed_writes():
+                    self.state.unwritten_resolution = self._resolution(
                         "expired", reason="no decision before expiry"
                     )
                 else:
                     await self._resolved("expired", reason="no decision before expiry")
                 return None
-        decision = self._decision
+        decision = self.state.decision
         assert decision is not None
-        if self._uses_committed_writes():
+        if self.rec.uses_committed_writes():
             # Written by the next committed write (execute, or the deny record),
             # never from this workflow task, which Temporal may still discard.
-            self._unwritten_resolution = self._resolution(decision.decision)
+            self.state.unwritten_resolution = self._resolution(decision.decision)
             if decision.decision == "deny":
-                self._status = CallStatus.DENIED
+                self.state.status = CallStatus.DENIED
         else:
             await self._resolved(decision.decision)
         return decision
@@ -135,7 +128,7 @@ class Parking(CallRecording):
         """Record tool.confirmation_resolved, the call row and the approval row
         (histories from before PATCH_COMMITTED_WRITES: a local activity)."""
         res = self._resolution(decision, reason=reason, light=False)
-        await self._record_raw(res.events, res.facts, res.approval)
+        await self.rec.record_raw(res.events, res.facts, res.approval)
 
     def _resolution(
         self, decision: str, *, reason: str | None = None, light: bool = True
@@ -145,9 +138,9 @@ class Parking(CallRecording):
         `light`: the approval carries its decision only, not the request's `info`
         (diff, summary): the resolution travels in history as an activity input.
         """
-        rec = self._decision
+        rec = self.state.decision
         if rec is None:
-            self._status = CallStatus.EXPIRED
+            self.state.status = CallStatus.EXPIRED
         data: dict[str, Any] = {
             "decision": decision,
             "decided_by": rec.decided_by if rec else None,
@@ -155,37 +148,46 @@ class Parking(CallRecording):
             "reason": rec.reason if rec else reason,
             **self._principal_fields(rec),
         }
-        approval = self._approval
+        approval = self.state.approval
         if approval is not None:
             approval = approval.model_copy(
                 update={**data, "decided_at": rec.decided_at if rec else workflow.now()}
             )
-            self._approval = approval
+            self.state.approval = approval
         status = {
             "deny": CallStatus.DENIED,
             "expired": CallStatus.EXPIRED,
         }.get(decision, CallStatus.RUNNING)
-        event = self._event(
+        event = self.rec.event(
             "tool.confirmation_resolved",
-            request_id=self._info.request_id if self._info else None,
+            request_id=self.rec.request_id(),
             data={k: v for k, v in data.items() if v is not None},
         )
         if light and approval is not None:
             approval = approval.model_copy(update={"info": {}})
         edited = rec is not None and decision == "allow_with_edits"
         remember = rec.remember if rec is not None and decision != "deny" else None
-        prepared = self._prepared
+        prepared = self.state.prepared
         return RecordInput(
             approval_decision_only=light,
             events=[event],
             # The decision's columns come from `approval`; an edit changes the input.
             facts=CallFacts(
-                ref=self._ref(),
+                ref=self.rec.ref(),
                 status=status,
-                request_id=self._info.request_id if self._info else None,
+                request_id=self.rec.request_id(),
                 input=prepared.call.input if prepared and (edited or remember) else None,
                 input_hash=rec.approved_hash if edited and rec else None,
             ),
             approval=approval,
             remember=remember,
         )
+
+    def _principal_fields(self, rec: DecisionRecord | None) -> dict[str, Any]:
+        """Who decided, beside `decided_by`: only the fields that are set (so a
+        call decided without them records exactly what it did before)."""
+        if rec is None:
+            return {"votes": list(self.state.votes)} if self.state.votes else {}
+        fields = rec.approval_fields()  # as the approval row holds them
+        who = ("principal_id", "claimed_name", "self_approved", "identity", "votes")
+        return {k: fields[k] for k in who if fields[k] is not None}

@@ -1,9 +1,13 @@
-"""The recording half of ToolCallWorkflow: the call's state, its store writes.
+"""The recording part of ToolCallWorkflow: what a store write says, and the write.
 
-Every write of the call row and its events goes through `_record_raw` (a local
-activity before the call parks, a regular one after: PATCH_COMMITTED_WRITES),
-shielded from cancellation; `_finish` writes the final row. The workflow
-patch ids every part asks live here. Deterministic code only.
+`CallRecording` is built with the call's `CallState` (call_state.py) and is
+the one part every other part receives: the call's ids (`ref`), its events
+(`event`), its error outcomes (`error`), and every write of the call row and
+its events, through `record_raw` (a local activity before the call parks, a
+regular one after: PATCH_COMMITTED_WRITES), shielded from cancellation;
+`finish` writes the final row. The workflow patch ids every part asks live
+here, and so do the questions asked once (`uses_committed_writes`...), whose
+answers the state keeps. Deterministic code only.
 """
 
 from __future__ import annotations
@@ -11,13 +15,12 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable
 from datetime import datetime, timedelta
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
-    from parkgate.approvals.decisions import DecisionRecord
     from parkgate.calls.events import EventType, ToolEvent
     from parkgate.calls.records import (
         ApprovalRecord,
@@ -25,21 +28,17 @@ with workflow.unsafe.imports_passed_through():
         CallFacts,
         CallOpening,
         CallRef,
-        CallStatus,
         status_for,
     )
     from parkgate.calls.rows import opening_of
     from parkgate.durable import activity_defs as acts
-    from parkgate.durable.payloads import (
-        CallInput,
-        CallOutcome,
-        RecordInput,
-        RecordOutput,
-        SlackMessageRef,
-    )
+    from parkgate.durable.payloads import CallOutcome, RecordInput, RecordOutput
     from parkgate.models import TextBlock, ToolErrorClass, ToolResultBlock
-    from parkgate.verdicts import ApprovalInfo, Deny, PreparedCall
+    from parkgate.verdicts import Deny
     from parkgate.workspaces.worker_groups import group_queue
+
+if TYPE_CHECKING:
+    from parkgate.workflows.call_state import CallState
 
 
 #: Local activities (classify, record, revalidate) are fast and idempotent.
@@ -97,77 +96,57 @@ def error_result(tool_use_id: str, error_class: ToolErrorClass, text: str) -> To
 
 
 class CallRecording:
-    """Base of ToolCallWorkflow's parts: its state, patch questions, and store writes."""
+    """The part of ToolCallWorkflow every other part receives: the patch
+    questions asked once, the call's ids, events and errors, its store writes."""
 
-    # The call's state, set by ToolCallWorkflow.__init__ (its comments say why).
-    _input: CallInput
-    _status: CallStatus
-    _prepared: PreparedCall | None
-    _info: ApprovalInfo | None
-    _approval: ApprovalRecord | None
-    _approval_url: str | None
-    _decision: DecisionRecord | None
-    _votes: list[str]
-    _deciding: bool
-    _decide_lock: asyncio.Lock
-    _pending_decisions: int
-    _committed_writes: bool | None
-    _unwritten_resolution: RecordInput | None
-    _outcome: CallOutcome | None
-    _background: list[asyncio.Task[None]]
-    _cancel_notify_on_end: bool
-    _slack_message: SlackMessageRef | None
-    _slack: bool
-    _cancel_requested: bool
-    _verdict: str | None
-    _proven_signals: bool | None
-    _retired_signals: bool | None
+    def __init__(self, state: CallState) -> None:
+        self.state = state
 
-    def _uses_committed_writes(self) -> bool:
+    def uses_committed_writes(self) -> bool:
         """PATCH_COMMITTED_WRITES, asked once, at the first write after parking."""
-        if self._committed_writes is None:
-            self._committed_writes = workflow.patched(PATCH_COMMITTED_WRITES)
-        return self._committed_writes
+        if self.state.committed_writes is None:
+            self.state.committed_writes = workflow.patched(PATCH_COMMITTED_WRITES)
+        return self.state.committed_writes
 
-    def _decide_signals_retired(self) -> bool:
+    def decide_signals_retired(self) -> bool:
         """PATCH_DECIDE_SIGNAL_RETIRED, asked once: right after the approval
         request is stored, or at a decide signal before that. (Asked at the
         first signal alone, a replayer that decodes a payload the worker
         refused would ask it in another task than the one holding the marker.)"""
-        if self._retired_signals is None:
-            self._retired_signals = workflow.patched(PATCH_DECIDE_SIGNAL_RETIRED)
-        return self._retired_signals
+        if self.state.retired_signals is None:
+            self.state.retired_signals = workflow.patched(PATCH_DECIDE_SIGNAL_RETIRED)
+        return self.state.retired_signals
 
-    def _proofs_on_signals(self) -> bool:
+    def proofs_on_signals(self) -> bool:
         """PATCH_PROVEN_DECISIONS, asked once: decide signals must be proven."""
-        if self._proven_signals is None:
-            self._proven_signals = workflow.patched(PATCH_PROVEN_DECISIONS)
-        return self._proven_signals
+        if self.state.proven_signals is None:
+            self.state.proven_signals = workflow.patched(PATCH_PROVEN_DECISIONS)
+        return self.state.proven_signals
 
-    async def _deny(self, deny: Deny) -> CallOutcome:
+    async def deny(self, deny: Deny) -> CallOutcome:
         outcome = CallOutcome(
             result=deny.result,
             status=status_for(deny.error_class),
             error_class=deny.error_class,
         )
-        event = self._event(
+        event = self.event(
             deny.event_type,
             error_class=deny.error_class,
             message=deny.result.text,
             side_effects=deny.side_effects,
             data={"rule": deny.rule} if deny.rule else {},
         )
-        opening = CallOpening(call=self._input.call, verdict="deny", rule=deny.rule,
+        opening = CallOpening(call=self.state.input.call, verdict="deny", rule=deny.rule,
                               side_effects=deny.side_effects)
-        await self._record_raw(
+        await self.record_raw(
             [event],
-            CallFacts(ref=self._ref(), status=outcome.status, opening=opening,
+            CallFacts(ref=self.ref(), status=outcome.status, opening=opening,
                       end=_end_of(outcome), finished_at=workflow.now()),
         )
-        self._status = outcome.status
+        self.state.status = outcome.status
         return outcome
 
-    def _group_queue(self) -> str | None:
+    def group_queue(self) -> str | None:
         """The task queue of the session's worker group; None without a group.
 
         Derived from the workflow's own queue (the main one), so a deployment
@@ -176,21 +155,26 @@ class CallRecording:
         activities: with no live worker in the group a call waits, it never
         fails early and never runs on another group's worker.
         """
-        group = self._input.session.worker_group
+        group = self.state.input.session.worker_group
         return group_queue(workflow.info().task_queue, group) if group else None
 
-    def _error(self, error_class: ToolErrorClass, text: str) -> CallOutcome:
+    def error(self, error_class: ToolErrorClass, text: str) -> CallOutcome:
         return CallOutcome(
-            result=error_result(self._input.call.id, error_class, text),
+            result=error_result(self.state.input.call.id, error_class, text),
             status=status_for(error_class),
             error_class=error_class,
-            request_id=self._info.request_id if self._info else None,
-            decision=self._decision,
+            request_id=self.request_id(),
+            decision=self.state.decision,
         )
 
-    def _event(self, type_: EventType, **kw: object) -> ToolEvent:
-        call, session = self._input.call, self._input.session
-        prepared = self._prepared
+    def request_id(self) -> str | None:
+        """The approval request's id, once the call has one (it parked)."""
+        info = self.state.info
+        return info.request_id if info else None
+
+    def event(self, type_: EventType, **kw: object) -> ToolEvent:
+        call, session = self.state.input.call, self.state.input.session
+        prepared = self.state.prepared
         kw.setdefault(
             "side_effects", prepared.definition.side_effects if prepared else None
         )
@@ -206,9 +190,9 @@ class CallRecording:
             }
         )
 
-    def _ref(self) -> CallRef:
+    def ref(self) -> CallRef:
         """Which call (and run) a store write is about: ids, no row."""
-        call, session, info = self._input.call, self._input.session, workflow.info()
+        call, session, info = self.state.input.call, self.state.input.session, workflow.info()
         return CallRef(
             session_id=session.session_id,
             tool_use_id=call.id,
@@ -219,16 +203,16 @@ class CallRecording:
             created_at=info.start_time,
         )
 
-    def _opening(self) -> CallOpening | None:
+    def opening(self) -> CallOpening | None:
         """What classification said of the call, for a write the store may be the
         first to see (the call never parked: its row may not exist yet)."""
-        if self._approval is not None:
+        if self.state.approval is not None:
             return None  # stored with the approval request
-        if self._prepared is not None:
-            return opening_of(self._prepared, self._verdict or "execute")
-        return CallOpening(call=self._input.call, verdict=self._verdict)
+        if self.state.prepared is not None:
+            return opening_of(self.state.prepared, self.state.verdict or "execute")
+        return CallOpening(call=self.state.input.call, verdict=self.state.verdict)
 
-    async def _record_raw(
+    async def record_raw(
         self,
         events: list[ToolEvent],
         facts: CallFacts | None,
@@ -252,8 +236,8 @@ class CallRecording:
             unless_finished=unless_finished,
             approval_decision_only=approval_decision_only,
         )
-        if self._committed_writes:
-            return await self._shielded(
+        if self.state.committed_writes:
+            return await self.shielded(
                 workflow.execute_activity(
                     acts.record_committed,
                     record,
@@ -261,7 +245,7 @@ class CallRecording:
                     retry_policy=_RECORD_RETRY,
                 )
             )
-        return await self._shielded(
+        return await self.shielded(
             workflow.execute_local_activity(
                 acts.record,
                 record,
@@ -270,7 +254,7 @@ class CallRecording:
             )
         )
 
-    async def _shielded(self, store_write: Awaitable[T]) -> T:
+    async def shielded(self, store_write: Awaitable[T]) -> T:
         """Await a store write that a cancellation must not cut short.
 
         The cancellation is remembered and acted on by `_raise_if_cancelled`.
@@ -282,14 +266,14 @@ class CallRecording:
             except asyncio.CancelledError:
                 if task.done():
                     raise
-                self._cancel_requested = True
+                self.state.cancel_requested = True
 
-    def _raise_if_cancelled(self) -> None:
+    def raise_if_cancelled(self) -> None:
         """Act on a cancellation that arrived during a store write."""
-        if self._cancel_requested:
+        if self.state.cancel_requested:
             raise asyncio.CancelledError("cancelled while recording")
 
-    async def _finish(
+    async def finish(
         self,
         outcome: CallOutcome,
         *,
@@ -306,7 +290,7 @@ class CallRecording:
         events = list(carried or [])
         if event is not None and outcome.error_class is not None:
             events.append(
-                self._event(event, error_class=outcome.error_class, message=outcome.result.text)
+                self.event(event, error_class=outcome.error_class, message=outcome.result.text)
             )
         finished_at = workflow.now()
         if isinstance(started_at, datetime) and outcome.duration_ms:
@@ -314,20 +298,20 @@ class CallRecording:
             # not move: never record a finish before the run's own start.
             finished_at = max(finished_at, started_at + timedelta(milliseconds=outcome.duration_ms))
         facts = CallFacts(
-            ref=self._ref(),
+            ref=self.ref(),
             status=outcome.status,
-            opening=self._opening(),
+            opening=self.opening(),
             request_id=outcome.request_id,
             end=_end_of(outcome),
             started_at=started_at if isinstance(started_at, datetime) else None,
             finished_at=finished_at,
             full_output=full_output,
         )
-        self._status = outcome.status
-        self._outcome = outcome
+        self.state.status = outcome.status
+        self.state.outcome = outcome
         approval: ApprovalRecord | None = None
         decision_only = False
-        resolution = self._unwritten_resolution
+        resolution = self.state.unwritten_resolution
         if resolution is not None:
             # The decision (deny, expiry, or one a cancellation overtook) is
             # stored in the same committed write as the outcome it led to.
@@ -340,14 +324,14 @@ class CallRecording:
                     "input": resolution.facts.input,
                     "input_hash": resolution.facts.input_hash,
                 })
-        recorded = await self._record_raw(
+        recorded = await self.record_raw(
             events,
             facts,
             approval,
             unless_finished=unless_finished,
             approval_decision_only=decision_only,
         )
-        self._unwritten_resolution = None
+        self.state.unwritten_resolution = None
         done = recorded.finished if recorded is not None else None
         if done is not None:
             outcome = outcome.model_copy(
@@ -358,8 +342,8 @@ class CallRecording:
                     "duration_ms": done.duration_ms or 0.0,
                 }
             )
-            self._status = outcome.status
-            self._outcome = outcome
+            self.state.status = outcome.status
+            self.state.outcome = outcome
         return outcome
 
 

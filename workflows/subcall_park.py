@@ -9,7 +9,8 @@ for a decision or the expiry: whichever the workflow commits first wins, and
 every later caller is told the truth (already decided / no longer waiting:
 expired). The resolution is stored by a regular activity, after the workflow
 task that decided it committed. A worker lost meanwhile loses nothing.
-Deterministic code only.
+The wait and the refusals are a parked call's (approval_wait.py), and so are
+the notice's timeouts and retries (call_notices.py). Deterministic code only.
 """
 
 from __future__ import annotations
@@ -19,9 +20,10 @@ from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.exceptions import ActivityError
 
+from parkgate.workflows.approval_wait import proof_problem, rejected, wait_for_decision
+from parkgate.workflows.call_notices import NOTIFY_RETRY, NOTIFY_SCHEDULE_TO_CLOSE
 from parkgate.workflows.call_record import (
     PATCH_DECIDE_SIGNAL_RETIRED,
     STORE_RETRY,
@@ -29,14 +31,7 @@ from parkgate.workflows.call_record import (
 )
 
 with workflow.unsafe.imports_passed_through():
-    from parkgate.approvals import proof
-    from parkgate.approvals.decisions import (
-        REJECTED_ERROR_TYPE,
-        DecideInput,
-        DecisionRecord,
-        Rejection,
-        unproven,
-    )
+    from parkgate.approvals.decisions import DecideInput, DecisionRecord, Rejection
     from parkgate.calls.events import ToolEvent
     from parkgate.calls.records import ApprovalRecord, CallStatus
     from parkgate.durable import activity_defs as acts
@@ -55,10 +50,6 @@ with workflow.unsafe.imports_passed_through():
         SubCallApprovalInput,
         SubCallDecided,
     )
-
-_NOTIFY_SCHEDULE_TO_CLOSE = timedelta(minutes=15)
-_NOTIFY_RETRY = RetryPolicy(maximum_attempts=6, maximum_interval=timedelta(minutes=2))
-
 
 @workflow_defn.defn(name=SUBCALL_WORKFLOW)
 class SubCallApprovalWorkflow:
@@ -101,15 +92,7 @@ class SubCallApprovalWorkflow:
             self._status = CallStatus.PARKED
             if created.notify:
                 notify = asyncio.create_task(self._notify(created.approval))
-            timeout = max(expires_at - workflow.now(), timedelta(seconds=1)) if expires_at else None
-            try:
-                await workflow.wait_condition(
-                    lambda: self._decision is not None,
-                    timeout=timeout,
-                    timeout_summary="approval expiry",
-                )
-            except TimeoutError:
-                pass
+            await wait_for_decision(lambda: self._decision is not None, expires_at)
         except asyncio.CancelledError:
             # The composed call was cancelled: nobody would act on a decision.
             self._status = CallStatus.CANCELLED
@@ -141,7 +124,7 @@ class SubCallApprovalWorkflow:
         try:
             await workflow.execute_activity(
                 acts.notify, notice,
-                schedule_to_close_timeout=_NOTIFY_SCHEDULE_TO_CLOSE, retry_policy=_NOTIFY_RETRY,
+                schedule_to_close_timeout=NOTIFY_SCHEDULE_TO_CLOSE, retry_policy=NOTIFY_RETRY,
             )
         except ActivityError as exc:
             workflow.logger.warning("sub-call notify failed: %s", exc.cause)
@@ -187,12 +170,6 @@ class SubCallApprovalWorkflow:
         )
 
     # ------------------------------------------------------------ decisions
-    def _proof_problem(self, inp: DecideInput) -> Rejection | None:
-        """Why `inp` is not proven: read with the worker's keys, so only in the
-        validator (never replayed; issue 37) and the LEGACY signal branch."""
-        text = proof.problem(inp, proof.KIND_DECIDE, workflow.info().workflow_id)
-        return unproven(text) if text is not None else None
-
     def _problem(self, inp: DecideInput) -> Rejection | None:
         """Why `inp` cannot be applied now; pure state (the handler's re-check:
         an accepted update passed the validator's proof check)."""
@@ -215,13 +192,11 @@ class SubCallApprovalWorkflow:
 
     @decide.validator
     def _validate_decide(self, inp: DecideInput) -> None:
-        problem = self._proof_problem(inp) or self._problem(inp)
+        # Unproven or not, the standing winner travels with the refusal (a
+        # parked call tells an unproven caller nothing: call_decide.py).
+        problem = proof_problem(inp) or self._problem(inp)
         if problem is not None:
-            won = self._decision.model_dump(mode="json") if self._decision else None
-            raise ApplicationError(
-                problem.message, won, problem.reason.value,
-                type=REJECTED_ERROR_TYPE, non_retryable=True,
-            )
+            raise rejected(problem, self._decision)
 
     @workflow.signal(name=SIGNAL_DECIDE)
     async def decide_signal(self, inp: DecideInput) -> None:
@@ -229,7 +204,7 @@ class SubCallApprovalWorkflow:
         and ignored; its proof check would replay with the replaying worker's keys."""
         if not self._decide_signals_retired():
             # LEGACY: runs that took a decide signal before the patch.
-            problem = self._proof_problem(inp) or self._problem(inp)
+            problem = proof_problem(inp) or self._problem(inp)
             if problem is not None:
                 workflow.logger.warning("decide signal ignored: %s", problem.message)
                 return

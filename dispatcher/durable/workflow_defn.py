@@ -5,7 +5,7 @@ run (parkgate.durable.plugin; docs/PERFORMANCE.md, "Leaner calls"), and with
 it the class's `@workflow.defn`. temporalio's decorator validates the class
 each time: `inspect.getmembers` over the class and over every base, each
 member checked with `inspect.getmodule`, every `isinstance` through the
-sandbox's wrapped builtin. For `ToolCallWorkflow` (five mixins over
+sandbox's wrapped builtin. For `ToolCallWorkflow` (then five mixins over
 `CallRecording`) that was ~1.5 ms of CPU per call, a third of the whole
 per-run import.
 

@@ -123,11 +123,11 @@ async def test_each_run_executes_the_workflow_code_afresh_from_one_code_object()
     assert first_cls.run.__globals__ is not ToolCallWorkflow.run.__globals__
     assert type(first_cls.run.__globals__["__loader__"]).__name__ == "_CodeCachingLoader"
     # The sandbox's restrictions still apply to the re-executed modules: the
-    # part modules see `datetime` through the sandbox's restricting proxy.
-    parking = next(c for c in first_cls.__mro__ if c.__name__ == "Parking")
-    host_parking = next(c for c in ToolCallWorkflow.__mro__ if c.__name__ == "Parking")
-    assert parking is not host_parking
-    seen = next(f.__globals__ for f in vars(parking).values()
+    # part modules (the workflow's parts, imported by call.py) see `datetime`
+    # through the sandbox's restricting proxy.
+    notices = first_cls.run.__globals__["Notices"]
+    assert notices is not ToolCallWorkflow.run.__globals__["Notices"]
+    seen = next(f.__globals__ for f in vars(notices).values()
                 if callable(f) and hasattr(f, "__globals__"))
     assert "Restricted" in type(seen["datetime"]).__name__
 

@@ -72,14 +72,16 @@ KEY_READERS = {"problem", "installed_ids"}
 #: function) -> the name the guarding `if` tests: only new runs skip those branches.
 LEGACY_KEY_READS = {
     # histories from before the patch decide-signal-retired-v1
-    ("call_decide.py", "decide_signal"): "_decide_signals_retired",
+    ("call_decide.py", "decide_signal"): "decide_signals_retired",
     # histories whose classify result has no claim_checked
-    ("client_exec.py", "_claim_at_release"): "_claim_checked",
+    ("client_exec.py", "_claim_at_release"): "claim_checked",
     # histories from before the patch late-outcome-proof-in-activity-v1
     ("late_outcome.py", "run"): "checked_there",
     # sub-call approvals that took a decide signal before decide-signal-retired-v1
     ("subcall_park.py", "decide_signal"): "_decide_signals_retired",
 }
+#: Decorators of the functions Temporal calls (`workflow.update(...)`, `x.validator`).
+HANDLER_DECORATORS = {"run", "update", "signal", "query", "validator"}
 #: Methods that mutate a container in place.
 MUTATORS = {"append", "extend", "insert", "add", "update", "setdefault", "pop", "popitem",
             "remove", "discard", "clear", "__setitem__"}
@@ -275,8 +277,11 @@ def _guarded(fn: Function, guard: str | None) -> set[int]:
 
 def _key_reads(sources: dict[str, str]) -> list[str]:
     """Key reads reachable from workflow code that replays: every call of a key
-    reader, followed through `self.<method>()` from each handler, run or
-    validator, is in an update validator or under its LEGACY guard."""
+    reader, followed through `self.<method>()`, `self.<part>.<method>()` (a
+    part of ToolCallWorkflow, handed the call's state) and the workflow
+    modules' own functions (`proof_problem()`) from each handler, run or
+    validator, is in an update validator or under its LEGACY guard. A function
+    is known by its name alone: every function of that name is followed."""
     functions: dict[str, list[tuple[str, Function]]] = {}
     for file, text in sources.items():
         for node in ast.walk(ast.parse(text)):
@@ -284,16 +289,28 @@ def _key_reads(sources: dict[str, str]) -> list[str]:
                 functions.setdefault(node.name, []).append((file, node))
 
     def called(call: ast.AST, base: str) -> str | None:
-        if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) \
-                and isinstance(call.func.value, ast.Name) and call.func.value.id == base:
+        if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)):
+            return None
+        owner = call.func.value
+        if isinstance(owner, ast.Attribute) and base == "self":
+            owner = owner.value  # self.<part>.<method>()
+        if isinstance(owner, ast.Name) and owner.id == base:
             return call.func.attr
         return None
 
-    helpers = {called(c, "self") for defs in functions.values() for _, fn in defs
+    def follows(call: ast.AST) -> str | None:
+        """The function a call reaches: a method of self or of one of its parts,
+        or a function of a workflow module called by its bare name."""
+        if isinstance(call, ast.Call) and isinstance(call.func, ast.Name):
+            return call.func.id if call.func.id in functions else None
+        return called(call, "self")
+
+    helpers = {follows(c) for defs in functions.values() for _, fn in defs
                for c in ast.walk(fn)} - {None}
     found: list[str] = []
 
-    def visit(file: str, fn: Function, safe: bool, stack: tuple[str, ...]) -> None:
+    def visit(file: str, fn: Function, safe: bool, stack: tuple[str, ...],
+              path: tuple[int, ...]) -> None:
         safe = safe or any(isinstance(d, ast.Attribute) and d.attr == "validator"
                            for d in fn.decorator_list)
         guarded = _guarded(fn, LEGACY_KEY_READS.get((file, fn.name)))
@@ -302,15 +319,26 @@ def _key_reads(sources: dict[str, str]) -> list[str]:
             if called(node, "proof") in KEY_READERS and not ok:
                 found.append(f"{file}:{node.lineno}: {' > '.join(stack)} reads the "
                              "worker's keys in replayed code")
-            method = called(node, "self")
-            if method in functions and method not in stack:
-                for f, callee in functions[method]:
-                    visit(f, callee, ok, (*stack, method))
+            method = follows(node)
+            # A handler and the part it hands its input to may share a name:
+            # the functions on the path, not their names, end a recursion.
+            for f, callee in functions.get(method or "", []):
+                if id(callee) not in path:
+                    visit(f, callee, ok, (*stack, method or ""), (*path, id(callee)))
+
+    def handler(fn: Function) -> bool:
+        """A workflow's run, handler or validator: Temporal calls it, whatever
+        else shares its name (the part a handler hands its input to)."""
+        for d in fn.decorator_list:
+            target = d.func if isinstance(d, ast.Call) else d
+            if isinstance(target, ast.Attribute) and target.attr in HANDLER_DECORATORS:
+                return True
+        return False
 
     for name, defs in sorted(functions.items()):
-        if name not in helpers:
-            for file, fn in defs:
-                visit(file, fn, False, (name,))
+        for file, fn in defs:
+            if name not in helpers or handler(fn):
+                visit(file, fn, False, (name,), (id(fn),))
     return sorted(set(found))
 
 
@@ -327,6 +355,21 @@ def test_replayed_code_never_reads_the_keys() -> None:
                "        proof.problem(i, 'k', 'w')\n")
     assert _key_reads({**sources, "bad.py": planted}) == [
         "bad.py:8: run > _check reads the worker's keys in replayed code"]
+    # Through a part: a handler hands its input to a method of the same name.
+    parted = ("class W:\n"
+              "    @workflow.update(name='take')\n"
+              "    async def take(self, i):\n"
+              "        await self._part.take(i)\n"
+              "    @take.validator\n"
+              "    def _ok(self, i):\n"
+              "        self._part.check(i)\n"
+              "class Part:\n"
+              "    async def take(self, i):\n"
+              "        self.check(i)\n"
+              "    def check(self, i):\n"
+              "        proof.problem(i, 'k', 'w')\n")
+    assert _key_reads({**sources, "bad.py": parted}) == [
+        "bad.py:12: take > take > check reads the worker's keys in replayed code"]
 
 
 def test_the_state_check_finds_what_it_forbids(tmp_path: Path) -> None:
