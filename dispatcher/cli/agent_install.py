@@ -59,15 +59,12 @@ def parkgate_executable() -> str:
 
 def read_json(path: Path) -> dict[str, Any]:
     """A settings file's JSON object ({} when missing); CliError when broken."""
-    if not path.is_file():
-        return {}
+    from parkgate.dialects.hook_files import HookFileError, read_object
+
     try:
-        loaded = json.loads(path.read_text(encoding="utf-8") or "{}")
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise CliError(f"{path} is not valid JSON ({exc}); fix it first") from None
-    if not isinstance(loaded, dict):
-        raise CliError(f"{path} is not a JSON object; fix it first")
-    return loaded
+        return read_object(path)
+    except HookFileError as exc:
+        raise CliError(str(exc)) from None
 
 
 def write_text(path: Path, text: str) -> None:

@@ -15,6 +15,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from parkgate.cli.common import (
     CliError,
+    call_statuses,
     console,
     err_console,
     load_settings,
@@ -144,15 +145,9 @@ def export(
     no_events: bool = typer.Option(False, "--no-events", help="JSONL without each call's events."),
 ) -> None:
     """Export calls (oldest first) as JSON Lines (with events) or CSV."""
-    from parkgate.store import CallFilters, CallStatus
+    from parkgate.store import CallFilters
 
-    try:
-        statuses = [CallStatus(s.lower()) for s in status or []]
-    except ValueError:
-        allowed = ", ".join(s.value for s in CallStatus)
-        raise typer.BadParameter(
-            f"status must be one of: {allowed}", param_hint="--status"
-        ) from None
+    statuses = call_statuses(status)
     filters = CallFilters(
         session_id=session,
         turn_id=turn,

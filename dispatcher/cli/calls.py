@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import shlex
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.markup import escape
@@ -16,7 +16,12 @@ from rich.padding import Padding
 from rich.table import Table
 
 from parkgate.approvals.decisions import decider_label
-from parkgate.cli.common import CliError, console, load_settings, open_repository, run
+from parkgate.cli.common import (
+    CliError,
+    call_statuses,
+    console,
+    in_repository,
+)
 from parkgate.cli.output import (
     Cell,
     Output,
@@ -26,6 +31,9 @@ from parkgate.cli.output import (
     shortened,
     wide_option,
 )
+
+if TYPE_CHECKING:
+    from parkgate.store import Repository
 
 app = typer.Typer(help="Browse recorded tool calls.", no_args_is_help=True)
 
@@ -62,17 +70,10 @@ def _duration(ms: float | None) -> str:
 
 
 def _parse_statuses(values: list[str] | None) -> Any:
-    from parkgate.calls.records import CallStatus
-
-    if not values:
+    """None, one status, or several (the store's filter takes each)."""
+    statuses = call_statuses(values)
+    if not statuses:
         return None
-    try:
-        statuses = [CallStatus(v.lower()) for v in values]
-    except ValueError:
-        allowed = ", ".join(s.value for s in CallStatus)
-        raise typer.BadParameter(
-            f"status must be one of: {allowed}", param_hint="--status"
-        ) from None
     return statuses[0] if len(statuses) == 1 else statuses
 
 
@@ -119,18 +120,15 @@ def list_calls(
         since=since,
         until=until,
     )
-    settings = load_settings()
-
-    async def fetch() -> Any:
+    async def fetch(repo: Repository) -> Any:
         from parkgate.store.errors import InvalidCursorError
 
-        async with open_repository(settings) as repo:
-            try:
-                return await repo.list_calls(filters, limit=limit, after=after)
-            except InvalidCursorError as exc:
-                raise CliError(f"--after: {exc}", 2) from exc
+        try:
+            return await repo.list_calls(filters, limit=limit, after=after)
+        except InvalidCursorError as exc:
+            raise CliError(f"--after: {exc}", 2) from exc
 
-    page = run(fetch())
+    page = in_repository(fetch)
     if output is Output.json:
         print_json({"calls": [_call_json(call) for call in page.items],
                     "next_cursor": page.next_cursor})
@@ -259,17 +257,14 @@ def show_call(
     output: Output = output_option(),
 ) -> None:
     """One call: its record, the result the model got, and its timeline."""
-    settings = load_settings()
+    async def fetch(repo: Repository) -> tuple[Any, Any]:
+        sid, tid = await find_call(repo, session, tool_use_id)
+        call = await repo.get_call(sid, tid)
+        if call is None:
+            raise CliError(f"no call {tid!r} in session {sid!r}")
+        return call, await repo.timeline(sid, tid)
 
-    async def fetch() -> tuple[Any, Any]:
-        async with open_repository(settings) as repo:
-            sid, tid = await find_call(repo, session, tool_use_id)
-            call = await repo.get_call(sid, tid)
-            if call is None:
-                raise CliError(f"no call {tid!r} in session {sid!r}")
-            return call, await repo.timeline(sid, tid)
-
-    call, timeline = run(fetch())
+    call, timeline = in_repository(fetch)
     if as_json or output is Output.json:
         print_json(call.model_dump(mode="json"))
         return

@@ -42,22 +42,14 @@ def install(
                                    help="Let calls through when parkgate is unreachable."),
 ) -> None:
     """Merge the PreToolUse / PostToolUse / PostToolUseFailure hooks into Claude Code's settings."""
-    from parkgate.cli.agent_install import parkgate_executable, resolve_url
+    from parkgate.cli.agent_install import parkgate_executable, read_json, resolve_url
     from parkgate.dialects.claude_code import merge_settings
 
     if user and project is not None:
         raise CliError("--project and --user exclude each other", 2)
     settings = load_settings()
     path = settings_path(project, user)
-    existing: dict[str, object] = {}
-    if path.is_file():
-        try:
-            loaded = json.loads(path.read_text(encoding="utf-8") or "{}")
-        except json.JSONDecodeError as exc:
-            raise CliError(f"{path} is not valid JSON ({exc}); fix it first") from None
-        if not isinstance(loaded, dict):
-            raise CliError(f"{path} is not a JSON object")
-        existing = loaded
+    existing = read_json(path)
     base, source = resolve_url(url, settings)
     merged = merge_settings(existing, base, command=command,
                             wait_seconds=settings.claude_code_wait_seconds,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import AsyncIterator, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -21,6 +21,7 @@ from rich.console import Console
 from parkgate.settings import Settings, get_settings
 
 if TYPE_CHECKING:
+    from parkgate.calls.records import CallStatus
     from parkgate.store import Repository
 
 T = TypeVar("T")
@@ -162,3 +163,31 @@ async def open_repository(settings: Settings) -> AsyncIterator[Repository]:
         yield repo
     finally:
         await repo.close()
+
+
+def in_repository(action: Callable[[Repository], Awaitable[T]],
+                  settings: Settings | None = None) -> T:
+    """A command's one piece of store work: `action` run on the history store
+    opened as `open_repository` opens it (with `settings`, else the loaded ones)."""
+
+    async def work() -> T:
+        async with open_repository(settings or load_settings()) as repo:
+            return await action(repo)
+
+    return run(work())
+
+
+def call_statuses(values: list[str] | None) -> list[CallStatus]:
+    """`--status` values as call statuses (any case); BadParameter naming the
+    allowed ones otherwise."""
+    import typer
+
+    from parkgate.calls.records import CallStatus
+
+    try:
+        return [CallStatus(v.lower()) for v in values or []]
+    except ValueError:
+        allowed = ", ".join(s.value for s in CallStatus)
+        raise typer.BadParameter(
+            f"status must be one of: {allowed}", param_hint="--status"
+        ) from None

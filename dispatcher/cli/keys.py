@@ -7,15 +7,14 @@ again. A revoked key is refused (401) from the next request on.
 from __future__ import annotations
 
 import re
-from collections.abc import Awaitable, Callable
 from datetime import datetime
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING
 
 import typer
 from rich.markup import escape
 
 from parkgate.approvals.access import DEFAULT_PROJECT, PROJECT_PATTERN, RoleError, normalize_roles
-from parkgate.cli.common import CliError, console, err_console, load_settings, run
+from parkgate.cli.common import CliError, console, err_console, in_repository
 from parkgate.cli.output import (
     Cell,
     Output,
@@ -31,32 +30,6 @@ if TYPE_CHECKING:
     from parkgate.store.results import ApiKeyRecord
 
 app = typer.Typer(help="API keys for the HTTP API and the audit pages.", no_args_is_help=True)
-
-T = TypeVar("T")
-
-
-async def _with_repo(action: Callable[[Repository], Awaitable[T]]) -> T:
-    from parkgate.cli.common import no_stack_reason
-    from parkgate.store import StoreError
-    from parkgate.store.repository import Repository
-    from parkgate.store.urls import display_url
-
-    settings = load_settings()
-    url = settings.effective_database_url
-    missing = no_stack_reason(settings)
-    if missing is not None:
-        raise CliError(missing)
-    try:
-        repo = await Repository.connect(url, check_schema=True)
-    except StoreError as exc:
-        raise CliError(" ".join(str(exc).split())) from exc
-    except (OSError, ValueError) as exc:
-        raise CliError(f"cannot open the database {display_url(url)}: {exc}") from exc
-    try:
-        return await action(repo)
-    finally:
-        await repo.close()
-
 
 def _when(value: datetime | None) -> str:
     return value.strftime("%Y-%m-%d %H:%M UTC") if value else "—"
@@ -106,7 +79,7 @@ def create(
             raise CliError(str(exc), code=2) from exc
         return plaintext
 
-    key = run(_with_repo(action))
+    key = in_repository(action)
     err_console.print(
         f"created API key [bold]{name}[/] (project {project}, roles {', '.join(role_list)}); "
         "it is shown only once:"
@@ -125,7 +98,7 @@ def list_keys(
     async def action(repo: Repository) -> list[ApiKeyRecord]:
         return await repo.list_api_keys(include_revoked=all_keys)
 
-    records = run(_with_repo(action))
+    records = in_repository(action)
     if output is Output.json:
         print_json([{"name": r.name, "id": r.id, "project": r.project, "roles": r.roles,
                      "prefix": r.prefix, "created_at": r.created_at,
@@ -171,5 +144,5 @@ def revoke(name: str = typer.Argument(..., help="Name or id of the key to revoke
             raise CliError(str(exc), code=2) from exc
         return record.name
 
-    revoked = run(_with_repo(action))
+    revoked = in_repository(action)
     console.print(f"revoked API key {revoked}")

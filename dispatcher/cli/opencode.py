@@ -36,6 +36,7 @@ def install(
     """Write parkgate's opencode plugin and let opencode run what parkgate allows."""
     from parkgate.cli.agent_install import resolve_url, scope, write_text
     from parkgate.dialects import opencode_setup
+    from parkgate.dialects.hook_files import HookFileError
 
     project, user = scope(project, user)
     if project is not None and not project.is_dir():
@@ -45,7 +46,7 @@ def install(
     where = opencode_setup.targets(project, user)
     try:
         merged = opencode_setup.merge_config(opencode_setup.read_config(where.config))
-    except opencode_setup.SetupError as exc:
+    except HookFileError as exc:
         raise CliError(str(exc)) from None
     config = json.dumps(merged, indent=2) + "\n"
     plugin = opencode_setup.plugin_text(base, settings.opencode_wait_seconds)

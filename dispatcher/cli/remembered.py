@@ -8,12 +8,12 @@ and revoke them here, as the HTTP API does (`/v1/remembered`).
 from __future__ import annotations
 
 import getpass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.markup import escape
 
-from parkgate.cli.common import CliError, console, load_settings, open_repository, run
+from parkgate.cli.common import CliError, console, in_repository
 from parkgate.cli.output import (
     Cell,
     Output,
@@ -23,6 +23,9 @@ from parkgate.cli.output import (
     shortened,
     wide_option,
 )
+
+if TYPE_CHECKING:
+    from parkgate.store import Repository
 
 app = typer.Typer(help="List and revoke remembered decisions.", no_args_is_help=True)
 
@@ -43,16 +46,10 @@ def list_rules(
     """Remembered decisions, oldest first (active ones unless --all)."""
     from parkgate.models import utcnow
 
-    settings = load_settings()
     now = utcnow()
-
-    async def fetch() -> Any:
-        async with open_repository(settings) as repo:
-            return await repo.list_remembered(project=project, session_id=session,
-                                              workspace_path=workspace,
-                                              include_inactive=all_, now=now)
-
-    rules = run(fetch())
+    rules = in_repository(lambda repo: repo.list_remembered(
+        project=project, session_id=session, workspace_path=workspace,
+        include_inactive=all_, now=now))
     if output is Output.json:
         print_json([rule.model_dump(mode="json") for rule in rules])
         return
@@ -94,14 +91,11 @@ def revoke(rule_id: str = typer.Argument(..., help="The rule's id (from `list`).
     """Revoke a remembered decision: later calls it covered park again."""
     from parkgate.models import utcnow
 
-    settings = load_settings()
+    async def work(repo: Repository) -> Any:
+        if await repo.get_remembered(rule_id) is None:
+            raise CliError(f"no remembered rule {rule_id!r}")
+        return await repo.revoke_remembered(rule_id, by=f"cli:{getpass.getuser()}",
+                                            now=utcnow())
 
-    async def work() -> Any:
-        async with open_repository(settings) as repo:
-            if await repo.get_remembered(rule_id) is None:
-                raise CliError(f"no remembered rule {rule_id!r}")
-            return await repo.revoke_remembered(rule_id, by=f"cli:{getpass.getuser()}",
-                                                now=utcnow())
-
-    rule = run(work())
+    rule = in_repository(work)
     console.print(f"revoked {rule.rule_id} (by {rule.revoked_by} at {_when(rule.revoked_at)})")

@@ -17,7 +17,7 @@ import typer
 from rich.table import Table
 
 from parkgate.approvals.access import PROJECT_PATTERN
-from parkgate.cli.common import CliError, console, load_settings, open_repository, run
+from parkgate.cli.common import CliError, console, in_repository, load_settings
 from parkgate.workspaces.ground import holding_path
 
 app = typer.Typer(help="Which project holds which workspace path; grants.",
@@ -45,13 +45,7 @@ def list_holdings(
     project: str | None = typer.Option(None, "--project", "-p", help="Only this project's."),
 ) -> None:
     """Every workspace holding: path, project, owner or grant, by whom, since when."""
-    settings = load_settings()
-
-    async def fetch() -> Any:
-        async with open_repository(settings) as repo:
-            return await repo.workspace_holdings(project=project)
-
-    holdings = run(fetch())
+    holdings = in_repository(lambda repo: repo.workspace_holdings(project=project))
     table = Table(title=f"Workspace holdings ({len(holdings)})", title_justify="left")
     for name in ("path", "project", "kind", "by", "since (UTC)"):
         table.add_column(name, overflow="fold")
@@ -68,13 +62,8 @@ def grant(
 ) -> None:
     """Let PROJECT register sessions on PATH and inside it (whoever holds it)."""
     where, who = _path(path), _project(project)
-    settings = load_settings()
-
-    async def work() -> bool:
-        async with open_repository(settings) as repo:
-            return await repo.grant_workspace(where, who, by=f"cli:{getpass.getuser()}")
-
-    created = run(work())
+    created = in_repository(
+        lambda repo: repo.grant_workspace(where, who, by=f"cli:{getpass.getuser()}"))
     console.print(f"granted {where} to project {who}" if created
                   else f"project {who} already holds {where}")
 
@@ -89,14 +78,8 @@ def revoke(
     """Take back PROJECT's grant of PATH: its new sessions there are refused (403);
     sessions already registered keep their workspace (cancel them if need be)."""
     where, who = _path(path), _project(project)
-    settings = load_settings()
-
-    async def work() -> bool:
-        async with open_repository(settings) as repo:
-            return await repo.release_workspace(where, who,
-                                                kinds=("owner",) if owner else ("grant",))
-
-    if not run(work()):
+    if not in_repository(lambda repo: repo.release_workspace(
+            where, who, kinds=("owner",) if owner else ("grant",))):
         what = f"does not own {where}" if owner else f"holds no grant of {where}"
         raise CliError(f"project {who} {what}", code=2)
     console.print(f"revoked project {who}'s {'hold' if owner else 'grant'} of {where}")

@@ -8,7 +8,8 @@ trusted_hash = "<the hash Codex computes>"`, handed out by `codex app-server`).
 Gemini CLI: `settings.json`'s `hooks` (`BeforeTool` / `AfterTool`, the same
 group shape, `timeout` in milliseconds).
 
-Pure: text and JSON in, text and JSON out; the CLI reads and writes the files.
+Pure: text and JSON in, text and JSON out; the CLI writes the files, and
+reads them with `read_object` (the one reader of an agent's JSON settings).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import json
 import re
 import tomllib
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 #: What marks a hook an earlier install wrote (replaced, never duplicated).
@@ -29,6 +31,21 @@ COMMAND_MARGIN = 5
 
 class HookFileError(ValueError):
     """A settings file that cannot be merged as it is (the user fixes it first)."""
+
+
+def read_object(path: Path, *, what: str = "valid JSON", fix: str = "fix it first"
+                ) -> dict[str, Any]:
+    """An agent's JSON settings file as an object ({} when missing or empty);
+    HookFileError naming the file when it is not `what` or not an object."""
+    if not path.is_file():
+        return {}
+    try:
+        loaded = json.loads(path.read_text(encoding="utf-8") or "{}")
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise HookFileError(f"{path} is not {what} ({exc}); {fix}") from None
+    if not isinstance(loaded, dict):
+        raise HookFileError(f"{path} is not a JSON object; {fix}")
+    return loaded
 
 
 def hook_command(executable: str, agent: str, url: str, deadline: int) -> str:

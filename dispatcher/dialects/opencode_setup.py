@@ -24,15 +24,12 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from parkgate.dialects.hook_files import HookFileError, read_object
 from parkgate.dialects.opencode import PLUGIN_FILE, PLUGIN_MARGIN_SECONDS
 
 #: Permissions set to `allow` when the config leaves them unset (their default
 #: may be `ask`, which a run without a terminal turns into a rejection).
 GATED_PERMISSIONS = ("bash", "edit", "webfetch", "external_directory", "doom_loop")
-
-
-class SetupError(ValueError):
-    """The config cannot be merged (the CLI prints the message and exits non-zero)."""
 
 
 @dataclass(frozen=True)
@@ -69,17 +66,9 @@ def plugin_text(url: str, wait_seconds: float) -> str:
 
 
 def read_config(path: Path) -> dict[str, Any]:
-    """The existing config ({} when there is none); SetupError when unreadable."""
-    if not path.is_file():
-        return {}
-    try:
-        loaded = json.loads(path.read_text(encoding="utf-8") or "{}")
-    except json.JSONDecodeError as exc:
-        raise SetupError(f"{path} is not plain JSON ({exc}); remove its comments or fix it "
-                         "first") from None
-    if not isinstance(loaded, dict):
-        raise SetupError(f"{path} is not a JSON object")
-    return loaded
+    """The existing config ({} when there is none); HookFileError when unreadable
+    (opencode reads comments, parkgate's merge does not)."""
+    return read_object(path, what="plain JSON", fix="remove its comments or fix it first")
 
 
 def _allow_asks(value: Any) -> Any:
@@ -98,7 +87,7 @@ def merge_config(existing: Mapping[str, Any]) -> dict[str, Any]:
         merged["permission"] = _allow_asks(permission)
         return merged
     if permission is not None and not isinstance(permission, dict):
-        raise SetupError("the config's `permission` is neither a string nor an object")
+        raise HookFileError("the config's `permission` is neither a string nor an object")
     table = _allow_asks(dict(permission or {}))
     for name in GATED_PERMISSIONS:
         table.setdefault(name, "allow")

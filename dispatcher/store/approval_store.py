@@ -59,22 +59,7 @@ class ApprovalStore(StoreBase):
     ) -> None:
         conn.execute(statements.upsert_approval(self.dialect, frozenset(values)), values)
         if approval.decision is not None:
-            self._decide(
-                conn,
-                approval.request_id,
-                approval.decision,
-                approval.decided_by,
-                approval.via,
-                approval.reason,
-                approval.decided_at,
-                extra={
-                    "principal_id": approval.principal_id,
-                    "claimed_name": approval.claimed_name,
-                    "self_approved": approval.self_approved,
-                    "identity": approval.identity,
-                    "votes": approval.votes,
-                },
-            )
+            self._decide_approval(conn, approval)
 
     @staticmethod
     def _approval(row: RowMapping | None) -> ApprovalRecord | None:
@@ -149,6 +134,23 @@ class ApprovalStore(StoreBase):
                 Submitter(key_id=kid, key_name=kname) if kid is not None else None,
             ))
         return out
+
+    @classmethod
+    def _decide_approval(cls, conn: Connection, approval: ApprovalRecord) -> bool:
+        """Store the decision `approval` carries (first write wins), with who
+        decided it and how (principal, claimed name, identity, votes)."""
+        assert approval.decision is not None
+        return cls._decide(
+            conn, approval.request_id, approval.decision, approval.decided_by, approval.via,
+            approval.reason, approval.decided_at,
+            extra={
+                "principal_id": approval.principal_id,
+                "claimed_name": approval.claimed_name,
+                "self_approved": approval.self_approved,
+                "identity": approval.identity,
+                "votes": approval.votes,
+            },
+        )
 
     @staticmethod
     def _decide(

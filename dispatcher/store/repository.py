@@ -134,18 +134,7 @@ class Repository(
         update: CallUpdate | None,
     ) -> None:
         self._lock_sessions(conn, {approval.session_id})
-        assert approval.decision is not None
-        won = self._decide(
-            conn, approval.request_id, approval.decision, approval.decided_by, approval.via,
-            approval.reason, approval.decided_at,
-            extra={
-                "principal_id": approval.principal_id,
-                "claimed_name": approval.claimed_name,
-                "self_approved": approval.self_approved,
-                "identity": approval.identity,
-                "votes": approval.votes,
-            },
-        )
+        won = self._decide_approval(conn, approval)
         if not won:
             found = conn.execute(
                 select(APPROVALS.c.request_id).where(

@@ -15,14 +15,9 @@ import pytest
 
 from parkgate import dialects
 from parkgate.dialects import EventError
+from parkgate.dialects.hook_files import HookFileError
 from parkgate.dialects.opencode import OPENCODE
-from parkgate.dialects.opencode_setup import (
-    SetupError,
-    merge_config,
-    plugin_text,
-    read_config,
-    targets,
-)
+from parkgate.dialects.opencode_setup import merge_config, plugin_text, read_config, targets
 
 PARKGATE = Path(sys.executable).parent / "parkgate"
 
@@ -98,7 +93,7 @@ def test_merge_keeps_everything_and_turns_asks_into_allows() -> None:
     assert merged["permission"]["edit"] == "allow" and merged["permission"]["read"] == "allow"
     assert merge_config({"permission": "ask"})["permission"] == "allow"
     assert merge_config(merged) == merged  # installing again changes nothing
-    with pytest.raises(SetupError):
+    with pytest.raises(HookFileError):
         merge_config({"permission": 3})
 
 
@@ -106,7 +101,7 @@ def test_unreadable_config_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "opencode.jsonc"
     path.write_text('{// a comment\n"model": "x"}')
     assert targets(tmp_path, False).config == path
-    with pytest.raises(SetupError, match="not plain JSON"):
+    with pytest.raises(HookFileError, match="not plain JSON"):
         read_config(path)
 
 

@@ -63,6 +63,7 @@ if TYPE_CHECKING:
 
 M = TypeVar("M", ClaimInput, OutcomeInput, StartInput)
 R = TypeVar("R", ClaimResult, OutcomeResult)
+C = TypeVar("C", ClaimInput, StartInput)
 
 #: Temporal statuses of an update worth sending again (load shed, task dropped).
 _RETRIED = (RPCStatusCode.RESOURCE_EXHAUSTED, RPCStatusCode.ABORTED, RPCStatusCode.UNAVAILABLE)
@@ -181,14 +182,7 @@ async def start(service: CallService, session_id: str, tool_use_id: str,
                 inp: StartInput) -> ClaimResult:
     """Send `start_claim`: the reservation's holder runs the call now (its lease
     begins); 409 when it lapsed or was taken over (then it must not run)."""
-    handle = service.handle(session_id, tool_use_id)
-    inp = _proven(service, inp, KIND_START, call_workflow_id(session_id, tool_use_id))
-    try:
-        return await _update(handle, UPDATE_START, inp, ClaimResult)
-    except WorkflowUpdateFailedError as exc:
-        raise _refusal(exc) from None
-    except RPCError as exc:
-        raise await _closed(service, session_id, tool_use_id, exc) from None
+    return await _claim_update(service, session_id, tool_use_id, inp, KIND_START, UPDATE_START)
 
 
 def lease_for(requested: float | None, default: float, maximum: float) -> float:
@@ -199,10 +193,18 @@ def lease_for(requested: float | None, default: float, maximum: float) -> float:
 async def claim(service: CallService, session_id: str, tool_use_id: str,
                 inp: ClaimInput) -> ClaimResult:
     """Send `claim`; 409 (naming who claimed and when) when another won."""
+    return await _claim_update(service, session_id, tool_use_id, inp, proof.KIND_CLAIM,
+                               UPDATE_CLAIM)
+
+
+async def _claim_update(service: CallService, session_id: str, tool_use_id: str,
+                        inp: C, kind: str, update: str) -> ClaimResult:
+    """Send a claim's update (`claim`, `start_claim`), proven for its kind; the
+    workflow's refusal as its 4xx, a closed call as `_closed` says it."""
     handle = service.handle(session_id, tool_use_id)
-    inp = _proven(service, inp, proof.KIND_CLAIM, call_workflow_id(session_id, tool_use_id))
+    inp = _proven(service, inp, kind, call_workflow_id(session_id, tool_use_id))
     try:
-        return await _update(handle, UPDATE_CLAIM, inp, ClaimResult)
+        return await _update(handle, update, inp, ClaimResult)
     except WorkflowUpdateFailedError as exc:
         raise _refusal(exc) from None
     except RPCError as exc:

@@ -45,7 +45,7 @@ async def list_tools(
     # Hosted tools, then the session's own (client-executed: `client_executed`).
     definitions = [*deps.registry.definitions_for(session),
                    *declared.definitions(record.client_tools,
-                                             tool_classes.floor(settings, deps.registry))]
+                                         tool_classes.floor(settings, deps.registry))]
     if format == "openai":
         tools = [d.to_openai() for d in definitions]
     elif format == "anthropic":
