@@ -100,3 +100,17 @@ async def reprice_edit(store: HistoryStore, budgets: Mapping[str, BudgetSpec],
     for budget, before, now in await reprice(sid, cid, charges):
         log.info("%s/%s: budget %s charged %s for the edited input (was %s)", sid, cid,
                  budget, show_units(now), show_units(before))
+
+
+async def reprice_if_up(store: HistoryStore, budgets: Mapping[str, BudgetSpec],
+                        row: CallUpdate | None) -> None:
+    """`reprice_edit` before a tool runs: a store outage must not stop the run
+    (its decision travels back the same way), so the call then keeps the
+    charge of its classified input, and the log says so."""
+    if row is None or not budgets:
+        return
+    try:
+        await reprice_edit(store, budgets, row)
+    except Exception:
+        log.warning("store unavailable; %s/%s keeps the budget charge of its classified input",
+                    row.session_id, row.tool_use_id)

@@ -26,7 +26,7 @@ from typing import Any, TypeVar
 
 from temporalio import activity
 
-from parkgate.activities.budgets import reprice_edit
+from parkgate.activities.budgets import reprice_if_up
 from parkgate.activities.deps import Deps
 from parkgate.activities.plan import approval_expiry, parks_sub_calls
 from parkgate.activities.record import record_row, write_approval
@@ -313,13 +313,8 @@ class ExecuteActivities:
         is written now (not recorded when the store is down: its events then
         lead `pending`)."""
         res = inp.resolved
-        row = None if res is None else record_row(res)
-        if row is not None and self.deps.settings.budgets:
-            try:  # an approver's edit is charged, not the input it replaced
-                await reprice_edit(self.deps.store, self.deps.settings.budgets, row)
-            except Exception:
-                log.warning("store unavailable; %s keeps the charge of its classified input",
-                            inp.prepared.call.id)
+        if res is not None:  # an approver's edit is charged, not the input it replaced
+            await reprice_if_up(self.deps.store, self.deps.settings.budgets, record_row(res))
         if res is None or self._joinable(res):
             return Lead(res)
         lead = Lead(None)
