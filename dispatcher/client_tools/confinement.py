@@ -190,6 +190,9 @@ def command_paths(command: str, cwd: str, home: str) -> tuple[list[str], list[st
     paths: list[str] = []
     patterns: list[str] = []
     for word in command_words(command):
+        # No exec takes a NUL byte; a shell reading a script drops it: judge the
+        # word as such a shell would read it (os.path refuses a NUL).
+        word = word.replace("\x00", "")
         if _GLOB.search(word):
             patterns.append(posixpath.normpath(os.path.join(cwd, _expand_home(word, home))))
         else:

@@ -25,6 +25,9 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 #: Micro-units per unit: `limit: 100` is stored as 100_000_000.
 UNIT = 1_000_000
+#: Largest amount one call (or a limit) may count, in units: a thousandth of what
+#: the store's 64-bit counts hold in micro-units, so a window's sum stays in range.
+MAX_AMOUNT = Decimal((2**63 - 1) // UNIT // 1000)
 #: Rule prefix of a budget's decisions (`budget:cloud-spend`).
 RULE_PREFIX = "budget:"
 #: A budget's name: a Cedar record attribute and a settings key.
@@ -62,7 +65,14 @@ def to_units(value: Any) -> int:
         raise BudgetError(f"{value!r} is not a number") from None
     if not number.is_finite() or number < 0:
         raise BudgetError(f"{value!r} is not a number of 0 or more")
+    if number > MAX_AMOUNT:  # beyond what the store's counts hold (and Decimal's exponents)
+        raise BudgetError(f"{_shown(value)} is more than a budget counts (at most {MAX_AMOUNT})")
     return int((number * UNIT).to_integral_value(rounding="ROUND_CEILING"))
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def show_units(units: int) -> str:
@@ -76,7 +86,7 @@ class BudgetSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    limit: float = Field(gt=0)
+    limit: float = Field(gt=0, le=float(MAX_AMOUNT))
     #: `1h`, `1d` ...; None: one window for ever.
     window: str | None = None
     per: Literal["session", "project", "key"] = "session"

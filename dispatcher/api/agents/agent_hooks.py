@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydantic import ValidationError
+
 from parkgate import dialects
 from parkgate.api.agents import claude_code_hook
 from parkgate.api.agents.hook_gates import DialectGate
@@ -40,7 +42,13 @@ def hook_input(dialect: Dialect, body: Any) -> claude_code_hook.HookInput:
     except EventError as exc:
         raise ApiError(422, "invalid_hook_event", f"{dialect.label} hook event: {exc}",
                        {"agent": dialect.name}) from None
-    return as_hook_input(call)
+    try:
+        return as_hook_input(call)
+    except ValidationError as exc:  # what the shared path's input refuses (NaN, nesting...)
+        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}"
+                             for e in exc.errors(include_url=False, include_input=False))
+        raise ApiError(422, "invalid_hook_event", f"{dialect.label} hook event: {problems}",
+                       {"agent": dialect.name}) from None
 
 
 def as_hook_input(call: AgentCall) -> claude_code_hook.HookInput:

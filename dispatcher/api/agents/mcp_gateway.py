@@ -57,6 +57,7 @@ from parkgate.client_tools import declared
 from parkgate.durable.call_errors import TEMPORAL_NO_ANSWER
 from parkgate.durable.dispatcher import IdempotencyConflictError
 from parkgate.models import SideEffects, ToolDefinition, ToolUseBlock
+from parkgate.schema import depth_error
 from parkgate.settings import Settings
 
 _ID_RE = re.compile(ID_RE)
@@ -201,6 +202,9 @@ class McpGateway:
         found = jcs.problem(arguments, "arguments", text=False)
         if found is not None:  # NaN or Infinity: no JSON, no input_sha256
             return error_result(str(found))
+        too_deep = depth_error(arguments, self.settings.max_input_depth, root="arguments")
+        if too_deep is not None:  # as the REST submit refuses it: it cannot travel
+            return error_result(too_deep)
         block = ToolUseBlock(id=tool_use_id, name=params.name, input=arguments)
         session = caller.session.for_turn(turn_id)
         if not meta.get(META_TOOL_USE_ID):

@@ -55,6 +55,8 @@ MAX_TTL_MS = 10 * 366 * 24 * 3600 * 1000
 #: How long tasks/cancel waits for the call to end before answering.
 CANCEL_WAIT_SECONDS = 10.0
 LIST_PAGE = 50
+#: How much of an unknown task id a not-found message repeats.
+SHOWN_ID = 300
 _ID = re.compile(ID_RE)
 
 
@@ -280,7 +282,8 @@ class McpTasks:
 
     @staticmethod
     def _not_found(tid: str) -> MCPError:
-        return MCPError(code=types.INVALID_PARAMS, message=f"task {tid!r} not found")
+        shown = tid if len(tid) <= SHOWN_ID else tid[:SHOWN_ID] + "..."  # never echo a flood
+        return MCPError(code=types.INVALID_PARAMS, message=f"task {shown!r} not found")
 
     def _task(self, sid: str, tool_use_id: str, name: str | None,
               resource: CallResource | None) -> dict[str, Any]:

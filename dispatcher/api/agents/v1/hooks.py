@@ -17,7 +17,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 
 from parkgate.api.agents import agent_hooks, claude_code_hook
-from parkgate.api.agents.v1.common import call_service
+from parkgate.api.agents.v1.common import call_service, reject_unencodable
 from parkgate.api.shared.deps import AgentDep, DepsDep, RepoDep, SettingsDep
 from parkgate.api.shared.errors import ApiError, error_responses
 from parkgate.dialects import claude_code
@@ -35,6 +35,8 @@ async def claude_code_hook_event(
     body: claude_code_hook.HookInput, request: Request, repo: RepoDep, key: AgentDep,
     settings: SettingsDep, deps: DepsDep,
 ) -> dict[str, Any]:
+    # Lone surrogates are JSON but no text: nothing could hash, store or judge them.
+    reject_unencodable(body.model_dump(), ["body"])
     ctx = claude_code_hook.HookContext(
         settings, repo, call_service(request), key, deps.registry,
         inbox_url=settings.public_base_url.rstrip("/") + "/inbox",
@@ -58,6 +60,7 @@ async def agent_hook_event(
         body = await request.json()
     except ValueError as exc:
         raise ApiError(400, "invalid_json", f"the hook event is not JSON ({exc})") from None
+    reject_unencodable(body, ["body"])
     ctx = claude_code_hook.HookContext(
         settings, repo, call_service(request), key, deps.registry,
         inbox_url=settings.public_base_url.rstrip("/") + "/inbox",
