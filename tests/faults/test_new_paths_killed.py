@@ -120,7 +120,7 @@ async def test_api_killed_with_mcp_tasks_parked_and_a_result_held(
         assert "tool.completed" not in seen, seen
     await client.aclose()
     await verified(stack)
-    summary.add(calls_run=1)
+    summary.add(calls_run=1, faults_injected=stack.faults)
 
 
 async def parked(stack: Stack, sid: str, tuid: str) -> None:
@@ -177,4 +177,4 @@ async def test_api_killed_while_a_codex_hook_holds_a_parked_call(
                "tool.claim_started", "tool.outcome_reported")
     await client.aclose()
     await verified(stack)
-    summary.add(calls_run=1)
+    summary.add(calls_run=1, faults_injected=stack.faults)
