@@ -305,3 +305,41 @@ async def test_eight_hooks_racing_on_one_approved_call_run_it_once(
     assert types.count("tool.claim_started") == 1 and types.count("tool.released") == 1, types
     assert len((await api_pg.repo.list_calls(CallFilters(session_id=sid), limit=20)).items) == 1
 
+
+
+@pytest.mark.parametrize("agent", AGENTS)
+async def test_hostile_outcomes_and_prompts_are_stored_or_refused_never_a_5xx(
+    api_pg: ApiRig, agent: str
+) -> None:
+    """Post-tool events for an approved call with what Postgres refuses (NUL),
+    what is no text (a lone surrogate), a huge and a deep output; prompts with
+    the same: a 4xx or an acknowledgement, never a 5xx; the call's outcome is
+    filed once and its chain verifies."""
+    sid = sid_for(agent)
+    body = event(agent, api_pg, sid)
+    await post(api_pg, agent, body)
+    cid = await approve(api_pg, sid, "turn-1" if agent == "codex" else agent)
+    assert denied(agent, (await post(api_pg, agent, body)).json()) is None
+    limit = api_pg.rig.settings.max_request_bytes
+    outputs: list[Any] = ["nul \x00 byte", "lone \ud800", nested(80), "o" * (limit // 2),
+                          "o" * (limit + 10), "fine"]
+    for output in outputs:
+        raw = json.dumps(after(agent, body, output), ensure_ascii=True).encode()
+        r = await api_pg.http.post(f"/v1/hooks/{agent}", content=raw,
+                                   headers={"Content-Type": "application/json"})
+        assert r.status_code < 500, (str(output)[:40], r.status_code, r.text[:300])
+    done = (await api_pg.http.get(f"/v1/sessions/{sid}/tool-calls/{cid}",
+                                  params={"wait": 20})).json()
+    assert done["status"] == "succeeded", done
+    events = (await api_pg.http.get(f"/v1/sessions/{sid}/tool-calls/{cid}/events")).json()
+    assert [e["type"] for e in events["events"]].count("tool.outcome_reported") == 1
+    if agent != "opencode":  # opencode's plugin sends no prompt event
+        name = {"codex": "UserPromptSubmit", "gemini": "BeforeAgent"}[agent]
+        for prompt in ("nul \x00", "lone \ud800", "p" * (limit // 2), {"x": 1}):
+            raw = json.dumps({"hook_event_name": name, "session_id": sid,
+                              "cwd": str(api_pg.workspace), "prompt": prompt,
+                              "turn_id": "turn-2"}, ensure_ascii=True).encode()
+            r = await api_pg.http.post(f"/v1/hooks/{agent}", content=raw,
+                                       headers={"Content-Type": "application/json"})
+            assert r.status_code < 500, (str(prompt)[:40], r.status_code, r.text[:300])
+    assert (await api_pg.repo.verify_chain(sid)).ok
