@@ -302,3 +302,36 @@ async def test_tasks_decided_run_and_cancelled_are_audited_and_end_once(
             "tool.completed", ran_types
         report = await api.repo.verify_chain(sid)
         assert report.ok and report.problems == [], report
+
+
+async def test_nul_bytes_on_postgres_are_an_answer_never_a_5xx(
+    dev_temporal: Client, pg_repo: Repository, tmp_path: Path
+) -> None:
+    """PostgreSQL refuses NUL in text and JSON, SQLite does not: a task whose
+    arguments, tool name or ids carry one is still answered (a task or an
+    error), and the session's tasks stay listable."""
+    async with served(dev_temporal, pg_repo, tmp_path, **TASKS) as (api, base):
+        sid = await api.register()
+        url = f"/v1/sessions/{sid}/mcp"
+        async with wire(base, api.key) as http:
+            await initialize(http, url)
+            for i, params in enumerate((
+                    {"name": "write_file", "arguments": {"path": "n.txt", "content": "a\x00b"},
+                     "task": {"ttl": 1000}, "_meta": {"tool_use_id": "toolu_nul1"}},
+                    {"name": "write_file", "arguments": {"path": "n\x00.txt", "content": "a"},
+                     "task": {"ttl": 1000}, "_meta": {"tool_use_id": "toolu_nul2"}},
+                    {"name": "write_file", "arguments": {"k\x00": "v"},
+                     "task": {"ttl": 1000}, "_meta": {"tool_use_id": "toolu_nul3"}},
+                    {"name": "write\x00file", "arguments": {}, "task": {"ttl": 1000}},
+                    {"name": "write_file", "arguments": {}, "task": {"ttl": 1000},
+                     "_meta": {"tool_use_id": "toolu\x00", "turn_id": "t\x00"}})):
+                r = await http.post(url, headers=ACCEPT, json={
+                    "jsonrpc": "2.0", "id": i, "method": "tools/call", "params": params})
+                assert r.status_code < 500, (params, r.status_code, r.text[:300])
+                answer = _answer(r)
+                assert "error" in answer or "task" in answer["result"] or \
+                    answer["result"].get("isError"), answer
+            got = await rpc(http, url, "tasks/get", {"taskId": f"call/{sid}/toolu\x00"})
+            assert "not found" in got["error"]["message"], got
+            listed = await rpc(http, url, "tasks/list", {})
+            assert "result" in listed, listed
