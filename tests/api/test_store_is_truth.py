@@ -22,7 +22,7 @@ from parkgate.approvals.decisions import DecisionRecord
 from parkgate.approvals.links import sign_token, token_hash
 from parkgate.calls.records import ApprovalRecord, CallStatus, CallUpdate
 from parkgate.durable.dispatcher import DurableDispatcher
-from parkgate.durable.payloads import CallOutcome, CallStatusView
+from parkgate.durable.payloads import CALL_WORKFLOW, CallOutcome, CallStatusView
 from parkgate.models import ToolResultBlock, utcnow
 from parkgate.settings import Settings
 from parkgate.store.repository import Repository
@@ -47,6 +47,7 @@ class TemporalServer:
                 server.describes += 1
                 return SimpleNamespace(
                     status=WorkflowExecutionStatus.RUNNING, run_id="run-1",
+                    workflow_type=CALL_WORKFLOW,
                     raw_description=SimpleNamespace(
                         pending_workflow_task=SimpleNamespace(attempt=server.attempt)),
                 )
