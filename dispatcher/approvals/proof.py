@@ -18,7 +18,7 @@ Two halves:
 
 - the sender (API side): `prove(message, kind, workflow_id, keys)` returns the
   message with its `proof` set; `keys` is the `ProofKeys` of the client
-  (`parkgate.durable.plugin.proof_keys_of(client)`);
+  (`parkgate.durable.client_plugin.proof_keys_of(client)`);
 - the workflow (validator or signal handler): `problem(message, kind,
   workflow_id)` says why a message is not proven (None when it is), with the
   keys the worker installed here when it was built (`install`, called by the

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from parkgate.cli.common import CliError, err_console, load_settings, run
+from parkgate.cli.common import CliError, load_settings, notice, run
 
 
 def register(app: typer.Typer) -> None:
@@ -43,7 +43,7 @@ def api(
     settings = settings.model_copy(update=update)
 
     def announce() -> None:
-        err_console.print(
+        notice(
             f"parkgate api: http://{settings.api_host}:{settings.api_port} (Temporal "
             f"{settings.temporal_address}, task queue {settings.temporal_task_queue!r})"
         )
@@ -60,4 +60,4 @@ def api(
         )
     except StartupError as exc:
         raise CliError(str(exc)) from exc
-    err_console.print("parkgate api: stopped")
+    notice("parkgate api: stopped")

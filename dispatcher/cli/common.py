@@ -9,26 +9,47 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-import yaml
 from pydantic import ValidationError
-from rich.console import Console
 
 from parkgate.settings import Settings, get_settings
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from parkgate.calls.records import CallStatus
     from parkgate.store import Repository
 
+    console: Console
+    err_console: Console
+
 T = TypeVar("T")
 
-#: Tables and progress go to stdout; errors and notices to stderr.
-console = Console(highlight=False, soft_wrap=False)
-err_console = Console(stderr=True, highlight=False, soft_wrap=True)
+
+def __getattr__(name: str) -> Any:
+    """`console` (tables and progress, stdout) and `err_console` (errors and notices,
+    stderr), made when first imported: rich is ~40 modules and 1.3 MB that a
+    long-running `parkgate api` would hold for nothing (it writes with `notice`)."""
+    if name not in ("console", "err_console"):
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from rich.console import Console
+
+    globals().update(
+        console=Console(highlight=False, soft_wrap=False),
+        err_console=Console(stderr=True, highlight=False, soft_wrap=True),
+    )
+    return globals()[name]
+
+
+def notice(text: str) -> None:
+    """One plain line on stderr, as `err_console.print` writes a line without markup."""
+    sys.stderr.write(text + "\n")
+    sys.stderr.flush()
 
 EXIT_RUNTIME = 1
 EXIT_USAGE = 2
@@ -105,16 +126,20 @@ def load_settings() -> Settings:
         raise ConfigError(
             f"invalid configuration ({config_source()}): {describe_validation_error(exc)}"
         ) from exc
-    except yaml.YAMLError as exc:
+    except (OSError, ValueError, TypeError) as exc:
+        raise ConfigError(
+            f"invalid configuration ({config_source()}): {one_line(str(exc))}"
+        ) from exc
+    except Exception as exc:
+        # Only a settings file is parsed as YAML: without one, YAML is not imported.
+        yaml = sys.modules.get("yaml")
+        if yaml is None or not isinstance(exc, yaml.YAMLError):
+            raise
         mark = getattr(exc, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark is not None else ""
         problem = getattr(exc, "problem", None) or exc
         raise ConfigError(
             f"invalid YAML in {config_source()}{where}: {one_line(str(problem))}"
-        ) from exc
-    except (OSError, ValueError, TypeError) as exc:
-        raise ConfigError(
-            f"invalid configuration ({config_source()}): {one_line(str(exc))}"
         ) from exc
 
 

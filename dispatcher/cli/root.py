@@ -9,6 +9,12 @@ Modules register themselves in one of two ways (see `_register`):
 - a module-level `app: typer.Typer` becomes the sub-command named after the module
   (or its `NAME` attribute), e.g. `parkgate db upgrade`;
 - a module-level `register(app)` adds top-level commands, e.g. `parkgate serve`.
+
+A command's module is imported when the command is looked up (`COMMANDS` says
+which module defines which), not with the CLI: `parkgate api` and `parkgate
+worker` are long-running processes, and the other commands' imports (rich's
+tables and progress bars, YAML, the policy and sandbox modules) would stay in
+their memory for nothing (docs/PERFORMANCE.md, "At rest"). Help lists them all.
 """
 
 from __future__ import annotations
@@ -16,7 +22,7 @@ from __future__ import annotations
 import importlib
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, MutableMapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -53,14 +59,84 @@ _UsageError = _click_class("UsageError")
 _ClickException = _click_class("ClickException")
 
 
-def _hide_flag_types(command: Any, help_names: list[str]) -> None:
+HELP_NAMES = ["-h", "--help"]
+
+
+def _hide_flag_types(command: Any, *, recurse: bool = True) -> None:
     """Show no value type for flags: a flag takes no value, yet typer prints `<bool>`."""
-    ctx = typer.Context(command, help_option_names=help_names)
+    ctx = typer.Context(command, help_option_names=HELP_NAMES)
     for param in command.get_params(ctx):
         if getattr(param, "is_flag", False) and param.metavar is None:
             param.metavar = ""
-    for sub in getattr(command, "commands", {}).values():
-        _hide_flag_types(sub, help_names)
+    if recurse:
+        for sub in getattr(command, "commands", {}).values():
+            _hide_flag_types(sub)
+
+
+#: Each top-level command and the module of parkgate.cli that defines it, in
+#: help order (typer lists a group's own commands before its sub-groups).
+COMMANDS = {
+    "serve": "serve",
+    "worker": "worker_cmd",
+    "api": "api_cmd",
+    "approve": "decide",
+    "deny": "decide",
+    "cancel": "decide",
+    "db": "db",
+    "keys": "keys",
+    "workspaces": "workspaces",
+    "calls": "calls",
+    "remembered": "remembered",
+    "approvers": "approvers",
+    "audit": "audit",
+    "tools": "tools",
+    "config": "config",
+    "policy": "policy",
+    "claude-code": "claude_code",
+    "codex": "codex",
+    "gemini": "gemini",
+    "opencode": "opencode",
+    "hook": "hook",
+}
+
+
+def load_command(name: str) -> Any:
+    """The click command `name`, from its module (COMMANDS), flags shown without type."""
+    holder = typer.Typer()
+    _register(holder, COMMANDS[name])
+    command = typer.main.get_group(holder).commands.get(name)
+    if command is None:
+        raise RuntimeError(f"parkgate.cli.{COMMANDS[name]} does not define the command {name!r}")
+    _hide_flag_types(command)
+    return command
+
+
+class LazyCommands(MutableMapping[str, Any]):
+    """A group's commands by name: every name of COMMANDS is there, its module is
+    imported the first time its command is read (listing names imports nothing)."""
+
+    def __init__(self, loaded: MutableMapping[str, Any], load: Callable[[str], Any]) -> None:
+        self._loaded = dict(loaded)
+        self._load = load
+
+    def __getitem__(self, name: str) -> Any:
+        if name not in self._loaded:
+            if name not in COMMANDS:
+                raise KeyError(name)
+            self._loaded[name] = self._load(name)
+        return self._loaded[name]
+
+    def __setitem__(self, name: str, command: Any) -> None:
+        self._loaded[name] = command
+
+    def __delitem__(self, name: str) -> None:
+        del self._loaded[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter({**dict.fromkeys(COMMANDS), **self._loaded})
+
+    def __len__(self) -> int:
+        return len({**dict.fromkeys(COMMANDS), **self._loaded})
 
 
 def _fail(message: str, code: int) -> int:
@@ -70,7 +146,15 @@ def _fail(message: str, code: int) -> int:
 
 
 class ParkgateGroup(TyperGroup):
-    """Root group whose `main` turns every failure into one line + an exit code."""
+    """Root group whose `main` turns every failure into one line + an exit code,
+    and whose commands load on first use (LazyCommands)."""
+
+    def __init__(self, **attrs: Any) -> None:
+        super().__init__(**attrs)
+        self.commands = LazyCommands(self.commands, load_command)
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        return list(self.commands)  # the names: a command's module loads when it is read
 
     def main(  # type: ignore[override]
         self,
@@ -92,7 +176,7 @@ class ParkgateGroup(TyperGroup):
         complete_var: str | None,
         extra: dict[str, Any],
     ) -> int:
-        _hide_flag_types(self, ["-h", "--help"])
+        _hide_flag_types(self, recurse=False)  # each command when it loads (load_command)
         try:
             rv = super().main(
                 args=args,
@@ -154,45 +238,18 @@ def _root(
     use_config_file(config)
 
 
-#: Command modules, in help order. Each defines `app` (a group) or `register(app)`.
-_MODULES = (
-    "serve",
-    "worker_cmd",
-    "api_cmd",
-    "db",
-    "keys",
-    "workspaces",
-    "calls",
-    "remembered",
-    "decide",
-    "approvers",
-    "audit",
-    "tools",
-    "config",
-    "policy",
-    "claude_code",
-    "codex",
-    "gemini",
-    "opencode",
-    "hook",
-)
-
-
-def _register(root: typer.Typer) -> None:
-    for name in _MODULES:
-        module = importlib.import_module(f"parkgate.cli.{name}")
-        register = getattr(module, "register", None)
-        if callable(register):
-            register(root)
-            continue
-        sub = getattr(module, "app", None)
-        if isinstance(sub, typer.Typer):
-            root.add_typer(sub, name=getattr(module, "NAME", name))
-            continue
-        raise RuntimeError(f"parkgate.cli.{name} defines neither `app` nor `register(app)`")
-
-
-_register(app)
+def _register(root: typer.Typer, name: str) -> None:
+    """Add the commands of module parkgate.cli.`name` to `root`."""
+    module = importlib.import_module(f"parkgate.cli.{name}")
+    register = getattr(module, "register", None)
+    if callable(register):
+        register(root)
+        return
+    sub = getattr(module, "app", None)
+    if isinstance(sub, typer.Typer):
+        root.add_typer(sub, name=getattr(module, "NAME", name))
+        return
+    raise RuntimeError(f"parkgate.cli.{name} defines neither `app` nor `register(app)`")
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -1,7 +1,10 @@
 """Connect to Temporal the way Settings say: address, namespace, TLS or API key.
 
-Always with the ParkgatePlugin (parkgate.durable.plugin): pydantic models, every
-payload encrypted, and the same sandbox for every worker built on the client.
+Always with parkgate's client plugin (parkgate.durable.client_plugin): pydantic
+models, every payload encrypted, messages proven. Only its client half: a worker
+built on the client gets the worker half, the sandbox, over the same converter
+(parkgate.runtime.worker.worker_client), so a process that is only a client
+(`parkgate api`) does not import Temporal's worker package.
 """
 
 from __future__ import annotations
@@ -10,7 +13,7 @@ from temporalio.client import Client
 from temporalio.service import TLSConfig
 
 from parkgate.durable.blobs import BlobStore
-from parkgate.durable.plugin import ParkgatePlugin
+from parkgate.durable.client_plugin import ParkgateClientPlugin
 from parkgate.settings import Settings
 
 
@@ -40,5 +43,5 @@ async def connect(
         namespace=settings.temporal_namespace,
         api_key=settings.temporal_api_key,
         tls=tls_config(settings),
-        plugins=[ParkgatePlugin(settings, blobs=blobs)],
+        plugins=[ParkgateClientPlugin(settings, blobs=blobs)],
     )

@@ -37,6 +37,7 @@ from parkgate.approvals.decisions import (
 )
 from parkgate.calls.records import ApprovalRecord, CallStatus
 from parkgate.durable.call_errors import TEMPORAL_NO_ANSWER, UnknownCallError
+from parkgate.durable.client_plugin import proof_keys_of
 from parkgate.durable.payloads import (
     QUERY_STATUS,
     UPDATE_DECIDE,
@@ -46,7 +47,6 @@ from parkgate.durable.payloads import (
     StatusRequest,
     call_workflow_id,
 )
-from parkgate.durable.plugin import proof_keys_of
 
 if TYPE_CHECKING:
     pass

@@ -13,6 +13,10 @@ keys): a client signs the messages it sends to workflows with them
 (`proof_keys_of(client)`), and every worker or replayer built with the plugin
 installs them where its workflows verify proofs. A replayer decodes plaintext
 payloads (histories written before the codec); a worker refuses them.
+
+Its client half (converter, proof keys: ParkgateClientPlugin) is in
+parkgate.durable.client_plugin, which a client-only process connects with: this
+module imports Temporal's worker package.
 """
 
 from __future__ import annotations
@@ -31,6 +35,13 @@ from temporalio.worker import (
 )
 from temporalio.worker.workflow_sandbox import SandboxRestrictions
 
+from parkgate.durable.client_plugin import (
+    PLUGIN_NAME,
+    ParkgateClientPlugin,
+    converter_and_keys,
+    plugin_of,
+    proof_keys_of,
+)
 from parkgate.durable.sandbox_runner import LeanSandboxRunner
 
 if TYPE_CHECKING:
@@ -40,7 +51,8 @@ if TYPE_CHECKING:
     from parkgate.durable.blobs import BlobStore
     from parkgate.settings import Settings
 
-PLUGIN_NAME = "parkgate"
+__all__ = ["PLUGIN_NAME", "ParkgateClientPlugin", "ParkgatePlugin", "plugin_of",
+           "proof_keys_of", "with_plugin", "workflow_runner"]
 
 
 def _parkgate_modules() -> tuple[str, ...]:
@@ -82,7 +94,7 @@ def workflow_runner() -> LeanSandboxRunner:
     )
 
 
-class ParkgatePlugin(SimplePlugin):
+class ParkgatePlugin(SimplePlugin, ParkgateClientPlugin):
     """Converter + sandbox + failure types for clients, workers and replayers.
 
     From `settings` (the converter of `parkgate.durable.converter.data_converter`,
@@ -100,18 +112,10 @@ class ParkgatePlugin(SimplePlugin):
         converter: DataConverter | None = None,
         sandbox: bool | None = None,
     ) -> None:
-        if converter is None:
-            if settings is None:
-                raise TypeError("ParkgatePlugin needs settings or a converter")
-            from parkgate.durable.converter import data_converter
-
-            converter = data_converter(settings, blobs)
+        converter, keys = converter_and_keys(settings, blobs, converter)
         self.converter = converter
-        from parkgate.durable.converter import encryption_of
-
-        sealer = encryption_of(converter.payload_codec)
         #: What this plugin's clients prove messages with (None: no payload keys).
-        self.proof_keys: ProofKeys | None = sealer.proof_keys if sealer else None
+        self.proof_keys: ProofKeys | None = keys
         if sandbox is None:
             sandbox = settings.workflow_sandbox if settings is not None else True
         #: Whether workers built with this plugin run workflows in the sandbox.
@@ -152,26 +156,12 @@ class ParkgatePlugin(SimplePlugin):
         return config
 
 
-def plugin_of(client: Client) -> ParkgatePlugin | None:
-    """The ParkgatePlugin `client` was created with, if any."""
-    for plugin in client.config().get("plugins", []):
-        if isinstance(plugin, ParkgatePlugin):
-            return plugin
-    return None
-
-
-def proof_keys_of(client: Client) -> ProofKeys | None:
-    """The keys `client` proves its messages to workflows with (parkgate.approvals.proof);
-    None for a client without the ParkgatePlugin or without payload keys."""
-    plugin = plugin_of(client)
-    return plugin.proof_keys if plugin is not None else None
-
-
 def with_plugin(client: Client, plugin: ParkgatePlugin) -> Client:
     """`client` (same connection and namespace) with `plugin` instead of its own
-    ParkgatePlugin (e.g. another converter); workers built on it carry it too."""
+    parkgate plugin (e.g. another converter, or the full plugin in place of the
+    client half); workers built on it carry it too."""
     config = client.config()
-    others = [p for p in config.get("plugins", []) if not isinstance(p, ParkgatePlugin)]
+    others = [p for p in config.get("plugins", []) if not isinstance(p, ParkgateClientPlugin)]
     config["plugins"] = [*others, plugin]
     config["data_converter"] = plugin.converter
     return type(client)(**config)

@@ -27,7 +27,6 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -252,6 +251,8 @@ class ConfirmationPolicy(BaseModel):
 
     @classmethod
     def from_yaml(cls, text: str) -> ConfirmationPolicy:
+        import yaml  # a policy file only: a worker configured by settings does not load it
+
         try:
             data = yaml.safe_load(text)
         except yaml.YAMLError as exc:

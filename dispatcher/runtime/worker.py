@@ -2,7 +2,9 @@
 
 Production (`python -m parkgate.runtime.worker`, `parkgate serve`) and every test
 build their worker here, so registration cannot drift. Converter, sandbox and
-failure types come with the client's ParkgatePlugin (parkgate.durable.plugin).
+failure types come with the client's ParkgatePlugin (parkgate.durable.plugin); a
+client connected with only its client half (parkgate.durable.connect) gets the
+full plugin over the same converter first (`worker_client`).
 """
 
 from __future__ import annotations
@@ -32,9 +34,25 @@ if TYPE_CHECKING:
     from parkgate.pipeline import Pipeline
     from parkgate.registry import ToolFactory
 
-__all__ = ["build_registry", "build_worker", "build_workers", "main", "serving", "working"]
+__all__ = ["build_registry", "build_worker", "build_workers", "main", "serving", "worker_client",
+           "working"]
 
 log = logging.getLogger("parkgate.worker")
+
+
+def worker_client(client: Client, settings: Settings) -> Client:
+    """`client` carrying the full ParkgatePlugin, with the sandbox its worker's
+    settings ask for: as it is when it already does (or has no parkgate plugin
+    at all: `build_worker` adds one), else the same connection with the full
+    plugin over its converter (a client-only connection, another sandbox choice)."""
+    plugin = plugin_of(client)
+    if plugin is None or (
+        isinstance(plugin, ParkgatePlugin) and plugin.sandbox == settings.workflow_sandbox
+    ):
+        return client
+    return with_plugin(
+        client, ParkgatePlugin(converter=plugin.converter, sandbox=settings.workflow_sandbox)
+    )
 
 
 def build_worker(client: Client, settings: Settings, deps: Deps, **overrides: object) -> Worker:
@@ -47,16 +65,14 @@ def build_worker(client: Client, settings: Settings, deps: Deps, **overrides: ob
         # Let a running tool finish (or clean up) before a graceful stop.
         "graceful_shutdown_timeout": timedelta(seconds=settings.cancel_grace_seconds),
     }
-    plugin = plugin_of(client)
-    if plugin is None:
+    if plugin_of(client) is None:
         # A client made without the plugin (a test's own converter): the worker
         # still gets parkgate's sandbox and failure types, over that converter.
         options["plugins"] = [ParkgatePlugin(converter=client.data_converter,
                                              sandbox=settings.workflow_sandbox)]
-    elif plugin.sandbox != settings.workflow_sandbox:
+    else:
         # The worker's own settings say whether its workflows run in the sandbox.
-        client = with_plugin(client, ParkgatePlugin(converter=plugin.converter,
-                                                    sandbox=settings.workflow_sandbox))
+        client = worker_client(client, settings)
     options.update(overrides)
     return Worker(client, **options)  # type: ignore[arg-type]
 
@@ -70,6 +86,7 @@ def build_workers(
     A group worker runs activities only (the workflows stay on the main queue);
     it registers the same activity list, so registration cannot drift.
     """
+    client = worker_client(client, settings)  # one full plugin for all of them
     workers: list[Worker] = []
     if settings.serve_main_queue:
         workers.append(build_worker(client, settings, deps, **overrides))

@@ -1,7 +1,9 @@
 """The optional integrations stay unloaded until used (docs/PERFORMANCE.md, "Scale on
-one machine"): an API without MCP clients, Slack or OIDC, and a store opened at head,
-do not pay for the MCP SDK, slack-sdk/aiohttp, Authlib/joserfc, Alembic, (without
-webhooks) httpx, or (without policy_files) cedarpy. The worker's recipe is imported too."""
+one machine" and "At rest"): an API without MCP clients, Slack or OIDC, and a store opened
+at head, do not pay for the MCP SDK, slack-sdk/aiohttp, Authlib/joserfc, Alembic, (without
+webhooks) httpx, or (without policy_files) cedarpy. The worker's recipe is imported too.
+`parkgate api` loads no worker part, no page template engine before a page is asked for,
+and none of the other CLI commands' modules."""
 
 from __future__ import annotations
 
@@ -41,12 +43,24 @@ def test_app_and_store_at_head_load_no_optional_package(tmp_path: Path) -> None:
     assert out.stdout.strip() == ""
 
 
-#: The worker's side: `parkgate api` serves definitions, it runs no tool.
+#: The worker's side: `parkgate api` serves definitions, it runs no tool, and it is
+#: a Temporal client only (no worker package: parkgate.durable.client_plugin).
 WORKER_ONLY = ("cedarpy", "websockets", "parkgate.workflows", "parkgate.activities",
-               "parkgate.pipeline", "parkgate.runtime.worker", "parkgate.rules.cedar")
+               "parkgate.pipeline", "parkgate.runtime.worker", "parkgate.rules.cedar",
+               "temporalio.worker", "temporalio.plugin", "parkgate.durable.plugin")
+#: Loaded on first use: Jinja2 with the first page, the other commands' modules
+#: (YAML, rich: its console too, the policy checks) when they run.
+FIRST_USE = ("jinja2", "yaml", "rich", "parkgate.cli.policy",
+             "parkgate.cli.serve", "parkgate.rules.policy")
 
 API_PROBE = """
 import asyncio, sys
+import click, typer
+from parkgate.cli.root import app
+group = typer.main.get_command(app)
+assert group.get_command(click.Context(group), "api") is not None  # `parkgate api`
+from parkgate.api.assemble import api_app
+from parkgate.durable.connect import connect
 import parkgate.api.app
 from parkgate.runtime.embedded import run_api
 from parkgate.runtime.http_server import api_server
@@ -62,15 +76,31 @@ print(len(registry.names()))
 print(",".join(sorted(m for m in {worker_only!r} if m in sys.modules)))
 """
 
+PAGE_PROBE = """
+import sys
+from parkgate.api.shared.views import make_templates
+templates = make_templates()
+before = "jinja2" in sys.modules
+print(before, type(templates.jinja).__name__, "jinja2" in sys.modules)
+"""
+
 
 def test_the_api_process_loads_no_worker_part(tmp_path: Path) -> None:
     # `parkgate api` builds the tools' registry, not the worker's pipeline (no
     # policy, Cedar, sandbox, activities or workflows), and serves no WebSocket.
     out = subprocess.run(
-        [sys.executable, "-c", API_PROBE.format(worker_only=WORKER_ONLY)],
+        [sys.executable, "-c", API_PROBE.format(worker_only=WORKER_ONLY + FIRST_USE)],
         capture_output=True, text=True, timeout=120, check=True, cwd=tmp_path,
         env={**os.environ, "PARKGATE_DATA_DIR": str(tmp_path / "data")},
     )
     tools, loaded = out.stdout.split("\n")[:2]
     assert int(tools) > 0  # the built-in tools are there
     assert loaded == ""
+
+
+def test_the_templates_load_with_the_first_page() -> None:
+    out = subprocess.run(
+        [sys.executable, "-c", PAGE_PROBE], capture_output=True, text=True, timeout=60,
+        check=True,
+    )
+    assert out.stdout.split() == ["False", "Jinja2Templates", "True"]

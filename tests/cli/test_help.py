@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 
 from parkgate.calls.records import CallUpdate
 from parkgate.cli import app
+from parkgate.cli.root import COMMANDS, load_command
 from parkgate.settings import Settings
 from parkgate.store import Repository
 from tests.cli.conftest import parkgate_argv
@@ -41,6 +42,19 @@ def test_help_texts_keep_their_defaults_and_flags_show_no_type(cli_env: dict[str
     for out in (serve, api, approve):
         assert "<bool>" not in out
         assert "Show this message" in out
+
+
+def test_every_command_loads_from_the_module_listed_for_it() -> None:
+    # Commands load when looked up (parkgate.cli.root.COMMANDS): each listed module
+    # defines its commands, and no module with commands is left out of the table.
+    for name in COMMANDS:
+        assert load_command(name).name == name
+    root = Path(__file__).resolve().parents[2] / "dispatcher" / "cli"
+    defining = {
+        path.stem for path in root.glob("*.py") if path.stem != "root"
+        and ("\napp = typer.Typer(" in (text := path.read_text()) or "\ndef register(app" in text)
+    }
+    assert set(COMMANDS.values()) == defining
 
 
 def test_the_cli_imports_no_private_typer_module() -> None:

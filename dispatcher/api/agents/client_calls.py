@@ -52,8 +52,8 @@ from parkgate.durable.client_payloads import (
     StartInput,
     late_workflow_id,
 )
+from parkgate.durable.client_plugin import proof_keys_of
 from parkgate.durable.payloads import call_workflow_id
-from parkgate.durable.plugin import proof_keys_of
 from parkgate.models import Session, ToolDefinition, ToolUseBlock, is_input_sha256
 
 if TYPE_CHECKING:

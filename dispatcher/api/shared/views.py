@@ -6,10 +6,13 @@ import json
 import re
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from fastapi.templating import Jinja2Templates
 from markupsafe import Markup
+
+if TYPE_CHECKING:
+    from fastapi.templating import Jinja2Templates
+    from starlette.responses import Response
 
 # resolve(): under a strict editable install the package is a tree of symlinks,
 # and Starlette's StaticFiles refuses files whose real path leaves its directory.
@@ -126,8 +129,33 @@ def _finalize(value: Any) -> Any:
     return visible(str(value))
 
 
-def make_templates() -> Jinja2Templates:
+def _jinja_templates() -> Jinja2Templates:
+    from fastapi.templating import Jinja2Templates
+
     templates = Jinja2Templates(directory=str(TEMPLATES_DIR))
     templates.env.finalize = _finalize
     templates.env.globals.update(fmt_ms=fmt_ms, fmt_dt=fmt_dt)
     return templates
+
+
+class Templates:
+    """The pages' templates, loaded when the first page is rendered: an API that
+    serves agents only never imports Jinja2 (docs/PERFORMANCE.md, "At rest")."""
+
+    def __init__(self) -> None:
+        self._templates: Jinja2Templates | None = None
+
+    @property
+    def jinja(self) -> Jinja2Templates:
+        """Starlette's Jinja2Templates over the pages' directory (built once)."""
+        if self._templates is None:
+            self._templates = _jinja_templates()
+        return self._templates
+
+    def TemplateResponse(self, *args: Any, **kwargs: Any) -> Response:  # Starlette's name
+        """`Jinja2Templates.TemplateResponse`, same arguments."""
+        return self.jinja.TemplateResponse(*args, **kwargs)
+
+
+def make_templates() -> Templates:
+    return Templates()
