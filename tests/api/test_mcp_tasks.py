@@ -31,6 +31,7 @@ from fastmcp_tasks.client_models import (
     GetTaskRequestParams,
 )
 from mcp import Client as McpClient
+from mcp.client.client import ConnectMode
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp_types.jsonrpc import MISSING_REQUIRED_CLIENT_CAPABILITY
@@ -48,11 +49,15 @@ ACCEPT = {"Accept": "application/json, text/event-stream",
 
 
 @asynccontextmanager
-async def official(base: str, sid: str, key: str) -> AsyncIterator[McpClient]:
-    """The official SDK's Client on 2026-07-28, declaring the tasks extension."""
+async def official(base: str, sid: str, key: str,
+                   mode: ConnectMode = "auto") -> AsyncIterator[McpClient]:
+    """The official SDK's Client on 2026-07-28, declaring the tasks extension.
+    `auto` probes `server/discover` (the SDK falls back to 2025-11-25 when the
+    probe takes over 10 s); a version string adopts it without the probe."""
     http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {key}"}, timeout=30)
     transport = streamable_http_client(f"{base}/v1/sessions/{sid}/mcp", http_client=http)
-    async with http, McpClient(transport, extensions=[TasksClientExtension()]) as client:
+    async with http, McpClient(transport, extensions=[TasksClientExtension()],
+                               mode=mode) as client:
         assert client.session.protocol_version == "2026-07-28"
         yield client
 

@@ -17,6 +17,12 @@ from parkgate.runtime.ports import free_port
 from tests.api.test_inbox import decide as inbox_decide
 from tests.api.test_inbox import login
 from tests.api.test_mcp_tasks import create, get, official, poll_until
+
+#: The protocol adopted without the discover probe: a loaded machine can take
+#: over the SDK's 10 s probe timeout for serve's first MCP request (its MCP
+#: modules load on first use), and the SDK then falls back to 2025-11-25. The
+#: probe itself is tested in process (tests/api/test_mcp_tasks.py).
+MODERN = "2026-07-28"
 from tests.fixtures.serve import Serve, serve_environment
 
 pytestmark = [pytest.mark.devserver, pytest.mark.slow, pytest.mark.timeout(300)]
@@ -38,7 +44,7 @@ def test_a_task_survives_a_serve_restart(tmp_path: Path) -> None:
             assert reg.status_code in (200, 201), reg.text
 
         async def start_task() -> str:
-            async with official(base, "s1", key) as mcp:
+            async with official(base, "s1", key, MODERN) as mcp:
                 made = await create(mcp, "write_file", {"path": "late.txt", "content": "ok\n"},
                                     "toolu_late")
                 task_id: str = made.task_id  # type: ignore[union-attr]
@@ -53,7 +59,7 @@ def test_a_task_survives_a_serve_restart(tmp_path: Path) -> None:
         assert second.wait_ready()["key"] == key
 
         async def still_working() -> str:
-            async with official(base, "s1", key) as mcp:
+            async with official(base, "s1", key, MODERN) as mcp:
                 task = await get(mcp, task_id)
                 assert task.status == "working", task
                 return task.status_message or ""
@@ -76,7 +82,7 @@ def test_a_task_survives_a_serve_restart(tmp_path: Path) -> None:
         asyncio.run(approve_in_the_inbox())
 
         async def result() -> None:
-            async with official(base, "s1", key) as mcp:
+            async with official(base, "s1", key, MODERN) as mcp:
                 done = await poll_until(mcp, task_id, "completed", "failed", "cancelled")
                 assert done.status == "completed", done
                 assert done.result is not None and not done.result.get("isError")
