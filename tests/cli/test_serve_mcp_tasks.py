@@ -17,13 +17,13 @@ from parkgate.runtime.ports import free_port
 from tests.api.test_inbox import decide as inbox_decide
 from tests.api.test_inbox import login
 from tests.api.test_mcp_tasks import create, get, official, poll_until
+from tests.fixtures.serve import Serve, serve_environment
 
 #: The protocol adopted without the discover probe: a loaded machine can take
 #: over the SDK's 10 s probe timeout for serve's first MCP request (its MCP
 #: modules load on first use), and the SDK then falls back to 2025-11-25. The
 #: probe itself is tested in process (tests/api/test_mcp_tasks.py).
 MODERN = "2026-07-28"
-from tests.fixtures.serve import Serve, serve_environment
 
 pytestmark = [pytest.mark.devserver, pytest.mark.slow, pytest.mark.timeout(300)]
 
