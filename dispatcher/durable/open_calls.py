@@ -19,7 +19,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
 from parkgate.calls.records import LIVE_STATUSES
-from parkgate.durable.periodic import ticks
+from parkgate.durable.periodic import in_background, ticks
 from parkgate.settings import Settings
 from parkgate.store.results import CallFilters
 
@@ -91,12 +91,6 @@ async def reporting_open_calls(settings: Settings, store: object) -> AsyncIterat
     if settings.open_call_report_interval_seconds <= 0 or not hasattr(store, "list_calls"):
         yield None
         return
-    stop = asyncio.Event()
-    task = asyncio.create_task(_loop(store, settings, stop),  # type: ignore[arg-type]
-                               name="parkgate-open-calls")
-    try:
+    async with in_background("parkgate-open-calls",
+                             lambda stop: _loop(store, settings, stop)):  # type: ignore[arg-type]
         yield None
-    finally:
-        stop.set()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task

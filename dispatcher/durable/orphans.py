@@ -40,7 +40,7 @@ from temporalio.service import RPCError
 from parkgate.calls.events import ToolEvent
 from parkgate.calls.records import CallStatus, CallUpdate, RecordedFinish
 from parkgate.durable.payloads import CALL_WORKFLOW, CallInput
-from parkgate.durable.periodic import ticks
+from parkgate.durable.periodic import in_background, ticks
 from parkgate.models import TextBlock, ToolErrorClass, ToolResultBlock, utcnow
 from parkgate.settings import Settings
 from parkgate.store.results import CallRecord
@@ -261,11 +261,5 @@ async def sweeping_orphans(client: Client, settings: Settings,
         yield None
         return
     sweep = OrphanSweep(client, settings, store)  # type: ignore[arg-type]
-    stop = asyncio.Event()
-    task = asyncio.create_task(sweep.run(stop), name="parkgate-orphan-sweep")
-    try:
+    async with in_background("parkgate-orphan-sweep", sweep.run):
         yield sweep
-    finally:
-        stop.set()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task

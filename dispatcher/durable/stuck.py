@@ -44,7 +44,7 @@ from parkgate.durable.payloads import (
     TurnInput,
     call_workflow_id,
 )
-from parkgate.durable.periodic import ticks
+from parkgate.durable.periodic import in_background, ticks
 from parkgate.models import TextBlock, ToolErrorClass, ToolResultBlock, utcnow
 from parkgate.settings import Settings
 from parkgate.store.results import CallRecord
@@ -422,14 +422,8 @@ async def healing(client: Client, settings: Settings, store: object) -> Any:
         yield None
         return
     healer = TaskHealer(client, settings, store)  # type: ignore[arg-type]
-    stop = asyncio.Event()
-    task = asyncio.create_task(healer.run(stop), name="parkgate-task-healer")
-    try:
+    async with in_background("parkgate-task-healer", healer.run):
         yield healer
-    finally:
-        stop.set()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
 
 
 # ---------------------------------------------------------------------------
