@@ -137,6 +137,12 @@ class ToolDefinition(BaseModel):
     #: whatever policy, self-approval or a remembered decision would allow.
     #: The text says why (the approval's rule names it).
     human_decides: str | None = None
+    #: Set for one call by an agent's hook when the call reaches a path no
+    #: agent tool may reach (parkgate.client_tools.confinement: parkgate's own files,
+    #: another project's workspace, or outside the workspace where the setting
+    #: says deny): classified as denied before anything else, so the refusal is
+    #: a call in the audit like any other denial. The text says why.
+    confined: str | None = None
 
     def to_openai(self) -> dict[str, Any]:
         """OpenAI function-tool shape."""

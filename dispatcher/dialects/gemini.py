@@ -16,8 +16,10 @@ hook answers before it.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import TYPE_CHECKING, Any
 
 from parkgate.dialects.base import Dialect, file_change_preview, register
@@ -40,6 +42,9 @@ TOOLS: dict[str, str] = {
 SHELL_TOOLS = frozenset({"run_shell_command"})
 #: Gemini's file tools as the Claude Code tool parkgate's confinement and diff know.
 _AS_CLAUDE = {"read_file": "Read", "write_file": "Write", "replace": "Edit", "edit": "Edit"}
+_GLOB = re.compile(r"[*?\[]")
+#: Brace alternatives expanded per entry, at most (glob libraries expand them).
+_MAX_EXPANSIONS = 64
 _DIRS = {"list_directory": "LS", "glob": "Glob", "grep_search": "Grep",
          "search_file_content": "Grep"}
 
@@ -89,6 +94,8 @@ class GeminiDialect(Dialect):
             path = tool_input.get("file_path") or tool_input.get("absolute_path")
             return [(_AS_CLAUDE[tool_name], {"file_path": path})] \
                 if isinstance(path, str) and path else []
+        if tool_name == "read_many_files":
+            return many_files(tool_input.get("include"), tool_input.get("paths"))
         if tool_name in _DIRS:
             path = tool_input.get("dir_path") or tool_input.get("path") or ""
             view: dict[str, Any] = {"path": path if isinstance(path, str) else ""}
@@ -120,6 +127,63 @@ class GeminiDialect(Dialect):
                            or (tool_input.get("expected_replacements") or 1) > 1)
         return file_change_preview(path, workspace, off_limits, edit=(
             tool_input.get("old_string"), tool_input.get("new_string"), replace_all))
+
+
+def many_files(*lists: Any) -> list[tuple[str, dict[str, Any]]]:
+    """read_many_files' paths and glob patterns (`include`, and `paths` before
+    it) as Claude Code's Read and Glob, relative to the working directory."""
+    views: list[tuple[str, dict[str, Any]]] = []
+    for entries in lists:
+        for entry in entries if isinstance(entries, list) else [entries]:
+            if not isinstance(entry, str) or not entry:
+                continue
+            expanded = braces(entry)
+            if expanded is None:  # too many alternatives to read: as if it read /
+                views.append(("LS", {"path": "/"}))
+                continue
+            for one in expanded:
+                views.append(("Glob", {"path": "", "pattern": one}) if _GLOB.search(one)
+                             else ("Read", {"file_path": one}))
+    return views
+
+
+def braces(pattern: str) -> list[str] | None:
+    """`pattern` with its `{a,b}` alternatives expanded (as a glob library
+    does before matching: `{/etc/x,y}` names /etc/x); None past _MAX_EXPANSIONS."""
+    out: list[str] = []
+    todo = [pattern]
+    while todo:
+        item = todo.pop(0)
+        group = _first_group(item)
+        if group is None:
+            out.append(item)
+        else:
+            start, end, parts = group
+            todo += [item[:start] + part + item[end + 1:] for part in parts]
+        if len(out) + len(todo) > _MAX_EXPANSIONS:
+            return None
+    return out
+
+
+def _first_group(text: str) -> tuple[int, int, list[str]] | None:
+    """The first `{...}` holding a top-level comma: its bounds and alternatives."""
+    for start, char in enumerate(text):
+        if char != "{":
+            continue
+        depth, cuts = 0, [start]
+        for i in range(start, len(text)):
+            if text[i] == "{":
+                depth += 1
+            elif text[i] == "}":
+                depth -= 1
+                if depth == 0:
+                    if len(cuts) == 1:
+                        break  # no comma: a literal brace
+                    cuts.append(i)
+                    return start, i, [text[a + 1:b] for a, b in pairwise(cuts)]
+            elif text[i] == "," and depth == 1:
+                cuts.append(i)
+    return None
 
 
 GEMINI = register(GeminiDialect(

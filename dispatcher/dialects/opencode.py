@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from parkgate.dialects.base import Dialect, file_change_preview, register
+from parkgate.dialects.codex import patch_of
 
 if TYPE_CHECKING:
     from parkgate.workspaces.diffing import ImpactPreview
@@ -42,6 +43,8 @@ TOOLS: dict[str, str] = {
     "plan_enter": "none", "plan_exit": "none",
 }
 SHELL_TOOLS = frozenset({"bash"})
+#: The tools that apply a patch (`patchText`, Codex's apply_patch format).
+PATCH_TOOLS = frozenset({"patch", "apply_patch"})
 #: The plugin file's name, in `.opencode/plugin/` or `~/.config/opencode/plugin/`.
 PLUGIN_FILE = "parkgate.js"
 #: The plugin's deadline above parkgate's hold (the answer needs a moment after it).
@@ -83,9 +86,12 @@ class OpencodeDialect(Dialect):
     def views(self, tool_name: str, tool_input: Mapping[str, Any]
               ) -> list[tuple[str, dict[str, Any]]]:
         path = tool_input.get("filePath")
-        if tool_name in ("read", "write", "edit", "multiedit"):
-            as_claude = {"read": "Read", "write": "Write"}.get(tool_name, "Edit")
+        if tool_name in ("read", "write", "edit", "multiedit", "lsp"):
+            as_claude = {"read": "Read", "lsp": "Read", "write": "Write"}.get(tool_name, "Edit")
             return [(as_claude, {"file_path": path})] if isinstance(path, str) and path else []
+        if tool_name in PATCH_TOOLS:  # Codex's patch format, in `patchText`
+            patch = patch_of({"patch": tool_input.get("patchText")})
+            return [("Write", {"file_path": p}) for _, p in patch.files] if patch else []
         if tool_name in ("list", "glob", "grep"):
             where = tool_input.get("path")
             view: dict[str, Any] = {"path": where if isinstance(where, str) else ""}

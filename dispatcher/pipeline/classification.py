@@ -161,6 +161,16 @@ class Classifier:
                 f"Tool '{call.name}' not found. Available: [{', '.join(available)}]",
                 rule="registry",
             )
+        if definition.confined:
+            # The agent's hook found a path no agent tool may reach: whatever
+            # policy, a hook, a budget or a remembered decision would say.
+            return deny_result(
+                call.id,
+                ToolErrorClass.PERMISSION_DENIED,
+                f"Permission denied: {definition.confined}",
+                rule=f"confine: {definition.confined}",
+                definition=definition,
+            )
         checked = self._check_input(call, session, definition)
         if isinstance(checked, Deny):
             return checked

@@ -230,6 +230,48 @@ async def test_concurrent_agents_on_one_call_run_it_exactly_once(
         assert {r.text for r in results} == {"bumped 7"}
 
 
+async def test_twenty_agents_waiting_on_one_parked_call_run_it_once(
+    dev_temporal: Client, sqlite_repo: Repository, tmp_path: Path
+) -> None:
+    """Twenty agent processes (each its own client and gate) wait on one call
+    while it is parked, their long-polls inside the API when it is approved:
+    one approval, the function runs once, all twenty get its result, and the
+    audit shows one started claim and one outcome (issue 36)."""
+    runs: list[int] = []
+    async with stack(dev_temporal, sqlite_repo, tmp_path) as (api, base), \
+            AsyncParkgateClient(base, api.human_key) as human:
+        s = sid()
+        clients = [AsyncParkgateClient(base, api.key) for _ in range(20)]
+        try:
+            async def bump(n: int) -> str:
+                """Increment a counter."""
+                runs.append(n)
+                await asyncio.sleep(0.2)  # hold the claim while the others try
+                return f"bumped {n}"
+
+            gated = [gate(bump, client=c, session=s, side_effects="write",
+                          workspace=str(api.workspace)) for c in clients]
+            waiting = asyncio.gather(*(g.call({"n": 7}, tool_use_id="g-race-20")
+                                       for g in gated))
+            await parked(human, s, "g-race-20")
+            await asyncio.sleep(0.5)  # every agent is waiting on it
+            assert runs == []
+            await human.decide(s, "g-race-20", "allow")
+            results = await asyncio.wait_for(waiting, 120)
+        finally:
+            for c in clients:
+                await c.aclose()
+        assert runs == [7]
+        assert {r.text for r in results} == {"bumped 7"}
+        assert not any(r.is_error for r in results)
+        types = [e.type for e in await api.repo.call_events(s, "g-race-20")]
+        for kind in ("tool.confirmation_requested", "tool.released", "tool.claim_started",
+                     "tool.outcome_reported", "tool.completed"):
+            assert types.count(kind) == 1, (kind, types)
+        meaning = await api.repo.verify_meaning(s)
+        assert meaning.ok, [p.describe() for p in meaning.problems]
+
+
 async def test_the_blocking_gate_decorator_runs_in_a_thread(
     dev_temporal: Client, sqlite_repo: Repository, tmp_path: Path
 ) -> None:

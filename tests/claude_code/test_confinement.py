@@ -53,7 +53,7 @@ async def ask(api: ApiRig, **fields: Any) -> tuple[str, str, dict[str, Any]]:
 
 
 async def test_parkgates_own_files_are_denied_whatever_policy_says(rig: Any) -> None:
-    async with rig() as api:
+    async with rig(claude_code_wait_seconds=10) as api:  # the allows below, on a loaded machine
         data = api.rig.settings.data_dir
         ws = api.workspace
         (ws / "via-link").symlink_to(data)
@@ -73,11 +73,34 @@ async def test_parkgates_own_files_are_denied_whatever_policy_says(rig: Any) -> 
             assert verdict == "deny", (tool, tool_input, reason)
             assert "parkgate's data directory" in reason, (tool, reason)
             assert "may not reach it" in reason
-            assert await api.repo.get_call(ev["session_id"], ev["tool_use_id"]) is None
+            await audited_denial(api, ev, "parkgate's data directory")
         # The same tools inside the workspace are allowed as before.
         (ws / "a.txt").write_text("fine\n")
         assert (await ask(api))[0] == "allow"
-        assert (await ask(api, tool_name="Bash", tool_input={"command": "ls -la"}))[0] == "allow"
+        bash = await ask(api, tool_name="Bash", tool_input={"command": "ls -la"})
+        assert bash[0] == "allow", bash
+
+
+async def audited_denial(api: ApiRig, ev: dict[str, Any], says: str) -> None:
+    """A confinement denial is a denied call in the audit like any other: its
+    row, its `tool.failed` event naming the `confine:` rule in the call's
+    events (the API `parkgate audit` and the audit pages read), a chain and a
+    meaning that verify; it never ran and was never released."""
+    sid, cid = ev["session_id"], ev["tool_use_id"]
+    row = await until(lambda: api.repo.get_call(sid, cid))
+    assert row.status.value == "denied", row
+    assert row.result is not None and says in row.result.text, row.result
+    r = await api.http.get(f"/v1/sessions/{sid}/tool-calls/{cid}/events")
+    assert r.status_code == 200, r.text
+    events = r.json()["events"]
+    types = [e["type"] for e in events]
+    assert "tool.released" not in types and "tool.called" not in types, types
+    failed = next(e for e in events if e["type"] == "tool.failed")
+    assert failed["data"]["rule"].startswith("confine: ") and says in failed["data"]["rule"]
+    assert failed["error_class"] == "permission_denied", failed
+    assert (await api.repo.verify_chain(sid)).ok
+    meaning = await api.repo.verify_meaning(sid)
+    assert meaning.ok, [p.describe() for p in meaning.problems]
 
 
 async def test_another_projects_workspace_is_denied(rig: Any, tmp_path: Path) -> None:
@@ -85,8 +108,9 @@ async def test_another_projects_workspace_is_denied(rig: Any, tmp_path: Path) ->
         theirs = tmp_path / "theirs"
         theirs.mkdir()
         assert (await api.repo.claim_workspace(str(theirs), "payments", by="admin")).allowed
-        verdict, reason, _ = await ask(api, tool_input={"file_path": str(theirs / "x.txt")})
+        verdict, reason, ev = await ask(api, tool_input={"file_path": str(theirs / "x.txt")})
         assert verdict == "deny" and "another project's workspace" in reason, reason
+        await audited_denial(api, ev, "another project's workspace")
 
 
 async def test_outside_the_workspace_parks_whatever_policy_says(rig: Any) -> None:
@@ -150,8 +174,9 @@ async def test_an_approved_edit_cannot_point_at_parkgates_files(rig: Any) -> Non
 async def test_outside_the_workspace_is_denied_when_set(rig: Any) -> None:
     async with rig(claude_code_outside_workspace="deny") as api:
         outside = api.workspace.parent / "elsewhere.txt"
-        verdict, reason, _ = await ask(api, tool_input={"file_path": str(outside)})
+        verdict, reason, ev = await ask(api, tool_input={"file_path": str(outside)})
         assert verdict == "deny" and "claude_code_outside_workspace: deny" in reason, reason
+        await audited_denial(api, ev, "claude_code_outside_workspace: deny")
 
 
 async def test_claude_code_is_denied_the_link_secret(stack: Any) -> None:

@@ -177,3 +177,30 @@ async def test_prune_keeps_a_prompt_as_long_as_its_turn_has_calls(api_pg: ApiRig
     assert await api_pg.repo.get_prompt(gone["session_id"], gone["prompt_id"], "default") is None
     kept = await api_pg.repo.get_prompt(live["session_id"], live["prompt_id"], "default")
     assert kept is not None and kept.prompt == "kept"
+
+
+async def test_a_run_reported_after_its_call_was_cancelled_is_recorded_late(
+    api_pg: ApiRig,
+) -> None:
+    """Claude Code was allowed and ran the call; the session was cancelled
+    before its PostToolUse arrived: the run's output is recorded beside
+    `cancelled` (tool.outcome_late), never dropped (issue 36, item 6)."""
+    from parkgate.calls.events import make_event_id
+
+    (api_pg.workspace / "a.txt").write_text("fine\n")
+    body = event(api_pg)
+    sid, cid = body["session_id"], body["tool_use_id"]
+    allowed = await api_pg.http.post("/v1/hooks/claude-code", json=body)
+    assert decision(allowed.json())[0] == "allow", allowed.text  # started: Claude Code runs it
+    cancelled = await api_pg.http.post(f"/v1/sessions/{sid}/cancel")
+    assert cancelled.status_code == 200 and cancelled.json()["cancelled"] == 1, cancelled.text
+    row = await api_pg.http.get(f"/v1/sessions/{sid}/tool-calls/{cid}", params={"wait": 20})
+    assert row.json()["status"] == "cancelled", row.text
+    done = await api_pg.http.post("/v1/hooks/claude-code", json={
+        **body, "hook_event_name": "PostToolUse", "tool_response": "fine\n"})
+    assert done.status_code == 200 and done.json() == {}
+    late = await api_pg.repo.get_event(make_event_id(sid, cid, "tool.outcome_late"))
+    assert late is not None and late.data["status"] == "cancelled", late
+    assert late.data["result"]["content"][0]["text"] == "fine\n"
+    again = await api_pg.http.get(f"/v1/sessions/{sid}/tool-calls/{cid}")
+    assert again.json()["status"] == "cancelled"  # the call's record stands

@@ -2,7 +2,8 @@
 on the call they name (issue 36, item 6).
 
 The real command hook (`parkgate hook claude-code`, a process per event) is
-SIGKILLed while parked, or leaves a claim it received unstarted; the call is
+SIGKILLed before its call parked, while parked, or leaves a claim it received
+unstarted; the call is
 approved once. Its retry with the same tool_use_id, or Claude Code's model
 retrying the same tool and input under a fresh id, gets the call allowed
 within seconds and runs it once; the fresh id's PostToolUse is recorded on
@@ -28,6 +29,7 @@ from temporalio.client import Client
 from parkgate.agent_client import AsyncParkgateClient
 from parkgate.calls.events import make_event_id
 from parkgate.store.repository import Repository
+from parkgate.store.results import CallFilters
 from tests.agent_client.test_gate import parked, stack
 from tests.api.rig import ApiRig
 
@@ -110,6 +112,53 @@ async def test_a_killed_hook_then_one_approval_runs_the_call_once(
         assert types.count("tool.claim_started") == 1 and "tool.lease_expired" not in types
         if retry == "fresh id":
             assert await api.repo.get_call(session, again_id) is None  # attached, not parked
+        meaning = await api.repo.verify_meaning(session)
+        assert meaning.ok, [p.describe() for p in meaning.problems]
+
+
+@pytest.mark.parametrize("retry", ["same id", "fresh id"])
+async def test_a_hook_killed_before_the_park_then_one_approval_runs_the_call_once(
+    retry: str, dev_temporal: Client, sqlite_repo: Repository, tmp_path: Path,
+) -> None:
+    """Killed as soon as it started (its event may or may not have reached
+    parkgate): the retry parks or attaches to the call, one approval allows it
+    within seconds, it runs once and its PostToolUse is its outcome."""
+    async with stack(dev_temporal, sqlite_repo, tmp_path, claude_code_wait_seconds=60,
+                     client_reserve_seconds=RESERVE_SECONDS) as (api, base), \
+            AsyncParkgateClient(base, api.human_key) as human:
+        session, tid = str(uuid.uuid4()), f"toolu_{uuid.uuid4().hex[:12]}"
+        dead = await hook(base, api.key, pre(api, session, tid))
+        os.kill(dead.pid, signal.SIGKILL)
+        await dead.wait()
+        again_id = tid if retry == "same id" else f"toolu_{uuid.uuid4().hex[:12]}"
+        again = pre(api, session, again_id)
+        retrying = await hook(base, api.key, again)
+
+        async def waiting() -> str:
+            for _ in range(1200):
+                rows = await api.repo.list_calls(CallFilters(session_id=session), limit=5)
+                found = [r for r in rows.items if r.status.value == "parked"]
+                if found:
+                    assert len(rows.items) == 1, rows.items  # one call, never two
+                    return found[0].tool_use_id
+                await asyncio.sleep(0.05)
+            raise AssertionError("the retry never parked")
+        cid = await waiting()
+        await parked(human, session, cid)
+        await human.decide(session, cid, "allow")
+        approved = time.monotonic()
+        said = await verdict(retrying)
+        assert said.startswith("allow"), said
+        assert time.monotonic() - approved < ALLOWED_WITHIN
+        assert await verdict_post(base, api.key, post(again, again_id, "wrote n.txt")) == 0
+        row = await human.get_call(session, cid)
+        assert row.status.value == "succeeded" and row.result is not None
+        assert row.result.text == "wrote n.txt"
+        rows = await api.repo.list_calls(CallFilters(session_id=session), limit=5)
+        assert [r.tool_use_id for r in rows.items] == [cid]  # attached, never a second call
+        types = [e.type for e in await api.repo.call_events(session, cid)]
+        assert types.count("tool.confirmation_requested") == 1, types  # one approval
+        assert types.count("tool.claim_started") == 1 and "tool.lease_expired" not in types
         meaning = await api.repo.verify_meaning(session)
         assert meaning.ok, [p.describe() for p in meaning.problems]
 

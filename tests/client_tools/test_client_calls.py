@@ -151,7 +151,8 @@ async def test_edited_input_is_what_is_released(api_pg: ApiRig) -> None:
 async def test_twenty_concurrent_claimers_exactly_one_wins(api_pg: ApiRig) -> None:
     """Twenty clients of one key claim and start at once: a claim of the same
     key takes an unstarted reservation over, but a claim starts once: exactly
-    one start wins (the one that would run), every other claim or start is 409."""
+    one start wins and runs the call, every other claim or start is 409 and
+    runs nothing; the audit shows one run (issue 36)."""
     api = api_pg
     sid = await register(api)
     await api.submit(sid, "deploy", {"service": "api"}, call_id="toolu_c20")
@@ -159,23 +160,39 @@ async def test_twenty_concurrent_claimers_exactly_one_wins(api_pg: ApiRig) -> No
     await decide(api, sid, parked, {"decision": "allow"})
     await released(api, sid, "toolu_c20")
     path = f"/v1/sessions/{sid}/tool-calls/toolu_c20"
+    runs: list[str] = []
 
-    async def claim_and_start() -> int:
+    async def claim_start_and_run() -> int:
         claim = await api.http.post(f"{path}/claim")
-        if claim.status_code != 200:
-            assert claim.json()["error"]["code"] == "already_claimed", claim.text
+        if claim.status_code != 200:  # started by another, or already reported
+            assert claim.json()["error"]["code"] in ("already_claimed", "ended"), claim.text
             return claim.status_code
-        start = await api.http.post(f"{path}/start", json={"claim_id": claim.json()["claim_id"]})
+        won = claim.json()
+        start = await api.http.post(f"{path}/start", json={"claim_id": won["claim_id"]})
         assert start.status_code in (200, 409), start.text
+        if start.status_code == 200:  # only a started claim runs the tool
+            runs.append(won["input"]["service"])
+            out = await api.http.post(f"{path}/outcome", json={
+                "content": "deployed api", "input_sha256": won["input_sha256"]})
+            assert out.status_code == 200 and out.json()["status"] == "succeeded", out.text
         return start.status_code
 
-    codes = sorted(await asyncio.gather(*(claim_and_start() for _ in range(20))))
+    codes = sorted(await asyncio.gather(*(claim_start_and_run() for _ in range(20))))
     assert codes == [200] + [409] * 19, codes
+    assert runs == ["api"]  # the call ran once
     late = await api.http.post(f"{path}/claim")
     error = late.json()["error"]
-    assert late.status_code == 409 and error["code"] == "already_claimed"
-    assert error["details"]["claim"]["started"] is True
-    assert error["details"]["claim"]["claimed_by"].startswith("key:")
+    assert late.status_code == 409 and error["code"] in ("already_claimed", "ended"), late.text
+    final = await api.http.get(path, params={"wait": 10})
+    assert final.json()["status"] == "succeeded", final.text
+    # The audit shows one run: one started claim, one outcome, one completion.
+    events = await api.http.get(f"{path}/events")
+    types = [e["type"] for e in events.json()["events"]]
+    for kind in ("tool.released", "tool.claim_started", "tool.outcome_reported",
+                 "tool.completed", "tool.confirmation_requested"):
+        assert types.count(kind) == 1, (kind, types)
+    assert "tool.lease_expired" not in types and "tool.outcome_late" not in types, types
+    await verified(api, sid)
 
 
 async def test_lease_end_is_outcome_unknown_and_a_late_report_is_recorded(

@@ -163,3 +163,17 @@ def test_codex_a_patch_through_the_shell_shows_its_files() -> None:
     shown = CODEX.preview("Bash", {"command": command}, "/w")
     assert shown is not None and shown.files == ["notes/new.txt", "src/app.py"]
     assert CODEX.preview("Bash", {"command": "ls"}, "/w") is None
+
+
+def test_gemini_read_many_files_is_read_as_its_paths_and_patterns() -> None:
+    """Each `include` (or older `paths`) entry as a Read or a Glob, brace
+    alternatives expanded as Gemini's glob library does; too many: as /."""
+    from parkgate.dialects.gemini import GEMINI, braces
+    assert braces("a{b,c{d,e}}f") == ["abf", "acdf", "acef"]
+    assert braces("{x}") == ["{x}"] and braces("{a,b}" * 8) is None
+    assert GEMINI.views("read_many_files", {"include": ["a.txt", "{/d/s,*.md}"],
+                                            "paths": "/x"}) == [
+        ("Read", {"file_path": "a.txt"}), ("Read", {"file_path": "/d/s"}),
+        ("Glob", {"path": "", "pattern": "*.md"}), ("Read", {"file_path": "/x"})]
+    assert GEMINI.views("read_many_files", {"include": ["{a,b}" * 8]}) == [
+        ("LS", {"path": "/"})]

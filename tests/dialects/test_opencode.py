@@ -70,6 +70,13 @@ def test_tool_classes_and_views() -> None:
         ("Write", {"file_path": "/w/a"})]
     assert OPENCODE.views("bash", {"command": "cat /etc/passwd", "workdir": "/tmp"}) == [
         ("Bash", {"command": "cat /etc/passwd"}), ("LS", {"path": "/tmp"})]
+    assert OPENCODE.views("lsp", {"operation": "hover", "filePath": "/w/a"}) == [
+        ("Read", {"file_path": "/w/a"})]
+    patch = "*** Begin Patch\n*** Update File: a/b\n@@\n-x\n+y\n*** Add File: /q\n+z\n" \
+        "*** End Patch\n"
+    assert OPENCODE.views("apply_patch", {"patchText": patch}) == OPENCODE.views(
+        "patch", {"patchText": patch}) == [("Write", {"file_path": "a/b"}),
+                                            ("Write", {"file_path": "/q"})]
 
 
 def test_write_and_edit_show_the_diff(tmp_path: Path) -> None:

@@ -34,26 +34,21 @@ import uuid
 from datetime import timedelta
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
-
-from parkgate.api.agents import client_calls, confine_checks
+from parkgate.api.agents import client_calls, hook_confine
 from parkgate.api.agents.attach import same_input_call
-from parkgate.api.agents.hook_gates import CLAUDE_CODE, Gate
+from parkgate.api.agents.hook_context import HookContext as HookContext
+from parkgate.api.agents.hook_context import HookInput as HookInput
 from parkgate.api.agents.workspace_checks import check_workspace, claim_ground
 from parkgate.api.shared.errors import ApiError
 from parkgate.api.shared.schemas import ID_RE, CallResource
-from parkgate.api.shared.service import CallService
-from parkgate.approvals.access import Principal
 from parkgate.approvals.edits import edit_note
 from parkgate.calls.events import ToolEvent, make_event_id
 from parkgate.calls.records import CallStatus
-from parkgate.client_tools.confinement import Reach
 from parkgate.client_tools.declared import ClientToolSpec, definitions, stricter
 from parkgate.dialects.claude_code_wire import START_FIELD
 from parkgate.durable.client_payloads import ClaimInput, OutcomeInput, StartInput
 from parkgate.durable.dispatcher import IdempotencyConflictError
 from parkgate.models import (
-    JsonInput,
     SideEffects,
     TextBlock,
     ToolDefinition,
@@ -62,9 +57,7 @@ from parkgate.models import (
     input_sha256,
     utcnow,
 )
-from parkgate.settings import Settings
 from parkgate.store.errors import SessionConflictError
-from parkgate.store.repository import Repository
 from parkgate.store.results import CallFilters, SessionRecord
 
 log = logging.getLogger(__name__)
@@ -77,40 +70,6 @@ TURN_ID = "claude-code"
 _ID_RE = re.compile(ID_RE)
 #: Attempts at declaring a new tool while other hooks of the session declare theirs.
 _DECLARE_ATTEMPTS = 5
-
-
-class HookInput(BaseModel):
-    """The fields parkgate reads from a Claude Code hook event (others are kept)."""
-
-    model_config = ConfigDict(extra="allow")
-
-    hook_event_name: str
-    session_id: str = Field(pattern=ID_RE)
-    cwd: str = ""
-    tool_name: str | None = None
-    tool_input: JsonInput | None = None
-    tool_use_id: str | None = Field(default=None, pattern=ID_RE)
-    tool_response: Any = None
-    error: str | None = None
-    permission_mode: str | None = None
-    prompt_id: str | None = None
-    prompt: str | None = None
-
-
-class HookContext:
-    """What one hook request works with.
-
-    `confirm`: the command hook's process starts an allowed call's claim itself
-    just before it answers Claude Code (the answer names the claim); else (an
-    HTTP hook) the claim is started here before the answer, unless the request
-    is `gone`."""
-
-    def __init__(self, settings: Settings, repo: Repository, service: CallService,
-                 key: Principal, registry: Any, inbox_url: str, *, confirm: bool = False,
-                 gone: client_calls.Gone | None = None, gate: Gate = CLAUDE_CODE) -> None:
-        self.settings, self.repo, self.service, self.key = settings, repo, service, key
-        self.registry, self.inbox_url = registry, inbox_url
-        self.confirm, self.gone, self.gate = confirm, gone, gate
 
 
 async def answer(ctx: HookContext, hook: HookInput) -> dict[str, Any]:
@@ -205,6 +164,8 @@ async def _session(ctx: HookContext, hook: HookInput, tool_name: str) -> Session
     return f"could not declare the tool {tool_name!r} for this session"
 
 
+#: How long a confinement denial waits for its record before it answers.
+_CONFINED_RECORD_SECONDS = 5.0
 _ALREADY_CLAIMED = "this call was already claimed and run once; it is not released again"
 
 
@@ -224,13 +185,13 @@ async def pre_tool_use(ctx: HookContext, hook: HookInput) -> dict[str, Any]:
     record = await _session(ctx, hook, hook.tool_name)
     if isinstance(record, str):
         return _deny(ctx, record)
-    human = await _confined(ctx, hook, record)
-    if isinstance(human, dict):
-        return human
+    denied, human = await hook_confine.judged(ctx, hook, record)
     # The turn's permission mode when no UserPromptSubmit hook recorded it.
     await _record_turn(ctx, hook, None)
     call = ToolUseBlock(id=hook.tool_use_id, name=hook.tool_name, input=hook.tool_input or {})
     await ctx.repo.record_submission(hook.session_id, [call.id], ctx.key.key_id, ctx.key.name)
+    if denied is not None:
+        return await _refuse_confined(ctx, hook, record, call, denied)
     attached = await same_input_call(ctx.repo, ctx.settings, record, call,
                                      always=not ctx.gate.has_call_id) \
         or await _twin(ctx, hook.session_id, call, CallStatus.RELEASED) \
@@ -252,9 +213,9 @@ async def pre_tool_use(ctx: HookContext, hook: HookInput) -> dict[str, Any]:
     if resource is None:
         return _fallback(ctx, None)
     if resource.status in (CallStatus.RELEASED, CallStatus.CLAIMED):
-        edit = await _edit_confined(ctx, hook, record, call, resource)
+        edit = await hook_confine.edit_denied(ctx, hook, record, call, resource)
         if edit is not None:
-            return edit
+            return _deny(ctx, edit)
         return await _claimed(ctx, hook, call, resource, inp, started=started)
     if resource.finished:
         text = resource.result.text if resource.result is not None else resource.status.value
@@ -262,60 +223,22 @@ async def pre_tool_use(ctx: HookContext, hook: HookInput) -> dict[str, Any]:
     return _fallback(ctx, resource)
 
 
-async def _confined(ctx: HookContext, hook: HookInput,
-                    record: SessionRecord) -> dict[str, Any] | str | None:
-    """Where the call's paths reach (parkgate.client_tools.confinement): a deny for
-    parkgate's own files, another project's workspace, or (with
-    `claude_code_outside_workspace: deny`) anything outside the workspace; else
-    why a person must decide it (outside the workspace), or None."""
-    assert hook.tool_name is not None
-    found = await _reach(ctx, hook.tool_name, hook.tool_input or {}, hook.cwd,
-                         record.workspace_path)
-    if found.denied:
-        return _deny(ctx, f"{found.denied}; an agent's tools may not reach it, whatever a rule or "
-                     "a remembered decision says")
-    if found.outside is None:
-        return None
-    where = f"{found.outside} is outside this session's workspace {record.workspace_path}"
-    if ctx.settings.claude_code_outside_workspace == "deny":
-        return _deny(ctx, f"{where} (claude_code_outside_workspace: deny)")
-    return f"{where}: a person decides"
-
-
-async def _edit_confined(ctx: HookContext, hook: HookInput, record: SessionRecord,
-                         call: ToolUseBlock, resource: CallResource) -> dict[str, Any] | None:
-    """A deny, the call left unclaimed, when an approver's edit (a
-    self-approval rule's, say) points the released input at parkgate's own
-    files. Only a call released unclaimed can carry an edit (a person decided)."""
-    if resource.status != CallStatus.RELEASED:
-        return None
+async def _refuse_confined(ctx: HookContext, hook: HookInput, record: SessionRecord,
+                           call: ToolUseBlock, reason: str) -> dict[str, Any]:
+    """Deny a call that reaches where no agent tool may, and record it as a
+    denied call (rule `confine: ...`, the tool declared with `confined`), so
+    `parkgate audit` shows it like any other denial. The deny stands when the
+    record cannot be made (Temporal not answering, the id used for another call)."""
+    tools = [d.model_copy(update={"confined": reason}) if d.name == call.name else d
+             for d in _definitions(ctx, record, call.name, None)]
     try:
-        view = await ctx.service.query(record.session_id, call.id)
-    except Exception:  # Temporal not answering: the claim will say so
-        return None
-    released = view.release.input if view is not None and view.release is not None else None
-    if released is None or input_sha256(released) == input_sha256(hook.tool_input or {}):
-        return None
-    assert hook.tool_name is not None
-    found = await _reach(ctx, hook.tool_name, released, hook.cwd, record.workspace_path)
-    if found.denied is None:
-        return None
-    return _deny(ctx, f"in the approved edit, {found.denied}; an agent's tools may not reach "
-                 "it, and the call is not run")
-
-
-async def _reach(ctx: HookContext, tool_name: str, tool_input: dict[str, Any], cwd: str,
-                 workspace: str) -> Reach:
-    """What the call reaches, read as the Claude Code calls it amounts to (the
-    gate's views): the first protected path, else the first outside the workspace."""
-    outside: str | None = None
-    for name, view in ctx.gate.views(tool_name, tool_input) or [("", {})]:
-        found = await confine_checks.reach(ctx.settings, ctx.repo, ctx.key.project, name,
-                                           view, cwd, workspace)
-        if found.denied:
-            return found
-        outside = outside or found.outside
-    return Reach(outside=outside)
+        await ctx.service.start_call(call, record.for_turn(turn_of(ctx, hook)), tools)
+        await ctx.service.wait(hook.session_id, call.id, _CONFINED_RECORD_SECONDS)
+    except IdempotencyConflictError as exc:
+        log.warning("%s call %s denied, not recorded: %s", ctx.gate.name, call.id, exc)
+    except Exception:  # the deny does not wait for the record
+        log.exception("%s call %s denied, not recorded", ctx.gate.name, call.id)
+    return _deny(ctx, reason)
 
 
 def _definitions(ctx: HookContext, record: SessionRecord, tool_name: str,
