@@ -43,8 +43,7 @@ def main(argv: Sequence[str] | None = None) -> None:
 
         wire = wire_for(args[1])
         code = run_argv(args[2:], wire) if wire is not None else None
-        if code is not None:
-            sys.stdout.flush()
+        if code is not None:  # run_argv flushed what it printed (a closed stdout too)
             raise SystemExit(code)
     from parkgate.cli.root import main as run_cli
 

@@ -131,18 +131,25 @@ def run(url: str | None, *, fail_open: bool, timeout: float | None,
         wire: Wire = CLAUDE_CODE) -> int:
     """Read the event on stdin, print the answer; the process's exit status."""
     try:
+        if sys.stdin is None:  # started with fd 0 closed: Python gives no stream
+            raise OSError("stdin is closed")
         raw = sys.stdin.buffer.read()
     except (OSError, ValueError) as exc:
         out = failed(None, f"the hook event could not be read from stdin ({exc})",
                      fail_open=fail_open, wire=wire)
     else:
         out = answer(raw, url, fail_open=fail_open, timeout=timeout, wire=wire)
-    if out.stdout:
-        sys.stdout.write(out.stdout + "\n")
-    if out.stderr:
-        sys.stderr.write(out.stderr + "\n")
-    sys.stdout.flush()
-    sys.stderr.flush()
+    # A closed stdout or stderr loses that text, never the exit status (exit 2
+    # blocks on its own; a traceback's exit 1 would let the call through).
+    for stream, text in ((sys.stdout, out.stdout), (sys.stderr, out.stderr)):
+        if stream is None:
+            continue
+        try:
+            if text:
+                stream.write(text + "\n")
+            stream.flush()
+        except (OSError, ValueError):
+            pass
     return out.code
 
 

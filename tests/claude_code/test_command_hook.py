@@ -154,6 +154,29 @@ async def test_refusals_name_the_key_or_the_event(served: tuple[ApiRig, str],
     assert fail_open.code == 0 and fail_open.stdout == "" and "let through" in fail_open.stderr
 
 
+@pytest.mark.parametrize("agent", ["claude-code", "codex"])
+def test_a_closed_stdin_or_stdout_still_blocks(agent: str, tmp_path: Path) -> None:
+    """Started with stdin closed (Python gives no stream), or with stdout
+    closed, the hook still exits 2 (a traceback's exit 1 would let the call
+    through), the reason on whatever stream is left."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PARKGATE_")}
+    env["PARKGATE_API_KEY"] = "some-key"
+    argv = [str(PARKGATE), "hook", agent, "--url", closed_port_url().removesuffix("/hook")]
+    no_stdin = subprocess.run(argv, capture_output=True, env=env, timeout=60,
+                              preexec_fn=lambda: os.close(0))
+    assert no_stdin.returncode == 2, no_stdin.stderr[-2000:]
+    assert b"could not be read from stdin (stdin is closed)" in no_stdin.stderr
+    assert b"Traceback" not in no_stdin.stderr
+    if agent == "claude-code":
+        out = json.loads(no_stdin.stdout)["hookSpecificOutput"]
+        assert out["permissionDecision"] == "deny", out
+    no_stdout = subprocess.run(argv, input=pre_event(tmp_path), capture_output=True,
+                               env=env, timeout=60,
+                               preexec_fn=lambda: os.close(1))
+    assert no_stdout.returncode == 2, no_stdout.stderr[-2000:]
+    assert b"Traceback" not in no_stdout.stderr and b"blocked" in no_stdout.stderr
+
+
 def test_the_hook_process_skips_the_cli_imports(tmp_path: Path) -> None:
     """A hook process starts per tool call: with the options `install` writes
     it loads neither typer, httpx, pydantic nor the settings (about a second
