@@ -25,5 +25,5 @@ async def api_pg(dev_temporal: Client, pg_repo: Repository, tmp_path: Path
                  ) -> AsyncIterator[ApiRig]:
     """The app on Postgres, not served (hook requests over ASGI); a short hold."""
     async with api_rig(dev_temporal, pg_repo, tmp_path, codex_wait_seconds=1.5,
-                       gemini_wait_seconds=1.5) as rig:
+                       gemini_wait_seconds=1.5, opencode_wait_seconds=1.5) as rig:
         yield rig
