@@ -25,10 +25,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, Protocol
+from typing import Any
 
 from temporalio.api.common.v1 import WorkflowExecution
 from temporalio.api.enums.v1 import EventType
@@ -38,9 +38,10 @@ from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError
 
 from parkgate.calls.events import ToolEvent
-from parkgate.calls.records import CallStatus, CallUpdate, RecordedFinish
-from parkgate.durable.payloads import CALL_WORKFLOW, CallInput
+from parkgate.calls.records import CallStatus, CallUpdate
+from parkgate.durable.payloads import CALL_WORKFLOW
 from parkgate.durable.periodic import in_background, ticks
+from parkgate.durable.stuck import FinalStore, call_ids, call_names, can_end
 from parkgate.models import TextBlock, ToolErrorClass, ToolResultBlock, utcnow
 from parkgate.settings import Settings
 from parkgate.store.results import CallRecord
@@ -58,18 +59,7 @@ OVERLAP = timedelta(minutes=2)
 _ENDED_FROM_OUTSIDE = ("Terminated", "TimedOut", "Failed", "Canceled")
 #: Row statuses after which the call may have run on its client or worker.
 _MAY_HAVE_RUN = (CallStatus.RUNNING, CallStatus.CLAIMED)
-#: Placeholder for names a call whose input cannot be read does not give.
-UNKNOWN = "unknown"
 
-
-class OrphanStore(Protocol):
-    """What recording an orphan's end needs from the history store (the Repository)."""
-
-    async def get_call(self, session_id: str, tool_use_id: str) -> CallRecord | None: ...
-
-    async def record_unless_finished(
-        self, events: Sequence[ToolEvent], update: CallUpdate
-    ) -> RecordedFinish | None: ...
 
 
 @dataclass(frozen=True)
@@ -89,12 +79,6 @@ class Orphan:
     status: CallStatus
     close: Close
 
-
-def call_ids(workflow_id: str) -> tuple[str, str]:
-    """(session_id, tool_use_id) of `call/{session_id}/{tool_use_id}`."""
-    _, _, rest = workflow_id.partition("/")
-    session_id, _, tool_use_id = rest.partition("/")
-    return session_id, tool_use_id
 
 
 def close_of(event: HistoryEvent | None, status: WorkflowExecutionStatus | None) -> Close:
@@ -157,7 +141,7 @@ class OrphanSweep:
     """Every pass: this task queue's call workflows closed other than Completed
     since the last pass, each whose row is live given its end."""
 
-    def __init__(self, client: Client, settings: Settings, store: OrphanStore) -> None:
+    def __init__(self, client: Client, settings: Settings, store: FinalStore) -> None:
         self.client = client
         self.settings = settings
         self.store = store
@@ -198,11 +182,7 @@ class OrphanSweep:
             return None
         last = await self._last_event(workflow_id, run_id)
         close = close_of(last, status)
-        tool_name, turn_id = (row.tool_name, row.turn_id) if row is not None else (None, None)
-        if not tool_name or not turn_id:
-            inp = await self._input(workflow_id, run_id)
-            tool_name = tool_name or (inp.call.name if inp else UNKNOWN)
-            turn_id = turn_id or (inp.session.turn_id if inp else UNKNOWN)
+        tool_name, turn_id = await call_names(self.client, row, workflow_id, run_id)
         event, update = ending(row, close, workflow_id, run_id, session_id, tool_use_id,
                                tool_name, turn_id)
         if await self.store.record_unless_finished([event], update) is not None:
@@ -226,16 +206,6 @@ class OrphanSweep:
             return None  # gone past retention: the visibility status says enough
         return response.history.events[0] if response.history.events else None
 
-    async def _input(self, workflow_id: str, run_id: str) -> CallInput | None:
-        """The call's start input, when it decodes (for a call with no row yet)."""
-        handle = self.client.get_workflow_handle(workflow_id, run_id=run_id)
-        with contextlib.suppress(Exception):
-            async for event in handle.fetch_history_events(page_size=1):
-                payloads = event.workflow_execution_started_event_attributes.input.payloads
-                [inp] = await self.client.data_converter.decode(payloads[:1], [CallInput])
-                return inp if isinstance(inp, CallInput) else None
-        return None
-
     async def run(self, stop: asyncio.Event) -> None:
         """A pass at once, then one every `stuck_task_check_seconds`, until `stop`."""
         interval = self.settings.stuck_task_check_seconds
@@ -255,9 +225,7 @@ async def sweeping_orphans(client: Client, settings: Settings,
                            store: object) -> AsyncIterator[OrphanSweep | None]:
     """Run an OrphanSweep for the duration of the block (off with the stuck-task
     sweep: `stuck_task_check_seconds: 0`, or a store that cannot write ends)."""
-    if settings.stuck_task_check_seconds <= 0 or not (
-            callable(getattr(store, "get_call", None))
-            and callable(getattr(store, "record_unless_finished", None))):
+    if settings.stuck_task_check_seconds <= 0 or not can_end(store):
         yield None
         return
     sweep = OrphanSweep(client, settings, store)  # type: ignore[arg-type]

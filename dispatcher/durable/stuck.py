@@ -222,15 +222,11 @@ async def end_call(
         return await end_turn(client, store, trouble, cancelled=cancelled)
     if trouble.workflow_type == SUBCALL_WORKFLOW:
         return await end_sub_call(client, store, trouble)
-    session_id, tool_use_id = _ids(trouble.workflow_id)
+    session_id, tool_use_id = call_ids(trouble.workflow_id)
     row = await store.get_call(session_id, tool_use_id)
-    tool_name, turn_id = (row.tool_name, row.turn_id) if row else (None, None)
-    if not tool_name or not turn_id:
-        inp = await _start_input(client, trouble, CallInput)
-        if isinstance(inp, CallInput):
-            tool_name, turn_id = tool_name or inp.call.name, turn_id or inp.session.turn_id
+    tool_name, turn_id = await call_names(client, row, trouble.workflow_id, trouble.run_id)
     existing = await _record_end(
-        store, trouble, session_id, tool_use_id, tool_name or UNKNOWN, turn_id or UNKNOWN,
+        store, trouble, session_id, tool_use_id, tool_name, turn_id,
         cancelled=cancelled, workflow_id=trouble.workflow_id, run_id=trouble.run_id,
     )
     return await _terminate(client, trouble, cancelled) and existing is None
@@ -243,8 +239,8 @@ async def end_turn(
     no call workflow yet is recorded as ended (a call that has one ends on its
     own: terminating the turn requests its cancellation); then the turn is
     terminated. An input that cannot be read at all names no calls to record."""
-    session_id, _ = _ids(trouble.workflow_id)
-    inp = await _start_input(client, trouble, TurnInput)
+    session_id, _ = call_ids(trouble.workflow_id)
+    inp = await start_input(client, trouble.workflow_id, trouble.run_id, TurnInput)
     if isinstance(inp, TurnInput):
         for call in inp.calls:
             try:
@@ -431,16 +427,28 @@ async def healing(client: Client, settings: Settings, store: object) -> Any:
 # ---------------------------------------------------------------------------
 
 
-def _ids(workflow_id: str) -> tuple[str, str]:
+def call_ids(workflow_id: str) -> tuple[str, str]:
     """(session_id, tool_use_id) of `call/{session_id}/{tool_use_id}`."""
     _, _, rest = workflow_id.partition("/")
     session_id, _, tool_use_id = rest.partition("/")
     return session_id, tool_use_id
 
 
-async def _start_input(client: Client, trouble: TaskTrouble, kind: type[Any]) -> Any:
+async def call_names(client: Client, row: CallRecord | None, workflow_id: str,
+                     run_id: str) -> tuple[str, str]:
+    """A call's tool name and turn id for its end: from its row, else from its
+    workflow's start input, else `unknown` (an input that does not decode)."""
+    tool_name, turn_id = (row.tool_name, row.turn_id) if row else (None, None)
+    if not tool_name or not turn_id:
+        inp = await start_input(client, workflow_id, run_id, CallInput)
+        if isinstance(inp, CallInput):
+            tool_name, turn_id = tool_name or inp.call.name, turn_id or inp.session.turn_id
+    return tool_name or UNKNOWN, turn_id or UNKNOWN
+
+
+async def start_input(client: Client, workflow_id: str, run_id: str, kind: type[Any]) -> Any:
     """The workflow's start input as `kind`, or None when it does not decode."""
-    handle = client.get_workflow_handle(trouble.workflow_id, run_id=trouble.run_id)
+    handle = client.get_workflow_handle(workflow_id, run_id=run_id)
     with contextlib.suppress(Exception):
         async for event in handle.fetch_history_events(page_size=1):
             payloads = event.workflow_execution_started_event_attributes.input.payloads
