@@ -9,9 +9,11 @@ are plain: parkgate.cli.hook_run.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 if TYPE_CHECKING:
     from parkgate.cli.common import CliError
@@ -44,7 +46,23 @@ def main(argv: Sequence[str] | None = None) -> None:
         wire = wire_for(args[1])
         code = run_argv(args[2:], wire) if wire is not None else None
         if code is not None:  # run_argv flushed what it printed (a closed stdout too)
-            raise SystemExit(code)
+            end_hook_process(code)
     from parkgate.cli.root import main as run_cli
 
     run_cli(argv)
+
+
+def end_hook_process(code: int) -> NoReturn:
+    """End a hook process with `code` without CPython's teardown.
+
+    Its answer is printed and flushed by then, and nothing else is left to
+    close; its park watch is a daemon thread that may be waking from a wait or
+    a socket read while the interpreter finalizes, and such a thread once
+    killed the process with SIGSEGV after the deny was printed (exit -11,
+    which Claude Code does not read as a block).
+    """
+    for stream in (sys.stdout, sys.stderr):
+        if stream is not None:
+            with contextlib.suppress(Exception):
+                stream.flush()
+    os._exit(code)
