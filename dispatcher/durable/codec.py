@@ -38,10 +38,9 @@ import json
 import os
 import secrets
 from collections.abc import Mapping, Sequence
+from functools import cached_property
 from typing import TYPE_CHECKING
 
-from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from temporalio.api.common.v1 import Payload
 from temporalio.contrib.pydantic import PydanticPayloadConverter, pydantic_data_converter
 from temporalio.converter import EncodingPayloadConverter, PayloadCodec
@@ -50,6 +49,8 @@ from parkgate.approvals.proof import ProofKeys
 from parkgate.payload_keys import decode_key
 
 if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
     from parkgate.settings import Settings
 
 ENCODING = b"binary/encrypted"
@@ -77,11 +78,18 @@ class EncryptionCodec(PayloadCodec):
         if current not in keys:
             raise ValueError(f"payload key id {current!r} is not among the configured keys")
         self._raw = dict(keys)
-        self._keys = {kid: AESGCM(raw) for kid, raw in keys.items()}
         self.current = current
         self.accept_plaintext = accept_plaintext
         #: The keys that prove messages to workflows (parkgate.approvals.proof), same ids.
         self.proof_keys = ProofKeys.from_secrets(keys, current)
+
+    @cached_property
+    def _keys(self) -> dict[str, AESGCM]:
+        """One cipher per key id, made on the first payload: cryptography's
+        bindings are about 8 MB resident, which an API at rest never needs."""
+        from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+        return {kid: AESGCM(raw) for kid, raw in self._raw.items()}
 
     def lenient(self) -> EncryptionCodec:
         """This codec, decoding plaintext payloads as they are (replayers of
@@ -127,6 +135,8 @@ class EncryptionCodec(PayloadCodec):
         aes = self._keys.get(kid)
         if aes is None:
             raise CodecError(f"payload encrypted with unknown key id {kid!r}")
+        from cryptography.exceptions import InvalidTag
+
         try:
             plain = aes.decrypt(payload.data[:_NONCE], payload.data[_NONCE:], kid.encode())
         except InvalidTag as exc:

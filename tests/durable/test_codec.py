@@ -130,3 +130,27 @@ def test_bad_keys_are_clear_settings_errors(tmp_path: Path) -> None:
         Settings(data_dir=tmp_path, link_secret="x", payload_keys={"a": "c2hvcnQ="})
     with pytest.raises(ValueError, match="payload_key_id 'z' is not a key"):
         Settings(data_dir=tmp_path, payload_keys={"a": encode_key(K1)}, payload_key_id="z")
+
+
+def test_cryptography_loads_with_the_first_payload_not_with_the_converter(
+        tmp_path: Path) -> None:
+    """An API at rest holds a converter but has sealed nothing: cryptography's
+    bindings (about 8 MB resident) load with the first payload."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import asyncio, sys\n"
+        "from parkgate.durable.converter import data_converter\n"
+        "from parkgate.settings import Settings\n"
+        f"conv = data_converter(Settings(data_dir={str(tmp_path)!r}))\n"
+        "print('cryptography' in sys.modules)\n"
+        "from temporalio.api.common.v1 import Payload\n"
+        "p = Payload(metadata={'encoding': b'json/plain'}, data=b'1')\n"
+        "[sealed] = asyncio.run(conv.payload_codec.encode([p]))\n"
+        "[back] = asyncio.run(conv.payload_codec.decode([sealed]))\n"
+        "print('cryptography' in sys.modules, back.data == b'1')\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                         timeout=60, check=True).stdout.split("\n")
+    assert out[:2] == ["False", "True True"]
