@@ -50,7 +50,7 @@ if TYPE_CHECKING:
     )
     from parkgate.pipeline import Pipeline, classify, execute
     from parkgate.registry import Tool, ToolFactory, ToolRegistry
-    from parkgate.rules.budget import Budget, CallBudget
+    from parkgate.rules.call_caps import Budget, CallBudget
     from parkgate.rules.hooks import HookHalt, ToolHook
     from parkgate.rules.policy import (
         ConfirmationPolicy,
@@ -109,8 +109,8 @@ _EXPORTS: dict[str, str] = {
     "Tool": "parkgate.registry",
     "ToolFactory": "parkgate.registry",
     "ToolRegistry": "parkgate.registry",
-    "Budget": "parkgate.rules.budget",
-    "CallBudget": "parkgate.rules.budget",
+    "Budget": "parkgate.rules.call_caps",
+    "CallBudget": "parkgate.rules.call_caps",
     "HookHalt": "parkgate.rules.hooks",
     "ToolHook": "parkgate.rules.hooks",
     "ConfirmationPolicy": "parkgate.rules.policy",

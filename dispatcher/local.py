@@ -29,7 +29,7 @@ from parkgate.models import (
 )
 from parkgate.pipeline import Pipeline, deny_event, deny_result
 from parkgate.registry import ToolFactory, ToolRegistry
-from parkgate.rules.budget import Budget
+from parkgate.rules.call_caps import Budget
 from parkgate.rules.hooks import maybe_await
 from parkgate.rules.policy import ConfirmationPolicy
 from parkgate.truncation import Limits

@@ -24,8 +24,8 @@ from parkgate.pipeline.classification import (
 from parkgate.pipeline.execution import GENERIC_FAILURE, Executor
 from parkgate.pipeline.subcall_runner import Approver, Emit, SubCallRunner
 from parkgate.registry import ToolRegistry
-from parkgate.rules.budget import Budget
 from parkgate.rules.budgets import BudgetSpec
+from parkgate.rules.call_caps import Budget
 from parkgate.rules.cedar import CedarPolicies
 from parkgate.rules.policy import ConfirmationPolicy
 from parkgate.truncation import Limits

@@ -33,8 +33,8 @@ from parkgate.models import (
     input_hash,
 )
 from parkgate.registry import ToolRegistry
-from parkgate.rules.budget import Budget
 from parkgate.rules.budgets import EPOCH, BudgetError, BudgetSpec, BudgetState, charges_for
+from parkgate.rules.call_caps import Budget
 from parkgate.rules.cedar import RULE_PREFIX as CEDAR_PREFIX
 from parkgate.rules.cedar import UNKNOWN_KEY, CedarPolicies, CedarRequest
 from parkgate.rules.hooks import HookHalt, hook_name, maybe_await

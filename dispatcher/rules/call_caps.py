@@ -1,6 +1,10 @@
-"""Call budgets: a pure pre-check in classify, a record in execute.
+"""Call caps held in this process: a pure pre-check in classify, a record in execute.
 
-The pipeline asks ``check`` before policy (a call over budget is denied with
+For an in-process pipeline (`parkgate.LocalDispatcher`, `CallBudget`): counts
+live as long as the process. The durable named budgets of the `budgets`
+setting (windows, amounts, kept in the store) are parkgate.rules.budgets.
+
+The pipeline asks ``check`` before policy (a call over its cap is denied with
 permission_denied, rule "budget") and calls ``record`` once a call has run.
 """
 
