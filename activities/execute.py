@@ -313,14 +313,17 @@ class ExecuteActivities:
         is written now (not recorded when the store is down: its events then
         lead `pending`)."""
         res = inp.resolved
-        if res is not None:  # an approver's edit is charged, not the input it replaced
-            await reprice_if_up(self.deps.store, self.deps.settings.budgets, record_row(res))
-        if res is None or self._joinable(res):
+        if res is None:
+            return Lead(None)
+        row = record_row(res)
+        # An approver's edit is charged, not the input it replaced.
+        await reprice_if_up(self.deps.store, self.deps.settings.budgets, row)
+        if self._joinable(res):
             return Lead(res)
         lead = Lead(None)
         try:
             await write_approval(self.deps.store, res)
-            await self.deps.store.apply(res.events, record_row(res))
+            await self.deps.store.apply(res.events, row)
         except Exception:
             log.warning("store unavailable; the decision of %s travels back", inp.prepared.call.id)
             pending.extend(res.events)
