@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import time
 import uuid
 from pathlib import Path
 
@@ -12,7 +13,7 @@ from temporalio.client import Client
 from parkgate.api import ApiDeps, create_app
 from parkgate.registry import ToolRegistry
 from parkgate.store.repository import Repository
-from tests.api.rig import ApiRig
+from tests.api.rig import ApiRig, closed_port_url
 from tests.fixtures.temporal import make_settings
 
 
@@ -59,6 +60,25 @@ async def test_readyz_reports_an_unreachable_database(
             assert down.headers["retry-after"] == "5"
     finally:
         await repo.close()
+
+
+async def test_readyz_reports_an_unreachable_temporal_within_its_bound(
+    sqlite_repo: Repository, tmp_path: Path
+) -> None:
+    """The Temporal check is retried (a transient error must not flip readiness)
+    but bounded: a frontend that cannot be reached answers 503, never a hang."""
+    gone = await Client.connect(closed_port_url().removeprefix("http://").removesuffix("/hook"),
+                                lazy=True)
+    settings = make_settings(tmp_path / "data", tmp_path)
+    app = create_app(settings, ApiDeps(repo=sqlite_repo, temporal=gone, registry=ToolRegistry()))
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t",
+                                 timeout=30) as http:
+        started = time.monotonic()
+        r = await http.get("/readyz")
+        assert r.status_code == 503
+        checks = r.json()["checks"]
+        assert checks["database"] == "ok" and checks["temporal"].startswith("unavailable: ")
+        assert time.monotonic() - started < 15
 
 
 async def test_metrics_count_calls_and_durations(api: ApiRig) -> None:

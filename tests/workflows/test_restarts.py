@@ -38,6 +38,21 @@ async def wait_row(
         await asyncio.sleep(0.1)
 
 
+async def wait_parked_in_workflow(dispatcher: Any, session_id: str, tool_use_id: str,
+                                  timeout: float = 30.0) -> None:
+    """Until the workflow reports the park (with its link). The parked row is
+    stored by the activity before the workflow hears it finished, so on a loaded
+    machine the row can be `parked` while the workflow still reports `queued`."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        view = await dispatcher.status(session_id, tool_use_id)
+        if view.approval_url:
+            return
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"{tool_use_id}: the workflow reports {view.status}, no link")
+        await asyncio.sleep(0.1)
+
+
 async def wait_file(path: Path, timeout: float = 30.0) -> None:
     deadline = asyncio.get_running_loop().time() + timeout
     while not await asyncio.to_thread(path.exists):
@@ -114,7 +129,7 @@ async def test_worker_killed_while_parked_then_each_call_runs_once(
         handles = [await h.dispatcher.start(c, h.session) for c in calls]
         rows = [await wait_row(sqlite_repo, "s-restart", c.id, CallStatus.PARKED) for c in calls]
         for c in calls:  # the workflows (not only the store) know they are parked
-            assert (await h.dispatcher.status("s-restart", c.id)).approval_url
+            await wait_parked_in_workflow(h.dispatcher, "s-restart", c.id)
         first.kill()
         h.worker()
         for row in rows:

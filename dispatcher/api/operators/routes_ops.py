@@ -40,8 +40,11 @@ async def readyz(deps: DepsDep) -> Response:
     except Exception as exc:
         checks["database"] = f"unavailable: {type(exc).__name__}"
     try:
-        await asyncio.wait_for(deps.temporal.service_client.check_health(), _CHECK_TIMEOUT)
-        checks["temporal"] = "ok"
+        # Retried within the bound: one transient RPC error (a busy frontend)
+        # must not flip readiness; False is a frontend that is up but not serving.
+        serving = await asyncio.wait_for(
+            deps.temporal.service_client.check_health(retry=True), _CHECK_TIMEOUT)
+        checks["temporal"] = "ok" if serving else "unavailable: not serving"
     except Exception as exc:
         checks["temporal"] = f"unavailable: {type(exc).__name__}"
     ok = all(v == "ok" for v in checks.values())
