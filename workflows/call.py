@@ -121,11 +121,17 @@ class ToolCallWorkflow:
                 and (self.state.claim is None or self.state.claim.started)
             if self.state.info is not None and self._rec.uses_committed_writes():
                 self._parking.cancelled_while_parked()
-            text = f"The call was cancelled {'while running' if ran else 'before it ran'}."
+            # Who asked and why come from the cancel request in history: a
+            # request without them (every one before they were sent) records
+            # the text and event it always did. No command changes.
+            cancel = self._rec.cancellation()
+            text = f"The call was cancelled {'while running' if ran else 'before it ran'}" \
+                f"{cancel.suffix() if cancel else ''}."
             outcome = await self._rec.finish(
                 self._rec.error(ToolErrorClass.CANCELLED, text),
                 event="tool.failed",
                 unless_finished=True,
+                data=cancel.details() if cancel else None,
             )
         await self._notices.stop_background()
         await self._notices.slack_outcome(outcome)

@@ -32,6 +32,7 @@ from parkgate.workflows.call_record import STORE_RETRY, STORE_TIMEOUT
 
 with workflow.unsafe.imports_passed_through():
     from parkgate.approvals.edits import edit_note
+    from parkgate.calls.cancellation import Cancellation
     from parkgate.calls.records import CallStatus, status_for
     from parkgate.durable import activity_defs as acts
     from parkgate.durable.payloads import (
@@ -109,8 +110,10 @@ class Execution:
             # The resolution may not be stored: _finish writes it (idempotently).
             # The lost activity may have finished and recorded its outcome before
             # it died: that record stands (never both tool.completed and failed).
+            cancel = self.rec.cancellation() if isinstance(exc.cause, CancelledError) else None
             return await self.rec.finish(
-                self._activity_failure(exc), event="tool.failed", unless_finished=True
+                self._activity_failure(exc, cancel), event="tool.failed", unless_finished=True,
+                data=cancel.details() if cancel else None,
             )
         if out.resolved_recorded:
             self.state.unwritten_resolution = None
@@ -222,10 +225,11 @@ class Execution:
             full_output=out.full_output,
         )
 
-    def _activity_failure(self, exc: ActivityError) -> CallOutcome:
+    def _activity_failure(self, exc: ActivityError, cancel: Cancellation | None) -> CallOutcome:
         cause = exc.cause
         if isinstance(cause, CancelledError):
-            return self.rec.error(ToolErrorClass.CANCELLED, "The call was cancelled while running.")
+            return self.rec.error(ToolErrorClass.CANCELLED, "The call was cancelled while "
+                                  f"running{cancel.suffix() if cancel else ''}.")
         if isinstance(cause, TemporalTimeoutError) and cause.type == TimeoutType.HEARTBEAT:
             return self.rec.error(ToolErrorClass.EXECUTION_ERROR, WORKER_LOST_TEXT)
         if isinstance(cause, TemporalTimeoutError):

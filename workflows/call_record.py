@@ -21,6 +21,7 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
+    from parkgate.calls.cancellation import Cancellation
     from parkgate.calls.events import EventType, ToolEvent
     from parkgate.calls.records import (
         ApprovalRecord,
@@ -268,6 +269,11 @@ class CallRecording:
                     raise
                 self.state.cancel_requested = True
 
+    def cancellation(self) -> Cancellation | None:
+        """Who cancelled the call and why, as the cancel request in history
+        says (None without a request, or one from before reasons were sent)."""
+        return Cancellation.decode(workflow.cancellation_reason())
+
     def raise_if_cancelled(self) -> None:
         """Act on a cancellation that arrived during a store write."""
         if self.state.cancel_requested:
@@ -282,16 +288,17 @@ class CallRecording:
         carried: list[ToolEvent] | None = None,
         full_output: dict[str, Any] | None = None,
         unless_finished: bool = False,
+        data: dict[str, Any] | None = None,
     ) -> CallOutcome:
         """Record the final state of the call row (and the failure event, if any).
 
-        `carried` are events the execute activity could not store (store outage).
+        `carried` are events the execute activity could not store (store outage);
+        `data` is the failure event's details (who cancelled the call, say).
         """
         events = list(carried or [])
         if event is not None and outcome.error_class is not None:
-            events.append(
-                self.event(event, error_class=outcome.error_class, message=outcome.result.text)
-            )
+            events.append(self.event(event, error_class=outcome.error_class,
+                                     message=outcome.result.text, data=data or {}))
         finished_at = workflow.now()
         if isinstance(started_at, datetime) and outcome.duration_ms:
             # A local activity runs inside one workflow task, whose clock does

@@ -181,12 +181,15 @@ class ClientCore:
         )
         return ConfirmationOut.model_validate(r.json())
 
-    def cancel(self, session_id: str, tool_use_id: str) -> Flow[CancelOut]:
-        r = yield from self.request("POST", f"{c.call_path(session_id, tool_use_id)}/cancel")
+    def cancel(self, session_id: str, tool_use_id: str,
+               reason: str | None = None) -> Flow[CancelOut]:
+        r = yield from self.request("POST", f"{c.call_path(session_id, tool_use_id)}/cancel",
+                                    json=_cancel_body(reason))
         return CancelOut.model_validate(r.json())
 
-    def cancel_session_tools(self, session_id: str) -> Flow[int]:
-        r = yield from self.request("POST", f"/v1/sessions/{session_id}/cancel")
+    def cancel_session_tools(self, session_id: str, reason: str | None = None) -> Flow[int]:
+        r = yield from self.request("POST", f"/v1/sessions/{session_id}/cancel",
+                                    json=_cancel_body(reason))
         return SessionCancelOut.model_validate(r.json()).cancelled
 
     def events(self, session_id: str, after: int | None, follow: bool) -> EventStream:
@@ -276,3 +279,8 @@ def _done(resource: CallResource) -> Flow[CallResource]:
     """A flow that already has its answer (a call the batch found finished)."""
     return resource
     yield  # a generator, for Gather
+
+
+def _cancel_body(reason: str | None) -> dict[str, str] | None:
+    """A cancel's body: the reason recorded beside the key's name (none: no body)."""
+    return {"reason": reason} if reason else None

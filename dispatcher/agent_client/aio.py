@@ -189,12 +189,14 @@ class AsyncParkgateClient(ClientBase):
         return await self._drive(self._core.decide(session_id, tool_use_id, decision, reason,
                                                    edited_input))
 
-    async def cancel(self, session_id: str, tool_use_id: str) -> CancelOut:
-        return await self._drive(self._core.cancel(session_id, tool_use_id))
+    async def cancel(self, session_id: str, tool_use_id: str, *,
+                     reason: str | None = None) -> CancelOut:
+        """Cancel one call; `reason` is recorded with the key's name."""
+        return await self._drive(self._core.cancel(session_id, tool_use_id, reason))
 
-    async def cancel_session_tools(self, session_id: str) -> int:
+    async def cancel_session_tools(self, session_id: str, *, reason: str | None = None) -> int:
         """Cancel every unfinished call of the session; returns how many."""
-        return await self._drive(self._core.cancel_session_tools(session_id))
+        return await self._drive(self._core.cancel_session_tools(session_id, reason))
 
     # ---------------------------------------------------------------- events
     async def events(

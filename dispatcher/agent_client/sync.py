@@ -158,11 +158,13 @@ class ParkgateClient(ClientBase):
         return self._drive(self._core.decide(session_id, tool_use_id, decision, reason,
                                              edited_input))
 
-    def cancel(self, session_id: str, tool_use_id: str) -> CancelOut:
-        return self._drive(self._core.cancel(session_id, tool_use_id))
+    def cancel(self, session_id: str, tool_use_id: str, *,
+               reason: str | None = None) -> CancelOut:
+        """Cancel one call; `reason` is recorded with the key's name."""
+        return self._drive(self._core.cancel(session_id, tool_use_id, reason))
 
-    def cancel_session_tools(self, session_id: str) -> int:
-        return self._drive(self._core.cancel_session_tools(session_id))
+    def cancel_session_tools(self, session_id: str, *, reason: str | None = None) -> int:
+        return self._drive(self._core.cancel_session_tools(session_id, reason))
 
     # ---------------------------------------------------------------- events
     def events(

@@ -69,6 +69,14 @@ class Principal(BaseModel):
             return oidc_principal_id(self.key_id)
         return f"key:{self.key_id}"
 
+    @property
+    def label(self) -> str:
+        """How a record names this caller (who cancelled a call, say): the
+        key's name, or the signed-in person's email."""
+        if self.oidc is not None:
+            return f"person '{self.oidc.get('email') or self.name}'"
+        return f"key '{self.name}'"
+
     def sees(self, project: str) -> bool:
         """Whether this principal's scope covers `project`."""
         if self.projects is None:

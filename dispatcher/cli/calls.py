@@ -343,7 +343,8 @@ def print_timeline(timeline: list[Any]) -> None:
 
 
 #: Event data worth a column in a terminal (diffs, hashes and links stay in --json/API).
-_DETAIL_KEYS = ("rule", "decision", "decided_by", "via", "reason", "duration_ms", "expires_at")
+_DETAIL_KEYS = ("rule", "decision", "decided_by", "cancelled_by", "via", "reason", "duration_ms",
+                "expires_at")
 
 
 def _detail(key: str, value: Any) -> str:

@@ -16,7 +16,15 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from parkgate.cli.common import CliError, console, load_settings, open_repository, plural, run
+from parkgate.cli.common import (
+    EXIT_USAGE,
+    CliError,
+    console,
+    load_settings,
+    open_repository,
+    plural,
+    run,
+)
 
 if TYPE_CHECKING:
     from parkgate.calls.records import ApprovalRecord
@@ -191,20 +199,29 @@ def cancel(
     tool_use_id: str | None = typer.Argument(
         None, help="One call to cancel; omit to cancel every unfinished call of the session."
     ),
+    reason: str | None = typer.Option(
+        None, "--reason", "-r",
+        help="Why: recorded with the call's end, beside cli:<your user name>.",
+    ),
 ) -> None:
     """Cancel one call, or every parked or running call of a session."""
+    from parkgate.calls.cancellation import VIA_CLI, Cancellation, check_reason
     from parkgate.durable.call_errors import UnknownCallError
 
+    try:
+        why = Cancellation(by=f"cli:{_default_name()}", via=VIA_CLI, reason=check_reason(reason))
+    except ValueError as exc:
+        raise CliError(f"--reason refused: {exc}", EXIT_USAGE) from exc
     settings = load_settings()
 
     async def go() -> str:
         async with durable(settings) as (dispatcher, _):
             if tool_use_id is None:
                 before = await _unfinished(settings, session_id)
-                count = await dispatcher.cancel_session_tools(session_id)
+                count = await dispatcher.cancel_session_tools(session_id, why)
                 return _cancelled_words(count, before, session_id)
             try:
-                ended = await dispatcher.cancel(session_id, tool_use_id)
+                ended = await dispatcher.cancel(session_id, tool_use_id, why)
             except UnknownCallError as exc:
                 raise CliError(str(exc).strip("'\"")) from exc
             if ended:

@@ -22,6 +22,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from parkgate.approvals.decisions import DECISIONS
 from parkgate.approvals.links import approval_url
+from parkgate.calls.cancellation import Cancellation
 from parkgate.calls.records import CallStatus
 from parkgate.durable import stuck
 from parkgate.durable.call_errors import UnknownCallError
@@ -295,10 +296,17 @@ class DurableDispatcher(DecisionSending):
             raise RuntimeError("DurableDispatcher was built without a registry")
         return self.registry.definitions_for(session)
 
-    async def cancel_session_tools(self, session_id: str) -> int:
-        """Cancel every running call (and batch) of the session; returns how many."""
+    async def cancel_session_tools(
+        self, session_id: str, cancellation: Cancellation | None = None
+    ) -> int:
+        """Cancel every running call (and batch) of the session; returns how many.
+        `cancellation` (who, how, why) is recorded with each call it ends."""
         count = 0
-        async for execution in self.client.list_workflows(_running_in_session(session_id)):
+        found = [e async for e in self.client.list_workflows(_running_in_session(session_id))]
+        # Calls before turns: a turn's cancel reaches its calls without the
+        # reason, and a call's first cancel request is the one it records.
+        found.sort(key=lambda e: e.workflow_type == TURN_WORKFLOW)
+        for execution in found:
             if execution.status != WorkflowExecutionStatus.RUNNING:
                 continue
             if execution.workflow_type == SUBCALL_WORKFLOW:
@@ -308,7 +316,7 @@ class DurableDispatcher(DecisionSending):
                 continue
             handle = self.client.get_workflow_handle(execution.id, run_id=execution.run_id)
             try:
-                await handle.cancel()
+                await handle.cancel(reason=_reason(cancellation))
                 count += 1
             except RPCError as exc:
                 if exc.status != RPCStatusCode.NOT_FOUND:
@@ -391,8 +399,10 @@ class DurableDispatcher(DecisionSending):
         )
         return view.model_copy(update={"approval_url": url})
 
-    async def cancel(self, session_id: str, tool_use_id: str) -> bool:
-        """Cancel one call (parked: ends cancelled; running: tool stops).
+    async def cancel(self, session_id: str, tool_use_id: str,
+                     cancellation: Cancellation | None = None) -> bool:
+        """Cancel one call (parked: ends cancelled; running: tool stops);
+        `cancellation` (who, how, why) is recorded with its end.
 
         Returns True when the call was ended here because its workflow task
         cannot heal (see `end_if_wedged`); False when cancellation was requested.
@@ -400,7 +410,7 @@ class DurableDispatcher(DecisionSending):
         try:
             if await self.end_if_wedged(call_workflow_id(session_id, tool_use_id)):
                 return True
-            await self.handle(session_id, tool_use_id).cancel()
+            await self.handle(session_id, tool_use_id).cancel(reason=_reason(cancellation))
         except RPCError as exc:
             raise _unknown(exc, session_id, tool_use_id) from exc
         return False
@@ -449,6 +459,11 @@ def _running_in_session(session_id: str) -> str:
     prefixes = (session_call_prefix(session_id), turn_workflow_id(session_id, ""))
     query = " OR ".join(f'WorkflowId STARTS_WITH "{_quote(p)}"' for p in prefixes)
     return f"({query}) AND ExecutionStatus = 'Running'"
+
+
+def _reason(cancellation: Cancellation | None) -> str:
+    """The cancel request's reason ("" as before when nobody is named)."""
+    return cancellation.encode() if cancellation is not None else ""
 
 
 def _quote(value: str) -> str:

@@ -112,9 +112,10 @@ async def test_dispatch_all_cancel_and_events_resume_after_cuts(
         assert parked.status in (CallStatus.QUEUED, CallStatus.PARKED)
         while (await agent.get_call(sid, "toolu_c")).status != CallStatus.PARKED:
             await asyncio.sleep(0.05)
-        assert (await agent.cancel(sid, "toolu_c")).cancelled
+        assert (await agent.cancel(sid, "toolu_c", reason="not needed")).cancelled
         cancelled = await agent.dispatch(write("toolu_c"), sid)
         assert cancelled.is_error
+        assert cancelled.text.endswith("via api: not needed)."), cancelled.text
 
         # Two streams are cut after their first event; the client reconnects
         # with Last-Event-ID and sees every event once, in order.

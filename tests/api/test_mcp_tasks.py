@@ -143,6 +143,16 @@ async def test_deny_fails_cancel_cancels_and_strangers_get_not_found(
         assert not (api.workspace / "c.txt").exists() and not (api.workspace / "d.txt").exists()
         row = (await api.http.get(f"/v1/sessions/{sid}/tool-calls/toolu_c")).json()
         assert row["status"] == "cancelled" and row["started_at"] is None
+        # tasks/cancel names the key and the channel in the record.
+        key = await api.repo.verify_api_key(api.key)
+        assert key is not None
+        said = row["result"]["content"][0]["text"]
+        assert said == f"The call was cancelled before it ran (by key '{key.name}' " \
+            "via mcp tasks/cancel).", said
+        [failed] = [e for e in await api.repo.call_events(sid, "toolu_c")
+                    if e.type == "tool.failed"]
+        assert failed.data == {"cancelled_by": f"key '{key.name}'", "via": "mcp tasks/cancel",
+                               "reason": None}, failed.data
 
         # The same task id at another session's endpoint, and an id that names nothing.
         async with official(base, other_sid, api.key) as stranger:

@@ -6,6 +6,7 @@ path outside the session's workspace is never allowed by policy alone."""
 from __future__ import annotations
 
 import asyncio
+import html
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -18,7 +19,7 @@ from parkgate.store.repository import Repository
 from tests.api.rig import ApiRig, api_rig
 from tests.claude_code.conftest import Stack, new_session, until
 from tests.claude_code.fake_anthropic import FakeAnthropic, TextStep, ToolStep
-from tests.claude_code.test_hook_endpoint import decision, event
+from tests.claude_code.test_hook_endpoint import audit_page, decision, event
 
 #: An operator who lets everything through: confinement must not care.
 EVERYTHING_AUTO = {
@@ -151,7 +152,9 @@ async def test_a_remembered_allow_does_not_open_the_outside(rig: Any) -> None:
 
 
 async def test_an_approved_edit_cannot_point_at_parkgates_files(rig: Any) -> None:
-    """The edit is judged like the model's input: released, never claimed or run."""
+    """The edit is judged like the model's input: never claimed or run, and the
+    call ends at once, cancelled by the hook with the reason (it used to sit
+    released until the unclaimed timeout ended it saying nothing)."""
     async with rig(policy={"per_tool": {"Read": "prompt"}}, claude_code_wait_seconds=30) as api:
         (api.workspace / "a.txt").write_text("fine\n")
         ev = event(api)
@@ -168,7 +171,19 @@ async def test_an_approved_edit_cannot_point_at_parkgates_files(rig: Any) -> Non
         assert verdict == "deny" and "approved edit" in reason, reason
         assert "parkgate's data directory" in reason
         stored = await api.repo.get_call(sid, ev["tool_use_id"])
-        assert stored is not None and stored.status.value == "released", stored
+        assert stored is not None and stored.status.value == "cancelled", stored
+        assert stored.started_at is None and stored.result is not None
+        said = stored.result.text
+        assert said.startswith("The call was cancelled before it ran (by key "), said
+        assert "via hook: the approved edit is refused: " in said and secret in said, said
+        events = await api.repo.call_events(sid, ev["tool_use_id"])
+        [failed] = [e for e in events if e.type == "tool.failed"]
+        assert failed.data["via"] == "hook" and secret in failed.data["reason"], failed
+        assert failed.data["cancelled_by"].startswith("key '"), failed
+        page = await audit_page(api, sid)
+        assert "via hook: the approved edit is refused" in html.unescape(page)
+        report = await api.repo.verify_chain(sid)
+        assert report.ok and report.problems == [], report
 
 
 async def test_outside_the_workspace_is_denied_when_set(rig: Any) -> None:

@@ -59,3 +59,34 @@ async def test_cancel_session_tools_cancels_every_call_of_the_session(
         assert view.status == CallStatus.PARKED  # another session is untouched
         await keep.cancel()
         assert (await keep.result()).status == CallStatus.CANCELLED
+
+
+async def test_a_batch_cancelled_by_session_names_the_canceller_in_every_call(
+    dev_server: DevServer, sqlite_repo: Any, tmp_path: Path
+) -> None:
+    """A batch's calls get the session cancel's own request (calls are cancelled
+    before their turn, whose cancel reaches them without a reason)."""
+    from parkgate.calls.cancellation import Cancellation
+
+    client = await dev_client(dev_server)
+    async with durable_rig(client, sqlite_repo, tmp_path) as rig:
+        session = rig.session("s-batch-cancel")
+        calls = [ToolUseBlock(id=f"b{i}", name="write_file", input={"path": f"b{i}",
+                                                                   "content": "x"})
+                 for i in range(3)]
+        await rig.dispatcher.start_turn(calls, session)
+        for c in calls:
+            await rig.wait_parked(session.session_id, c.id)
+        query = (f'WorkflowId STARTS_WITH "call/{session.session_id}/" '
+                 "AND ExecutionStatus = 'Running'")
+        for _ in range(100):
+            if len([w async for w in client.list_workflows(query)]) == 3:
+                break
+            await asyncio.sleep(0.1)
+        who = Cancellation(by="cli:ann", via="parkgate cancel", reason="wrong batch")
+        assert await rig.dispatcher.cancel_session_tools(session.session_id, who) >= 3
+        for c in calls:
+            outcome = await rig.dispatcher.attach(session.session_id, c.id)
+            assert outcome.result.text == "The call was cancelled before it ran (by cli:ann " \
+                "via parkgate cancel: wrong batch).", outcome.result.text
+        assert not any((rig.workspace / f"b{i}").exists() for i in range(3))

@@ -34,6 +34,7 @@ from parkgate.api.shared.errors import ApiError
 from parkgate.api.shared.schemas import ID_RE, CallResource, call_resource
 from parkgate.api.shared.service import CallService
 from parkgate.approvals.access import Role
+from parkgate.calls.cancellation import VIA_MCP, Cancellation
 from parkgate.calls.records import CallStatus
 from parkgate.durable.call_errors import TEMPORAL_NO_ANSWER
 from parkgate.models import ToolUseBlock
@@ -249,7 +250,8 @@ class McpTasks:
                            message=f"task {params.task_id!r} already ended "
                            f"({resource.status.value}); a finished task cannot be cancelled")
         try:
-            await self.calls.cancel(sid, tool_use_id)
+            await self.calls.cancel(sid, tool_use_id, Cancellation(
+                by=caller.principal.label, via=VIA_MCP))
         except ApiError:
             raise self._not_found(params.task_id) from None
         ended = await self.calls.wait(sid, tool_use_id, CANCEL_WAIT_SECONDS)

@@ -11,9 +11,10 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from parkgate.api.shared.approval_links import named_approvers, quorum_of
+from parkgate.calls.cancellation import MAX_REASON_CHARS, check_reason
 from parkgate.calls.records import ApprovalRecord, CallStatus
 from parkgate.calls.wire import (
     BatchOut,
@@ -35,7 +36,7 @@ from parkgate.store.results import CallRecord
 
 __all__ = [
     "ID_RE", "BatchIn", "BatchOut", "CallEventsOut", "CallLinks", "CallPageOut",
-    "CallResource", "CallSummary", "CancelOut", "ClaimIn", "ConfirmationIn",
+    "CallResource", "CallSummary", "CancelIn", "CancelOut", "ClaimIn", "ConfirmationIn",
     "ConfirmationOut", "DecisionOut", "EventOut", "HealthOut", "OutcomeIn",
     "RememberIn", "RememberedListOut", "RememberedOut", "SessionCancelOut", "SessionIn",
     "SessionOut", "StartIn", "TimelineEventOut", "ToolsOut", "call_resource", "stored_fields",
@@ -125,6 +126,23 @@ class ConfirmationIn(BaseModel):
     edited_input: JsonInput | None = None
     #: Allow the same call again (allow decisions only; not for quorum requests).
     remember: RememberIn | None = None
+
+
+class CancelIn(BaseModel):
+    """An optional cancel body: why (recorded with who cancelled, from the key)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    reason: str | None = Field(
+        default=None, max_length=MAX_REASON_CHARS,
+        description="why the call is cancelled: recorded in its result text and "
+        "tool.failed event (no control characters)",
+    )
+
+    @field_validator("reason")
+    @classmethod
+    def _plain(cls, value: str | None) -> str | None:
+        return check_reason(value)
 
 
 class RememberIn(BaseModel):

@@ -38,6 +38,7 @@ from parkgate.api.shared.approval_links import link_for, named_approvers
 from parkgate.api.shared.errors import ApiError
 from parkgate.api.shared.schemas import CallLinks, CallResource, call_resource
 from parkgate.approvals.decisions import DecideInput, DecisionRecord, RejectReason
+from parkgate.calls.cancellation import Cancellation
 from parkgate.calls.records import ApprovalRecord, CallStatus
 from parkgate.durable import stuck
 from parkgate.durable.call_errors import TEMPORAL_NO_ANSWER, UnknownCallError
@@ -416,8 +417,12 @@ class CallService:
                                 reason=RejectReason.NOT_WAITING)
 
     # -------------------------------------------------------------- cancel
-    async def cancel(self, session_id: str, tool_use_id: str) -> bool:
-        """Request cancellation; False when the call had already finished."""
+    async def cancel(self, session_id: str, tool_use_id: str,
+                     cancellation: Cancellation | None = None) -> bool:
+        """Request cancellation; False when the call had already finished.
+        `cancellation` (who, how, why) rides on the request: the call's final
+        row and tool.failed event name it. Of two cancels of one call the
+        first request's stands (Temporal keeps one request; a second is a no-op)."""
         handle = self.handle(session_id, tool_use_id)
         try:
             desc = await handle.describe()
@@ -435,7 +440,7 @@ class CallService:
         try:
             if await self.dispatcher.end_if_wedged(desc.id, desc.run_id):
                 return True
-            await handle.cancel()
+            await handle.cancel(reason=cancellation.encode() if cancellation else "")
         except RPCError as exc:
             if exc.status == RPCStatusCode.NOT_FOUND:
                 return False

@@ -34,11 +34,13 @@ from parkgate.api.shared.schemas import (
     BatchOut,
     CallLinks,
     CallResource,
+    CancelIn,
     CancelOut,
     SessionCancelOut,
 )
 from parkgate.api.shared.service import CallService
 from parkgate.approvals.access import Principal
+from parkgate.calls.cancellation import VIA_API, VIA_SESSION, Cancellation
 from parkgate.calls.records import CallStatus
 from parkgate.client_tools import declared
 from parkgate.durable.dispatcher import IdempotencyConflictError
@@ -280,11 +282,14 @@ async def get_call_output(
 )
 async def cancel_call(
     session_id: SessionId, tool_use_id: ToolUseId, request: Request, repo: RepoDep,
-    key: AgentDep,
+    key: AgentDep, body: CancelIn | None = None,
 ) -> CancelOut:
+    """The key (or signed-in person) and the body's optional reason are
+    recorded with the call's end."""
     await session_of(repo, session_id, key)
     service = call_service(request)
-    cancelled = await service.cancel(session_id, tool_use_id)
+    cancelled = await service.cancel(session_id, tool_use_id, Cancellation(
+        by=key.label, via=VIA_API, reason=body.reason if body else None))
     resource = await service.resource(session_id, tool_use_id)
     if not cancelled:
         message = "the call had already finished"
@@ -306,10 +311,13 @@ async def cancel_call(
     summary="Cancel every unfinished call of a session",
 )
 async def cancel_session(
-    session_id: SessionId, request: Request, repo: RepoDep, key: AgentDep
+    session_id: SessionId, request: Request, repo: RepoDep, key: AgentDep,
+    body: CancelIn | None = None,
 ) -> SessionCancelOut:
     await session_of(repo, session_id, key)
     service = call_service(request)
+    cancellation = Cancellation(by=key.label, via=VIA_SESSION,
+                                reason=body.reason if body else None)
     count = 0
     cursor: str | None = None
     seen: set[str] = set()
@@ -320,7 +328,7 @@ async def cancel_session(
         for row in page.items:
             seen.add(call_workflow_id(session_id, row.tool_use_id))
             try:
-                if await service.cancel(session_id, row.tool_use_id):
+                if await service.cancel(session_id, row.tool_use_id, cancellation):
                     count += 1
             except ApiError:
                 continue  # no workflow for this row (never started): nothing to cancel
