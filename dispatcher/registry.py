@@ -43,8 +43,12 @@ class ToolRegistry:
         self._definitions: dict[str, ToolDefinition] = {}
 
     # -------------------------------------------------------------- mutation
-    def register(self, factory: ToolFactory) -> ToolDefinition:
-        """Validate and register ``factory``; returns the tool's definition."""
+    def register(self, factory: ToolFactory, *, own: bool = False) -> ToolDefinition:
+        """Validate and register ``factory``; returns the tool's definition.
+
+        `own=True` for parkgate's built-in and composed tools only: their schemas
+        are checked against Draft 7's meta-schema by a test rather than here, so a
+        registry of them alone does not import jsonschema (parkgate.schema)."""
         if not callable(factory):
             raise ToolRegistrationError(
                 "register() takes a zero-argument factory producing a Tool, "
@@ -63,7 +67,7 @@ class ToolRegistry:
             raise ToolRegistrationError(
                 "tool factory must return a fresh instance per call (got the same object twice)"
             )
-        definition = self._check_instance(first)
+        definition = self._check_instance(first, meta=not own)
         self._check_instance(second, expected=definition)
         if definition.name in self._factories:
             raise ToolNameConflictError(f"a tool named '{definition.name}' is already registered")
@@ -120,7 +124,9 @@ class ToolRegistry:
 
     # ---------------------------------------------------------------- checks
     @staticmethod
-    def _check_instance(tool: Any, expected: ToolDefinition | None = None) -> ToolDefinition:
+    def _check_instance(
+        tool: Any, expected: ToolDefinition | None = None, *, meta: bool = True
+    ) -> ToolDefinition:
         definition = getattr(tool, "definition", None)
         if not isinstance(definition, ToolDefinition):
             raise ToolRegistrationError(
@@ -137,7 +143,7 @@ class ToolRegistry:
             return definition
         if not isinstance(definition.side_effects, SideEffects):
             raise ToolRegistrationError(f"tool '{definition.name}' must declare side_effects")
-        problems = check_schema_subset(definition.input_schema)
+        problems = check_schema_subset(definition.input_schema, meta=meta)
         if problems:
             raise ToolRegistrationError(
                 f"tool '{definition.name}' input_schema is outside the supported subset: "

@@ -3,15 +3,18 @@
 Providers disagree on JSON Schema support, so tool input schemas must stay in
 the canonical subset; anything else is rejected at registration with the JSON
 path of the offending construct. Inputs are validated with Draft7Validator.
+
+jsonschema (with referencing, rpds and attrs: ~3 MB resident) is imported where
+a schema is checked against Draft 7's meta-schema or an input is validated, not
+with this module: `parkgate api` registers parkgate's own tools at start, whose
+schemas tests/dispatcher/test_schema.py checks (`check_schema_subset(...,
+meta=False)`), and holds jsonschema only from the first call it validates.
 """
 
 from __future__ import annotations
 
 import json
 from typing import Any
-
-from jsonschema import Draft7Validator
-from jsonschema.exceptions import SchemaError
 
 #: Keywords that are never allowed anywhere in a tool input schema.
 FORBIDDEN_KEYWORDS: tuple[str, ...] = (
@@ -60,14 +63,22 @@ def _walk(schema: Any, path: str, errors: list[str]) -> None:
         _walk(items, f"{path}.items", errors)
 
 
-def check_schema_subset(schema: Any) -> list[str]:
-    """Every reason ``schema`` is not an acceptable tool input schema ([] if fine)."""
+def check_schema_subset(schema: Any, *, meta: bool = True) -> list[str]:
+    """Every reason ``schema`` is not an acceptable tool input schema ([] if fine).
+
+    `meta=False` skips the check against Draft 7's meta-schema (and jsonschema's
+    import): only for parkgate's own tools, whose schemas a test checks instead."""
     errors: list[str] = []
     if not isinstance(schema, dict):
         return [f"$: input_schema must be an object, got {type(schema).__name__}"]
     if schema.get("type") != "object":
         errors.append("$.type: the top-level input schema must have type 'object'")
     _walk(schema, "$", errors)
+    if not meta:
+        return errors
+    from jsonschema import Draft7Validator
+    from jsonschema.exceptions import SchemaError
+
     try:
         Draft7Validator.check_schema(schema)
     except SchemaError as exc:
@@ -132,6 +143,8 @@ def validate_input(
         size = input_size(tool_input)
         if size > max_bytes:
             return [f"$: input is {size} bytes, over the {max_bytes}-byte limit"]
+    from jsonschema import Draft7Validator
+
     validator = Draft7Validator(schema)
     errors = sorted(validator.iter_errors(tool_input), key=lambda e: list(map(str, e.path)))
     return [f"{json_path(e.absolute_path)}: {e.message}" for e in errors]

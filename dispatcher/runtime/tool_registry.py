@@ -27,7 +27,9 @@ def build_registry(extra_tools: Iterable[ToolFactory] = ()) -> ToolRegistry:
     from parkgate.tools import builtin_tools, composed_tools
 
     registry = ToolRegistry()
-    for factory in [*builtin_tools(), *composed_tools(), *extra_tools]:
+    for factory in [*builtin_tools(), *composed_tools()]:
+        registry.register(factory, own=True)  # their schemas: tests/dispatcher/test_schema.py
+    for factory in extra_tools:
         registry.register(factory)
     return registry
 

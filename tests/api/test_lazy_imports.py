@@ -49,9 +49,11 @@ WORKER_ONLY = ("cedarpy", "websockets", "parkgate.workflows", "parkgate.activiti
                "parkgate.pipeline", "parkgate.runtime.worker", "parkgate.rules.cedar",
                "temporalio.worker", "temporalio.plugin", "parkgate.durable.plugin")
 #: Loaded on first use: Jinja2 with the first page, the other commands' modules
-#: (YAML, rich: its console too, the policy checks) when they run.
+#: (YAML, rich: its console too, the policy checks) when they run, jsonschema
+#: with the first input validated (parkgate's own tools register without it).
 FIRST_USE = ("jinja2", "yaml", "rich", "parkgate.cli.policy",
-             "parkgate.cli.serve", "parkgate.rules.policy")
+             "parkgate.cli.serve", "parkgate.rules.policy", "jsonschema", "referencing",
+             "rpds")
 
 API_PROBE = """
 import asyncio, sys
@@ -104,3 +106,22 @@ def test_the_templates_load_with_the_first_page() -> None:
         check=True,
     )
     assert out.stdout.split() == ["False", "Jinja2Templates", "True"]
+
+
+SCHEMA_PROBE = """
+import sys
+from parkgate.runtime.tool_registry import build_registry
+registry = build_registry()
+before = "jsonschema" in sys.modules
+from parkgate.schema import validate_input
+errors = validate_input(registry.get("read_file").input_schema, {"path": 3})
+print(before, "jsonschema" in sys.modules, errors)
+"""
+
+
+def test_jsonschema_loads_with_the_first_input_validated() -> None:
+    out = subprocess.run(
+        [sys.executable, "-c", SCHEMA_PROBE], capture_output=True, text=True, timeout=60,
+        check=True,
+    )
+    assert out.stdout.strip() == "False True [\"$.path: 3 is not of type 'string'\"]"

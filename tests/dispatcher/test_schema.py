@@ -109,3 +109,28 @@ def test_depth_limit_names_the_first_path_too_deep() -> None:
     err = depth_error({"cmd": "x", "k": deep})
     assert err is not None and err.startswith("$.k" + ".k" * 63 + ":"), err[:80]
     assert validate_input(obj(), {"k": deep})[0].endswith("nested deeper than the 64-level limit")
+
+
+def test_parkgates_own_tool_schemas_pass_draft7_where_registration_skips_it() -> None:
+    # build_registry registers the built-in and composed tools with own=True:
+    # no Draft 7 meta-schema check (and no jsonschema) at start, this test instead.
+    from parkgate.tools import builtin_tools, composed_tools
+
+    schemas = [factory().definition.input_schema for factory in [*builtin_tools(),
+                                                                 *composed_tools()]]
+    assert len(schemas) == 7
+    for schema in schemas:
+        assert check_schema_subset(schema) == []
+
+
+def test_registration_of_anything_else_still_checks_the_meta_schema() -> None:
+    from parkgate.runtime.tool_registry import build_registry
+    from parkgate.tools import ReadFileTool
+
+    class Strange(ReadFileTool):
+        definition = ReadFileTool.definition.model_copy(update={
+            "name": "strange", "input_schema": obj(path={"type": "strang"})})
+
+    with pytest.raises(Exception, match="invalid JSON Schema"):
+        build_registry([Strange])
+    assert check_schema_subset(obj(path={"type": "strang"}), meta=False) == []
