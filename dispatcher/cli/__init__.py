@@ -3,7 +3,9 @@
 `main` is the console script. A hook is run as a process per tool call
 (`parkgate hook claude-code`, `hook codex`, `hook gemini` ...), so it skips
 the CLI's imports (typer, every command module, the settings) when its options
-are plain: parkgate.cli.hook_run.
+are plain: parkgate.cli.hook_run. `parkgate api` with plain options skips
+typer and the CLI's root too (parkgate.cli.api_cmd.run_argv): a long-running
+API would hold them for nothing.
 `app` and `CliError` are loaded on first use.
 """
 
@@ -23,6 +25,8 @@ __all__ = ["CliError", "app", "main"]
 
 #: The first argument of the command hook (`hook <agent>`).
 _HOOK = "hook"
+#: The first argument of `parkgate api`.
+_API = "api"
 
 
 def __getattr__(name: str) -> Any:
@@ -47,6 +51,14 @@ def main(argv: Sequence[str] | None = None) -> None:
         code = run_argv(args[2:], wire) if wire is not None else None
         if code is not None:  # run_argv flushed what it printed (a closed stdout too)
             end_hook_process(code)
+    if args[:1] == [_API]:
+        from parkgate.cli.api_cmd import run_argv as run_api_argv
+
+        code = run_api_argv(args[1:])
+        if code is not None:
+            from parkgate.cli.process_exit import finish
+
+            finish(code)
     from parkgate.cli.root import main as run_cli
 
     run_cli(argv)

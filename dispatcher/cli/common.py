@@ -71,6 +71,29 @@ class ConfigError(CliError):
         super().__init__(message, EXIT_USAGE)
 
 
+def fail(message: str, code: int) -> int:
+    """Print `message` as the one error line; `code` is the exit status to use."""
+    sys.stderr.write(f"parkgate: error: {one_line(message)}\n")
+    sys.stderr.flush()
+    return code
+
+
+def failed(exc: BaseException) -> int:
+    """The exit status for a command that raised `exc` (not a click usage error),
+    its line printed: a CliError's own, invalid settings 2, Ctrl-C 130, anything
+    else 1 (re-raised with PARKGATE_DEBUG set: call it in the `except` block)."""
+    if isinstance(exc, CliError):
+        return fail(exc.message, exc.code)
+    if isinstance(exc, ValidationError):
+        return fail(f"invalid configuration: {describe_validation_error(exc)}", EXIT_USAGE)
+    if isinstance(exc, KeyboardInterrupt):
+        sys.stderr.write("aborted\n")
+        return 130
+    if os.environ.get("PARKGATE_DEBUG"):
+        raise exc
+    return fail(f"{type(exc).__name__}: {exc}", EXIT_RUNTIME)
+
+
 def one_line(text: str) -> str:
     """Collapse whitespace so a message always fits one terminal line."""
     return " ".join(str(text).split())

@@ -20,22 +20,20 @@ their memory for nothing (docs/PERFORMANCE.md, "At rest"). Help lists them all.
 from __future__ import annotations
 
 import importlib
-import os
 import sys
 from collections.abc import Callable, Iterator, MutableMapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import typer
-from pydantic import ValidationError
 from typer.core import TyperGroup
 
 from parkgate.cli.common import (
     EXIT_RUNTIME,
     EXIT_USAGE,
     CliError,
-    describe_validation_error,
-    one_line,
+    fail,
+    failed,
     use_config_file,
 )
 from parkgate.cli.process_exit import exit_code_of, finish
@@ -139,12 +137,6 @@ class LazyCommands(MutableMapping[str, Any]):
         return len({**dict.fromkeys(COMMANDS), **self._loaded})
 
 
-def _fail(message: str, code: int) -> int:
-    sys.stderr.write(f"parkgate: error: {one_line(message)}\n")
-    sys.stderr.flush()
-    return code
-
-
 class ParkgateGroup(TyperGroup):
     """Root group whose `main` turns every failure into one line + an exit code,
     and whose commands load on first use (LazyCommands)."""
@@ -193,23 +185,16 @@ class ParkgateGroup(TyperGroup):
                 if text.strip():
                     sys.stdout.write(text + "\n")
                 return EXIT_USAGE
-            return _fail(exc.format_message(), EXIT_USAGE)  # type: ignore[attr-defined]
+            return fail(exc.format_message(), EXIT_USAGE)  # type: ignore[attr-defined]
         except _ClickException as exc:
             code = getattr(exc, "exit_code", None) or EXIT_RUNTIME
-            return _fail(exc.format_message(), code)  # type: ignore[attr-defined]
-        except CliError as exc:
-            return _fail(exc.message, exc.code)
-        except ValidationError as exc:
-            return _fail(f"invalid configuration: {describe_validation_error(exc)}", EXIT_USAGE)
-        except (typer.Abort, KeyboardInterrupt):
-            sys.stderr.write("aborted\n")
-            return 130
+            return fail(exc.format_message(), code)  # type: ignore[attr-defined]
+        except typer.Abort:
+            return failed(KeyboardInterrupt())
         except typer.Exit as exc:
             return int(exc.exit_code or 0)
-        except Exception as exc:
-            if os.environ.get("PARKGATE_DEBUG"):
-                raise
-            return _fail(f"{type(exc).__name__}: {exc}", EXIT_RUNTIME)
+        except (Exception, KeyboardInterrupt) as exc:
+            return failed(exc)
         return rv if isinstance(rv, int) else 0
 
 

@@ -125,3 +125,47 @@ def test_jsonschema_loads_with_the_first_input_validated() -> None:
         check=True,
     )
     assert out.stdout.strip() == "False True [\"$.path: 3 is not of type 'string'\"]"
+
+
+def _api_process(argv: list[str], tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    """`parkgate api` started by `argv` in a data dir with no database: it stops at
+    start with its one error line (exit 1), after the imports it serves with."""
+    from parkgate.runtime.ports import LOCALHOST, free_port
+
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("PARKGATE_")}
+    return subprocess.run(
+        [*argv, "api", "--host", LOCALHOST, f"--port={free_port(LOCALHOST)}",
+         "--connect-timeout", "0"],
+        capture_output=True, text=True, timeout=120, cwd=tmp_path,
+        env={**clean, "PARKGATE_DATA_DIR": str(tmp_path / "data"), "PYTHONPROFILEIMPORTTIME": "1",
+             "PARKGATE_TEMPORAL_ADDRESS": "127.0.0.1:9", **env},
+    )
+
+
+def _said(proc: subprocess.CompletedProcess[str]) -> list[str]:
+    return [line.split(" (Temporal")[0].split("http://")[0] for line in proc.stderr.splitlines()
+            if not line.startswith("import time:")]
+
+
+def _imported(proc: subprocess.CompletedProcess[str]) -> set[str]:
+    return {line.split("|")[-1].strip() for line in proc.stderr.splitlines()
+            if line.startswith("import time:")}
+
+
+def test_parkgate_api_runs_without_typer_and_fails_as_the_typer_command_does(
+    tmp_path: Path,
+) -> None:
+    # parkgate.cli.main serves `parkgate api` with plain options without typer
+    # (parkgate.cli.api_cmd.run_argv); the typer command (parkgate.cli.root.main)
+    # is what it was. Both end the same way: a store that is not migrated, exit 1,
+    # and invalid settings, exit 2.
+    plain = [sys.executable, "-c", "from parkgate.cli import main; main()"]
+    typed = [sys.executable, "-c", "from parkgate.cli.root import main; main()"]
+    for env, code, needle in (({}, 1, "is not migrated"),
+                              ({"PARKGATE_SESSION_CONCURRENCY": "0"}, 2, "session_concurrency")):
+        fast, full = _api_process(plain, tmp_path, **env), _api_process(typed, tmp_path, **env)
+        assert (fast.returncode, full.returncode) == (code, code), fast.stderr[-2000:]
+        assert _said(fast) == _said(full)
+        assert needle in _said(fast)[-1] and _said(fast)[-1].startswith("parkgate: error: ")
+        assert not {"typer", "parkgate.cli.root"} & _imported(fast)
+        assert {"typer", "parkgate.cli.root"} <= _imported(full)
