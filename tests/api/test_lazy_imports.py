@@ -3,7 +3,9 @@ one machine" and "At rest"): an API without MCP clients, Slack or OIDC, and a st
 at head, do not pay for the MCP SDK, slack-sdk/aiohttp, Authlib/joserfc, Alembic, (without
 webhooks) httpx, or (without policy_files) cedarpy. The worker's recipe is imported too.
 `parkgate api` loads no worker part, no page template engine before a page is asked for,
-and none of the other CLI commands' modules."""
+none of the other CLI commands' modules, and not typer (its plain options are parsed
+without it); jsonschema loads with the first input validated, prometheus_client with the
+first count or scrape."""
 
 from __future__ import annotations
 
@@ -50,10 +52,11 @@ WORKER_ONLY = ("cedarpy", "websockets", "parkgate.workflows", "parkgate.activiti
                "temporalio.worker", "temporalio.plugin", "parkgate.durable.plugin")
 #: Loaded on first use: Jinja2 with the first page, the other commands' modules
 #: (YAML, rich: its console too, the policy checks) when they run, jsonschema
-#: with the first input validated (parkgate's own tools register without it).
+#: with the first input validated (parkgate's own tools register without it),
+#: prometheus_client with the first count or scrape.
 FIRST_USE = ("jinja2", "yaml", "rich", "parkgate.cli.policy",
              "parkgate.cli.serve", "parkgate.rules.policy", "jsonschema", "referencing",
-             "rpds")
+             "rpds", "prometheus_client", "parkgate.api.shared.metric_families")
 
 API_PROBE = """
 import asyncio, sys
@@ -117,6 +120,27 @@ from parkgate.schema import validate_input
 errors = validate_input(registry.get("read_file").input_schema, {"path": 3})
 print(before, "jsonschema" in sys.modules, errors)
 """
+
+
+METRICS_PROBE = """
+import sys
+import parkgate.api.app
+from parkgate.api.shared import metrics
+before = "prometheus_client" in sys.modules
+metrics.count_submission("no-such-tool")
+body, content_type = metrics.render()
+line = [l for l in body.decode().splitlines() if l.startswith("parkgate_api_tool_calls_sub")][0]
+print(before, "prometheus_client" in sys.modules, line, metrics.REGISTRY is not None)
+"""
+
+
+def test_prometheus_client_loads_with_the_first_count() -> None:
+    out = subprocess.run(
+        [sys.executable, "-c", METRICS_PROBE], capture_output=True, text=True, timeout=60,
+        check=True,
+    )
+    assert out.stdout.split() == [
+        "False", "True", 'parkgate_api_tool_calls_submitted_total{tool="unknown"}', "1.0", "True"]
 
 
 def test_jsonschema_loads_with_the_first_input_validated() -> None:

@@ -4,82 +4,54 @@ Gauges of calls by status and of parked calls are refreshed from the history
 store at scrape time (so they are right whichever process ran the calls).
 Approval latency is observed where a decision lands over HTTP (API or link);
 tool durations are read from calls that finished since the previous scrape.
-A dedicated registry keeps several apps in one test process from colliding.
+The families themselves (parkgate.api.shared.metric_families, and
+prometheus_client with them) load with the first count or scrape; their
+names are read through this module as before (`metrics.REGISTRY`).
 """
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
-from prometheus_client import (
-    CONTENT_TYPE_LATEST,
-    CollectorRegistry,
-    Counter,
-    Gauge,
-    Histogram,
-    generate_latest,
-)
 from sqlalchemy import Table, func, select
 
 from parkgate.calls.records import LIVE_STATUSES, CallStatus
 
 if TYPE_CHECKING:
+    from parkgate.api.shared.metric_families import (
+        API_SUBMISSIONS,
+        APPROVAL_LATENCY,
+        CALLS_BY_STATUS,
+        DECISIONS,
+        INTEGRITY_ERRORS,
+        OPEN_TOO_LONG,
+        PARKED,
+        REGISTRY,
+        TOOL_DURATION,
+    )
     from parkgate.store.repository import Repository
 
-REGISTRY = CollectorRegistry(auto_describe=True)
+__all__ = ["API_SUBMISSIONS", "APPROVAL_LATENCY", "CALLS_BY_STATUS", "DECISIONS",
+           "INTEGRITY_ERRORS", "OPEN_TOO_LONG", "PARKED", "REGISTRY", "TOOL_DURATION",
+           "StoreSampler", "render"]
 
-CALLS_BY_STATUS = Gauge(
-    "parkgate_calls",
-    "Tool calls in the history store, by current status.",
-    ["status"],
-    registry=REGISTRY,
-)
-PARKED = Gauge(
-    "parkgate_parked_calls",
-    "Tool calls currently parked waiting for a human decision.",
-    registry=REGISTRY,
-)
-APPROVAL_LATENCY = Histogram(
-    "parkgate_approval_latency_seconds",
-    "Time from approval request to decision.",
-    ["decision", "via"],
-    buckets=(1, 5, 15, 30, 60, 120, 300, 900, 1800, 3600, 4 * 3600, 12 * 3600, 24 * 3600),
-    registry=REGISTRY,
-)
-TOOL_DURATION = Histogram(
-    "parkgate_tool_duration_seconds",
-    "Wall time of tool executions.",
-    ["tool", "status"],
-    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600),
-    registry=REGISTRY,
-)
-OPEN_TOO_LONG = Gauge(
-    "parkgate_calls_open_too_long",
-    "Tool calls not ended (queued, parked, running, released, claimed) created longer "
-    "ago than open_call_report_seconds: a wait that may have no end (parkgate calls "
-    "list --open-longer-than lists them).",
-    registry=REGISTRY,
-)
-INTEGRITY_ERRORS = Gauge(
-    "parkgate_store_integrity_errors",
-    "Event writes that contradicted a stored event of the same id (event_conflicts "
-    "rows; each one is also logged). Anything above 0 needs an operator.",
-    registry=REGISTRY,
-)
-API_SUBMISSIONS = Counter(
-    "parkgate_api_tool_calls_submitted",
-    "Tool calls submitted over the HTTP API (including re-attachments).",
-    ["tool"],
-    registry=REGISTRY,
-)
-DECISIONS = Counter(
-    "parkgate_decisions",
-    "Approval decisions attempted over HTTP, by outcome (won or lost).",
-    ["decision", "outcome"],
-    registry=REGISTRY,
-)
+
+def _families() -> ModuleType:
+    """parkgate.api.shared.metric_families, imported the first time a metric is used."""
+    return importlib.import_module("parkgate.api.shared.metric_families")
+
+
+def __getattr__(name: str) -> Any:
+    """The metric families by name (`metrics.INTEGRITY_ERRORS`), loaded on first use."""
+    if name.isupper() and not name.startswith("_"):
+        value = getattr(_families(), name, None)
+        if value is not None:
+            return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 #: Tool names that may appear as a `tool` label (the registries of the apps in
 #: this process); anything else is counted as UNKNOWN so a client cannot grow
@@ -109,36 +81,39 @@ def bounded(value: str, allowed: frozenset[str]) -> str:
 
 def set_status_counts(counts: Mapping[str, int]) -> None:
     """Refresh the by-status gauges (every status gets a sample, zero when absent)."""
+    families = _families()
     for status in CallStatus:
-        CALLS_BY_STATUS.labels(status=status.value).set(counts.get(status.value, 0))
-    PARKED.set(counts.get(CallStatus.PARKED.value, 0))
+        families.CALLS_BY_STATUS.labels(status=status.value).set(counts.get(status.value, 0))
+    families.PARKED.set(counts.get(CallStatus.PARKED.value, 0))
 
 
 def observe_approval_latency(decision: str, via: str, seconds: float) -> None:
-    APPROVAL_LATENCY.labels(
+    _families().APPROVAL_LATENCY.labels(
         decision=bounded(decision, DECISION_LABELS), via=bounded(via, VIA_LABELS)
     ).observe(max(seconds, 0.0))
 
 
 def count_decision(decision: str, outcome: str) -> None:
-    DECISIONS.labels(
+    _families().DECISIONS.labels(
         decision=bounded(decision, DECISION_LABELS), outcome=bounded(outcome, OUTCOME_LABELS)
     ).inc()
 
 
 def count_submission(tool: str) -> None:
-    API_SUBMISSIONS.labels(tool=tool_label(tool)).inc()
+    _families().API_SUBMISSIONS.labels(tool=tool_label(tool)).inc()
 
 
 def observe_tool_duration(tool: str, status: str, seconds: float) -> None:
-    TOOL_DURATION.labels(tool=tool_label(tool), status=bounded(status, _STATUS_LABELS)).observe(
-        max(seconds, 0.0)
-    )
+    _families().TOOL_DURATION.labels(
+        tool=tool_label(tool), status=bounded(status, _STATUS_LABELS)
+    ).observe(max(seconds, 0.0))
 
 
 def render() -> tuple[bytes, str]:
     """The exposition text and its content type."""
-    return generate_latest(REGISTRY), CONTENT_TYPE_LATEST
+    from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+    return generate_latest(_families().REGISTRY), CONTENT_TYPE_LATEST
 
 
 class StoreSampler:
@@ -169,13 +144,14 @@ class StoreSampler:
             ).all()
             set_status_counts({str(status): int(n) for status, n in rows})
             opened_before = datetime.now(UTC) - timedelta(seconds=self.open_report_seconds)
-            OPEN_TOO_LONG.set(int((await conn.execute(
+            families = _families()
+            families.OPEN_TOO_LONG.set(int((await conn.execute(
                 select(func.count()).select_from(calls).where(
                     calls.c.status.in_([s.value for s in LIVE_STATUSES]),
                     calls.c.created_at < opened_before)
             )).scalar_one()))
             conflicts = _conflicts_table()
-            INTEGRITY_ERRORS.set(
+            families.INTEGRITY_ERRORS.set(
                 int((await conn.execute(select(func.count()).select_from(conflicts))).scalar_one())
             )
             # The first scrape counts from process start; later ones overlap.
