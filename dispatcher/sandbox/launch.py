@@ -29,7 +29,13 @@ is not root), where
   switches to `tool_user` when set) before the tool runs, so it cannot unmount
   a cover or regain privileges through a setuid binary;
 - everything in the namespace is killed when the tool's shell exits or the
-  call is cancelled (`--kill-child`; the namespace's pid 1 going away).
+  call is cancelled (`--kill-child`; the namespace's pid 1 going away), and
+  when the worker dies: `unshare` starts under `setpriv --pdeathsig KILL`, so
+  a worker SIGKILLed mid-run (its call recorded "worker lost ... outcome
+  unknown") takes the tool with it instead of leaving it changing the
+  workspace after the record. The signal is the forking thread's death: the
+  tool is spawned from the worker's event loop thread, which lives as long
+  as the worker.
 
 `tool_sandbox`: `auto` uses the sandbox when a probe shows it works and logs
 one warning when it does not (also when only the network namespace does not
@@ -68,6 +74,8 @@ SandboxMode = Literal["auto", "required", "off"]
 SETUP_FAILED = 125
 _SEARCH_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 _SETPRIV_DROP = ["--no-new-privs", "--bounding-set=-all", "--inh-caps=-all"]
+#: `unshare` (and, through `--kill-child`, its namespace) is killed when the worker dies.
+_DIE_WITH_WORKER = ["--pdeathsig", "KILL"]
 
 # Runs as pid 1 of the new namespaces, with the namespace's full capabilities,
 # in the workspace: give the namespace a private /dev/shm (the host's holds
@@ -175,6 +183,7 @@ def sandboxed(
     ip_path = (_which("ip") if isolate_network else None) or "-"
     switch = user.setpriv_args() if user is not None else []
     return [
+        setpriv_path, *_DIE_WITH_WORKER, "--",
         *unshare_argv(unshare_path, as_root=os.geteuid() == 0, isolate_network=isolate_network),
         "/bin/sh", "-c", _SCRIPT, "parkgate-sandbox", mount_path, ip_path, mkdir_path,
         plan.workspace, fstab.text, "\n".join(fstab.stubs), fstab.volatile,

@@ -206,3 +206,48 @@ async def test_start_up_says_when_required_cannot_work(caplog: pytest.LogCapture
                                      tool_sandbox_unshare=MISSING_UNSHARE))
     assert "REQUIRED BUT UNAVAILABLE" in line and MISSING_UNSHARE in line
     assert [r.levelno for r in caplog.records] == [logging.ERROR]
+
+
+#: A worker in miniature: runs one sandboxed shell command through the tool's
+#: spawn, as the execute activity does, and waits for it.
+_WORKER = """
+import asyncio, logging, sys
+from parkgate import Limits, ToolContext, WorkspaceFileAPI
+from parkgate.tools import ShellTool
+ws, user = sys.argv[1], sys.argv[3] or None
+ctx = ToolContext(session_id="s", turn_id="t", tool_use_id="tu", workspace_path=ws,
+                  cancel_event=asyncio.Event(), logger=logging.getLogger("w"),
+                  workspace_files=WorkspaceFileAPI(ws),
+                  limits=Limits(tool_sandbox="required", tool_user=user))
+asyncio.run(ShellTool().execute({"command": sys.argv[2]}, ctx))
+"""
+
+
+@needs_sandbox
+@pytest.mark.parametrize("user", ["", "65534:65534"])
+async def test_a_sandboxed_command_dies_with_its_worker(
+    workspace: Path, user: str, request: pytest.FixtureRequest
+) -> None:
+    """A worker SIGKILLed mid-run takes its tool's processes with it (also
+    run as a dedicated tool user): the call is recorded `worker lost ...
+    outcome unknown` and must not go on changing the workspace afterwards
+    (nothing else would ever stop it)."""
+    import signal
+    import sys
+
+    if user:
+        request.getfixturevalue("root_here")  # only root switches to a tool user
+    os.chmod(workspace, 0o777)
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", _WORKER, str(workspace),
+        "echo started > started.txt; sleep 2; echo after > after.txt", user)
+    for _ in range(600):
+        if await asyncio.to_thread((workspace / "started.txt").exists):
+            break
+        await asyncio.sleep(0.05)
+    else:
+        raise AssertionError("the command never started")
+    os.kill(proc.pid, signal.SIGKILL)
+    await proc.wait()
+    await asyncio.sleep(3.5)  # past the command's sleep
+    assert not (workspace / "after.txt").exists()
