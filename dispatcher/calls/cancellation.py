@@ -72,7 +72,7 @@ class Cancellation(BaseModel):
             return None
         try:
             data: Any = json.loads(raw)
-        except ValueError:
+        except (ValueError, RecursionError):  # any text a Temporal client sent
             data = None
         if isinstance(data, dict) and data.get(_TAG) == 1:
             found = cls(by=_part(data.get("by")), via=_part(data.get("via")),

@@ -96,3 +96,14 @@ def test_the_reason_round_trips_and_old_requests_carry_none() -> None:
     assert outside.suffix() == " (operator cleanup?)"
     assert Cancellation.decode('{"parkgate_cancel": 1}') is None
     assert Cancellation.decode("x" * 5000) == Cancellation(reason="x" * 1000)
+
+
+def test_any_text_a_temporal_client_sends_is_read_without_raising() -> None:
+    """The reason is read inside the workflow: an exception there would fail
+    every attempt of its workflow task and strand the call. Deeply nested JSON
+    (json.loads' RecursionError), control characters and huge text are kept as
+    a clipped reason."""
+    for raw in ("[" * 100_000, '{"parkgate_cancel": 1, "by": ' * 5000, "\x00\x1b[2J" * 1000,
+                "x" * 1_000_000, '{"parkgate_cancel": 1, "by": 7, "reason": ["a"]}'):
+        found = Cancellation.decode(raw)
+        assert found is None or len(found.suffix()) < 2_000
