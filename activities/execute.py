@@ -178,10 +178,18 @@ class ExecuteActivities:
 
     # ------------------------------------------------------------------
     async def _run(self, inp: ExecuteInput, *, heartbeat: bool) -> ExecuteOutput:
+        """One run, heartbeated from its first store write to its last: a write
+        waiting on a busy store must not time the run out ("worker lost")."""
+        beat = asyncio.create_task(self._heartbeat()) if heartbeat else None
+        try:
+            return await self._run_beating(inp, heartbeat=heartbeat)
+        finally:
+            await self._stop_helpers(beat)
+
+    async def _run_beating(self, inp: ExecuteInput, *, heartbeat: bool) -> ExecuteOutput:
         pending: list[ToolEvent] = []
-        # The decision that lets this call run is stored before it runs, with the
-        # run's first write; when the store is down it travels back like the
-        # other events (see ExecuteOutput).
+        # The decision that lets this call run is stored before it runs, with the run's
+        # first write; when the store is down it travels back (see ExecuteOutput).
         lead = await self._store_resolved(inp, pending)
         if hash_mismatch(inp):
             out = await self._refuse(inp, pending, lead)
@@ -219,22 +227,17 @@ class ExecuteActivities:
                 inp.prepared, cancel_event=cancel_event, emit=emit, approver=gate
             )
         )
-        beat = asyncio.create_task(self._heartbeat()) if heartbeat else None
         try:
             run = await self._await_with_cancel(task, cancel_event)
         except SubCallParked as parked:
-            await self._stop_helpers(beat)
             assert gate is not None
             return self._parked(inp, parked, gate, pending, lead)
-        except BaseException:
-            await self._stop_helpers(beat)
-            raise
         # The tool has run: what it did is recorded and returned whatever
         # arrives now. A cancellation reaches this task only with a heartbeat
         # response, which may come after the tool's write; aborting the final
         # store write then would end the call `cancelled` with its effect done.
         return await _despite_cancellation(
-            self._outcome(inp, run, beat, called, held, pending, lead)
+            self._outcome(inp, run, called, held, pending, lead)
         )
 
     def _parked(
@@ -273,14 +276,12 @@ class ExecuteActivities:
         self,
         inp: ExecuteInput,
         run: ToolRun,
-        beat: asyncio.Task[None] | None,
         called: DeferredCalled,
         held: list[ToolEvent],
         pending: list[ToolEvent],
         lead: Lead,
     ) -> ExecuteOutput:
         """Store the final event and row of a run that happened, and report it."""
-        await self._stop_helpers(beat)
         if inp.edit_note:
             # The model must not read the output as that of the input it sent.
             note = TextBlock(text=inp.edit_note)
