@@ -16,7 +16,9 @@ from typing import TYPE_CHECKING, Any, Protocol, Unpack
 from temporalio.client import (
     Client,
     RPCTimeoutOrCancelledError,
+    WorkflowExecutionStatus,
     WorkflowHandle,
+    WorkflowQueryFailedError,
     WorkflowUpdateFailedError,
     WorkflowUpdateStage,
 )
@@ -160,7 +162,15 @@ class DecisionSending:
             if exc.status != RPCStatusCode.NOT_FOUND:
                 raise
             # Either no such call, or it already ended (expired, cancelled, ran).
-            view = await self.status(session_id, tool_use_id)
+            try:
+                view = await _ended_status(handle)
+            except UnknownCallError:
+                raise
+            except _NO_ANSWER:
+                # A closed workflow answers a query only once a worker replayed
+                # its whole history: without one (all busy, or dying) the store
+                # has the winner; the caller reads it there (409, not 503).
+                return DecideResult.refused(no_longer_waiting("ended"), None)
             return DecideResult.refused(_ended_refusal(view), view.decision)
 
     def proven(self, inp: DecideInput, workflow_id: str) -> DecideInput:
@@ -218,9 +228,16 @@ async def _parked_in_history(handle: WorkflowHandle[Any, Any]) -> None:
                 QUERY_STATUS, StatusRequest(), result_type=CallStatusView,
                 rpc_timeout=timedelta(seconds=max(0.5, min(_SETTLE_QUERY_SECONDS, left))),
             )
-        except RPCError as exc:
-            if exc.status == RPCStatusCode.NOT_FOUND:
+        except (RPCError, WorkflowQueryFailedError) as exc:
+            if isinstance(exc, RPCError) and exc.status == RPCStatusCode.NOT_FOUND:
                 return
+            if await _closed(handle):
+                # It ended: no park to wait for, and the update's NOT_FOUND
+                # answers the decider (a query of a closed workflow needs a
+                # worker to replay all of it, and may never come).
+                return
+            if isinstance(exc, WorkflowQueryFailedError):
+                raise
             # A timeout (the core reports it with varying codes) or no server.
             why, cause = "no worker answered the call's status in time", exc
         else:
@@ -230,6 +247,28 @@ async def _parked_in_history(handle: WorkflowHandle[Any, Any]) -> None:
         if loop.time() >= deadline:
             raise ParkNotSettled(f"{why}; retry shortly") from cause
         await asyncio.sleep(_SETTLE_POLL_SECONDS)
+
+
+async def _closed(handle: WorkflowHandle[Any, Any]) -> bool:
+    """Whether the call's workflow has ended (the server answers: no worker needed)."""
+    try:
+        desc = await handle.describe(rpc_timeout=timedelta(seconds=_SETTLE_QUERY_SECONDS))
+    except RPCError:
+        return False
+    return desc.status is not None and desc.status != WorkflowExecutionStatus.RUNNING
+
+
+async def _ended_status(handle: WorkflowHandle[Any, Any]) -> CallStatusView:
+    """The status of a call whose workflow has ended, bounded like the settle query."""
+    try:
+        return await handle.query(
+            QUERY_STATUS, StatusRequest(), result_type=CallStatusView,
+            rpc_timeout=timedelta(seconds=_SETTLE_QUERY_SECONDS),
+        )
+    except RPCError as exc:
+        if exc.status == RPCStatusCode.NOT_FOUND:
+            raise UnknownCallError(f"unknown call {handle.id}") from exc
+        raise
 
 
 def _ended_refusal(view: CallStatusView) -> Rejection:

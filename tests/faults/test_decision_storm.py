@@ -166,6 +166,8 @@ async def test_decision_storm(make_stack: StackFactory, private_pg: PrivatePostg
     forged = forged_winners(forger, calls, events)
     all_calls += calls
     print(f"\nround kill: {verdicts[-1].mismatches[:10]}")
+    for report in (r for c in calls for r in c.stuck):
+        print(report)
 
     # Round 2: the store goes down while the deciders race.
     calls = round_calls(stack, "store", keys)
@@ -202,9 +204,10 @@ async def test_decision_storm(make_stack: StackFactory, private_pg: PrivatePostg
     print(f"forged updates refused: {sum(a.answer.startswith('refused') for a in refused)}"
           f" of {len(refused)}; forged signals: {len(forger.attempts) - len(refused)}")
     assert not forged, "\n".join(forged[:20])
+    stuck = [report for c in all_calls for report in c.stuck]
     assert not mismatches, (
         "\n".join(mismatches[:20]) + f"\naudit verify: {audit.stdout}\n{audit.stderr}\n"
-        + stack.logs()
+        + "\n".join(stuck[:3]) + "\n" + stack.logs()
     )
     assert audit.returncode == 0, f"audit verify: {audit.stdout}\n{audit.stderr}"
     assert "match Temporal" in audit.stdout, audit.stdout

@@ -37,7 +37,7 @@ from temporalio.api.workflowservice.v1 import (
 from temporalio.client import Client, WorkflowHandle
 from temporalio.service import RPCError, RPCStatusCode
 
-from parkgate.approvals.decisions import DecideInput
+from parkgate.approvals.decisions import DecideInput, RejectReason
 from parkgate.calls.records import CallStatus
 from parkgate.durable import deciding
 from parkgate.durable.deciding import ParkNotSettled
@@ -213,3 +213,33 @@ async def test_a_decision_waits_for_the_park_in_history_and_never_shares_its_tas
     assert (rig.workspace / "settle.txt").read_text() == "once"
     replay = await replayer().replay_workflow(history, raise_on_replay_failure=False)
     assert replay.replay_failure is None, replay.replay_failure
+
+
+async def test_a_late_decision_on_an_ended_call_needs_no_worker(
+    dev_server: DevServer, sqlite_repo: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A decider who comes after the call ended is told so (409 at the API), not
+    503 until it gives up: a query of a closed workflow is answered only by a
+    worker replaying all of its history, which may not come (workers busy or
+    being killed; the decision storm lost an allow_with_edits decider to 180 s
+    of 503s). The workflow's end is the server's to say, and the store has the
+    winner."""
+    monkeypatch.setattr(deciding, "_SETTLE_SECONDS", 6.0)  # its wait, shortened
+    client = await dev_client(dev_server)
+    async with durable_rig(client, sqlite_repo, tmp_path, run_worker=False) as rig:
+        session = rig.session()
+        call = ToolUseBlock(id="tu_late", name="write_file",
+                            input={"path": "late.txt", "content": "x"})
+        async with build_worker(client, rig.settings, rig.deps):
+            handle = await rig.dispatcher.start(call, session)
+            request_id = await rig.wait_parked(session.session_id, "tu_late")
+            won = await rig.dispatcher.decide(request_id, "allow", decided_by="alice")
+            assert won.accepted, won
+            await asyncio.wait_for(handle.result(), 60)
+        # No worker polls now: nothing can replay the closed workflow.
+        late = await asyncio.wait_for(
+            rig.dispatcher.decide(request_id, "allow_with_edits", decided_by="bob",
+                                  edited_input={"path": "late.txt", "content": "y"}), 30)
+    assert not late.accepted, late
+    assert late.reason == RejectReason.NOT_WAITING, late
+    assert (rig.workspace / "late.txt").read_text() == "x"

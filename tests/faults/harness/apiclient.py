@@ -96,7 +96,8 @@ class AgentClient:
                 )
                 if not retry:
                     return response
-                last: str = f"HTTP {response.status_code}"
+                # The body says which 503 it was (no worker, unproven, ...).
+                last: str = f"HTTP {response.status_code} {response.text[:300]}"
             except (httpx.TransportError, httpx.RemoteProtocolError) as exc:
                 last = f"{type(exc).__name__}: {exc}"
             self.retries += 1

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
 import time
 from dataclasses import dataclass, field
@@ -21,11 +22,13 @@ import httpx
 
 from tests.faults.harness.apiclient import AgentClient
 from tests.faults.harness.stack import Stack
+from tests.faults.harness.stuck import explain
 
 #: How long one decider keeps retrying while workers or the store are down.
 #: A decider retries honest 503s (no worker alive: round 1 kills one every
 #: 0.3-1.5 s for as long as any decider is still trying) up to this long.
-DECIDE_DEADLINE = 180.0
+#: PARKGATE_STORM_DEADLINE overrides it (a short one shows the stuck reports).
+DECIDE_DEADLINE = float(os.environ.get("PARKGATE_STORM_DEADLINE") or 180.0)
 _CSRF = re.compile(r'name="csrf" value="([^"]+)"')
 
 
@@ -62,6 +65,9 @@ class StormCall:
     request_id: str = ""
     approval_path: str = ""
     final: dict[str, Any] | None = None
+    #: What the stack showed when a decider of this call gave up unanswered
+    #: (tests/faults/harness/stuck.py), one report per such decider.
+    stuck: list[str] = field(default_factory=list)
 
     @property
     def rel_path(self) -> str:
@@ -103,6 +109,12 @@ def plan_deciders(
     return out
 
 
+def confirmation_path(call: StormCall) -> str:
+    """Where an API decider posts its decision."""
+    return (f"/v1/sessions/{call.session_id}/turns/{call.turn_id}"
+            f"/confirmations/{call.request_id}")
+
+
 def who(record: dict[str, Any]) -> str | None:
     """The decider a record names: the authenticated one, else the typed claim."""
     return record.get("decided_by") or record.get("claimed_name")
@@ -112,13 +124,15 @@ async def decide_api(client: AgentClient, call: StormCall, d: Decider) -> None:
     body: dict[str, Any] = {"decision": d.decision, "reason": f"storm {d.decision}"}
     if (edits := d.edits(call.rel_path)) is not None:
         body["edited_input"] = edits
-    r = await client.request(
-        "POST",
-        f"/v1/sessions/{call.session_id}/turns/{call.turn_id}/confirmations/{call.request_id}",
-        json=body,
-        headers={"Authorization": f"Bearer {d.key}"},
-        deadline=time.monotonic() + DECIDE_DEADLINE,
-    )
+    try:
+        r = await client.request(
+            "POST", confirmation_path(call), json=body,
+            headers={"Authorization": f"Bearer {d.key}"},
+            deadline=time.monotonic() + DECIDE_DEADLINE,
+        )
+    except TimeoutError as exc:  # retried its 503s until the deadline
+        d.told, d.detail = "error", str(exc)
+        return
     d.attempts += 1
     d.status = r.status_code
     if r.status_code == 200:
@@ -168,7 +182,7 @@ async def decide_link(base_url: str, call: StormCall, d: Decider) -> None:
                         if d.named is None:
                             d.detail = _page_text(r.text)
                         return
-                    d.detail = f"{r.status_code}"
+                    d.detail = f"{r.status_code} {_page_text(r.text)[:300]}"
                 else:
                     d.detail = f"page {page.status_code}"
             except httpx.TransportError as exc:
@@ -197,7 +211,7 @@ async def decide_cli(stack: Stack, call: StormCall, d: Decider) -> None:
             "--reason", f"storm {d.decision}"]
     while True:
         d.attempts += 1
-        res = await stack.acli(*args, timeout=DECIDE_DEADLINE)
+        res = await stack.acli(*args, timeout=max(DECIDE_DEADLINE, 60.0))
         d.status = res.returncode
         if res.returncode == 0:
             d.told = "won"
@@ -225,6 +239,16 @@ async def storm(stack: Stack, client: AgentClient, calls: list[StormCall]) -> No
             await decide_link(stack.base_url, call, d)
         else:
             await decide_cli(stack, call, d)
+        if d.told == "error":
+            # Taken now, while the call is still stuck (the chaos goes on while
+            # any decider tries): the next failure says why.
+            try:
+                why = await explain(stack, call.session_id, call.tool_use_id,
+                                    [call.approval_path, call.request_id])
+            except Exception as exc:  # the report must not hide the failure
+                why = f"(no report: {type(exc).__name__}: {exc})"
+            call.stuck.append(f"==== {d.name} ({d.via}, {d.decision}) gave up: {d.detail}\n"
+                              + why)
 
     await asyncio.gather(*(one(c, d) for c in calls for d in c.deciders))
 
