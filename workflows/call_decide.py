@@ -51,6 +51,11 @@ if TYPE_CHECKING:
     from parkgate.workflows.call_state import CallState
 
 
+#: workflow.patched id: an approver's edits are re-scoped by a regular activity,
+#: not a local one (`Decisions._revalidate`).
+PATCH_REVALIDATE_ACTIVITY = "revalidate-edits-as-activity"
+
+
 def lexical_path_errors(prepared: PreparedCall, new_input: dict[str, object]) -> list[str]:
     """Pure (no filesystem) scope check of edited paths, for the update validator.
 
@@ -184,11 +189,21 @@ class Decisions:
         return self._settled(inp, prepared)
 
     async def _revalidate(self, prepared: PreparedCall, inp: DecideInput) -> RevalidateOutput:
-        """Full re-scope of edited input (pure: no store writes, safe to discard)."""
+        """Full re-scope of edited input (pure: no store writes, safe to discard).
+
+        A regular activity (PATCH_REVALIDATE_ACTIVITY): a local one inside an
+        update handler can see its result land in the workflow task after the
+        one that recorded its marker, with another decision accepted in
+        between; a worker replaying that history (a cold start, a query on an
+        ended call) then completes this update before that acceptance and
+        fails with "UpdateMachine ... invalid during event
+        WorkflowExecutionUpdateAccepted": the call wedged (docs/FAULTS.md,
+        finding 13). Histories from before the patch replay their local one.
+        """
         assert inp.edited_input is not None
         checked = RevalidateInput(prepared=prepared, new_input=inp.edited_input)
         queue = self.rec.group_queue()
-        if queue is not None:
+        if queue is not None or workflow.patched(PATCH_REVALIDATE_ACTIVITY):
             # Re-scoping (realpath) needs the workspace: on the group's hosts.
             return await workflow.execute_activity(
                 acts.revalidate,
