@@ -15,10 +15,11 @@ import pytest
 
 from tests.faults.conftest import SOAK, StackFactory, scale
 from tests.faults.harness import summary
-from tests.faults.harness.apiclient import AgentClient
+from tests.faults.harness.apiclient import TERMINAL, AgentClient
 from tests.faults.harness.calls import check, plan
 from tests.faults.harness.drive import drive_all
 from tests.faults.harness.stack import Stack
+from tests.faults.harness.stuck import explain
 
 pytestmark = [pytest.mark.devserver, pytest.mark.slow, pytest.mark.timeout(900 if SOAK else 420)]
 
@@ -98,8 +99,13 @@ async def test_sigkill_workers_during_mixed_calls(make_stack: StackFactory) -> N
         f"503s-tolerated={client.errors.tolerated} retries={client.retries}"
     )
     assert kills, "the chaos loop never killed a worker"
+    # A call that never ended: what its workflow shows now (pending task
+    # attempts, failed workflow tasks, last events; the history is kept).
+    lost = [c for c in calls if (c.final or {}).get("status") not in TERMINAL]
+    reports = [await explain(stack, c.session_id, c.tool_use_id, [c.tool_use_id])
+               for c in lost[:3]]
     assert not verdict.lost and not verdict.duplicates and not verdict.wrong, (
-        verdict.problems() + "\n" + stack.logs()
+        verdict.problems() + "\n" + "\n".join(reports) + "\n" + stack.logs()
     )
     assert not client.errors.unexpected, (
         f"{client.errors.unexpected[:5]}\n{stack.api_tracebacks()}"
