@@ -105,6 +105,13 @@ async def test_an_agent_back_after_the_edit_is_told_too(
         else:
             raise AssertionError("the call did not park")
         await human.decide(s, "en-back", "allow_with_edits", edited_input={"path": "final.txt"})
+        # The agent is back once the release is recorded (the decision's answer
+        # comes before the workflow's release write; a return in between is told
+        # it is still parked, since it asked not to wait).
+        deadline = asyncio.get_running_loop().time() + 30
+        while (await agent.get_call(s, "en-back")).status.value == "parked":
+            assert asyncio.get_running_loop().time() < deadline, "never released"
+            await asyncio.sleep(0.1)
         result = await save.call({"path": "draft.txt"}, tool_use_id="en-back")
         assert ran == ["final.txt"]
         assert result.text.startswith(NOTE_HEAD) and EDIT_LINE in result.text
