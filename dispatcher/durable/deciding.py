@@ -169,9 +169,21 @@ class DecisionSending:
             except _NO_ANSWER:
                 # A closed workflow answers a query only once a worker replayed
                 # its whole history: without one (all busy, or dying) the store
-                # has the winner; the caller reads it there (409, not 503).
-                return DecideResult.refused(no_longer_waiting("ended"), None)
+                # has the winner (409, not 503).
+                return await self._stored_refusal(request_id)
             return DecideResult.refused(_ended_refusal(view), view.decision)
+
+    async def _stored_refusal(self, request_id: str) -> DecideResult:
+        """The refusal of a decision for an ended call, from the stored request:
+        the winner when a person decided it, else "no longer waiting"."""
+        try:
+            record = await self.approvals.get_approval(request_id) if self.approvals else None
+        except Exception:  # the store is down too: the refusal stands without its winner
+            record = None
+        won = record.decision_record() if record is not None else None
+        if won is None:
+            return DecideResult.refused(no_longer_waiting("ended"), None)
+        return DecideResult.refused(already_decided(won.decision, won.decided_by), won)
 
     def proven(self, inp: DecideInput, workflow_id: str) -> DecideInput:
         """`inp` with the proof that this API sent it to `workflow_id`."""

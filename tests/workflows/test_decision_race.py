@@ -223,7 +223,7 @@ async def test_a_late_decision_on_an_ended_call_needs_no_worker(
     worker replaying all of its history, which may not come (workers busy or
     being killed; the decision storm lost an allow_with_edits decider to 180 s
     of 503s). The workflow's end is the server's to say, and the store has the
-    winner."""
+    winner: the refusal names it (`parkgate decide` too, not only the API)."""
     monkeypatch.setattr(deciding, "_SETTLE_SECONDS", 6.0)  # its wait, shortened
     client = await dev_client(dev_server)
     async with durable_rig(client, sqlite_repo, tmp_path, run_worker=False) as rig:
@@ -241,5 +241,7 @@ async def test_a_late_decision_on_an_ended_call_needs_no_worker(
             rig.dispatcher.decide(request_id, "allow_with_edits", decided_by="bob",
                                   edited_input={"path": "late.txt", "content": "y"}), 30)
     assert not late.accepted, late
-    assert late.reason == RejectReason.NOT_WAITING, late
+    # The stored request names the winner, as a live call's refusal does.
+    assert late.reason == RejectReason.ALREADY_DECIDED, late
+    assert late.winner is not None and late.winner.decided_by == "alice", late
     assert (rig.workspace / "late.txt").read_text() == "x"
