@@ -20,12 +20,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from temporalio.client import RPCTimeoutOrCancelledError
 
 from parkgate.models import ToolUseBlock
 from parkgate.runtime.devserver import DevServer
 from tests.fixtures.temporal import dev_client, durable_rig, replayer
 
-pytestmark = [pytest.mark.devserver, pytest.mark.slow, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.devserver, pytest.mark.slow, pytest.mark.timeout(420)]
 
 DECIDERS = 12
 MIX = ("allow_with_edits", "deny", "allow")
@@ -43,15 +44,30 @@ async def test_concurrent_decisions_on_a_cold_worker_replay(
                                 input={"path": f"cold{i}.txt", "content": "original"})
             handles.append((call.id, await rig.dispatcher.start(call, session)))
 
+        # All three parked before any decision: with no cache every status
+        # query is a whole replay, and a storm's queries would slow the other
+        # calls' parking on a loaded machine (one took over 30 s in a full run).
+        requests = {tu: await rig.wait_parked(session.session_id, tu, timeout=120)
+                    for tu, _ in handles}
+
         async def storm(tool_use_id: str) -> list[Any]:
-            request_id = await rig.wait_parked(session.session_id, tool_use_id)
+            request_id = requests[tool_use_id]
 
             async def one(j: int) -> Any:
                 decision = MIX[j % len(MIX)]
                 edits = ({"edited_input": {"path": f"{tool_use_id}.txt", "content": f"e{j}"}}
                          if decision == "allow_with_edits" else {})
-                return await rig.dispatcher.decide(request_id, decision,
-                                                   decided_by=f"d{j}", **edits)
+                deadline = asyncio.get_running_loop().time() + 120
+                while True:
+                    try:
+                        return await rig.dispatcher.decide(request_id, decision,
+                                                           decided_by=f"d{j}", **edits)
+                    except RPCTimeoutOrCancelledError:
+                        # No worker answered in time (each query is a whole
+                        # replay here): the API answers 503, a person retries.
+                        if asyncio.get_running_loop().time() > deadline:
+                            raise
+                        await asyncio.sleep(0.2)
 
             return await asyncio.gather(*(one(j) for j in range(DECIDERS)))
 
