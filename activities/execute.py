@@ -28,6 +28,7 @@ from temporalio import activity
 
 from parkgate.activities.budgets import reprice_if_up
 from parkgate.activities.deps import Deps
+from parkgate.activities.heartbeating import heartbeating
 from parkgate.activities.plan import approval_expiry, parks_sub_calls
 from parkgate.activities.record import record_row, write_approval
 from parkgate.activities.subcall_gate import DurableGate
@@ -180,11 +181,8 @@ class ExecuteActivities:
     async def _run(self, inp: ExecuteInput, *, heartbeat: bool) -> ExecuteOutput:
         """One run, heartbeated from its first store write to its last: a write
         waiting on a busy store must not time the run out ("worker lost")."""
-        beat = asyncio.create_task(self._heartbeat()) if heartbeat else None
-        try:
+        async with heartbeating(heartbeat):
             return await self._run_beating(inp, heartbeat=heartbeat)
-        finally:
-            await self._stop_helpers(beat)
 
     async def _run_beating(self, inp: ExecuteInput, *, heartbeat: bool) -> ExecuteOutput:
         pending: list[ToolEvent] = []
@@ -264,13 +262,6 @@ class ExecuteActivities:
                 pending_events=list(pending),
             ),
         )
-
-    @staticmethod
-    async def _stop_helpers(beat: asyncio.Task[None] | None) -> None:
-        if beat is not None:
-            beat.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await beat
 
     async def _outcome(
         self,
@@ -459,14 +450,6 @@ class ExecuteActivities:
             lead.recorded = True
         pending.clear()
         return True
-
-    @staticmethod
-    async def _heartbeat() -> None:
-        timeout = activity.info().heartbeat_timeout
-        interval = max(0.2, min(5.0, timeout.total_seconds() / 4 if timeout else 5.0))
-        while True:
-            activity.heartbeat()
-            await asyncio.sleep(interval)
 
     async def _refuse(
         self, inp: ExecuteInput, pending: list[ToolEvent], lead: Lead
