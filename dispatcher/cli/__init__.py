@@ -11,8 +11,6 @@ API would hold them for nothing.
 
 from __future__ import annotations
 
-import contextlib
-import os
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -73,8 +71,6 @@ def end_hook_process(code: int) -> NoReturn:
     killed the process with SIGSEGV after the deny was printed (exit -11,
     which Claude Code does not read as a block).
     """
-    for stream in (sys.stdout, sys.stderr):
-        if stream is not None:
-            with contextlib.suppress(Exception):
-                stream.flush()
-    os._exit(code)
+    from parkgate.cli.process_exit import exit_now
+
+    exit_now(code)

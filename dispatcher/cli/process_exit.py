@@ -46,6 +46,12 @@ def finish(code: int) -> NoReturn:
     """End the process with `code` (see the module docstring)."""
     if not temporal_runtime_started():
         sys.exit(code)
+    exit_now(code)
+
+
+def exit_now(code: int) -> NoReturn:
+    """End the process with `code` without CPython's teardown, once logging and
+    the standard streams (a closed one too) are flushed."""
     logging.shutdown()
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):
